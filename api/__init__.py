@@ -1,0 +1,1 @@
+"""isofabric REST API and command line."""

@@ -1,0 +1,43 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI
+from sqlalchemy import Engine
+
+from api.deps import require_token
+from api.limits import BodySizeLimit
+from api.problems import install_problem_handlers
+from api.routes_fabrics import router as fabrics_router
+from api.routes_tenants import router as tenants_router
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.settings import Settings, load_settings
+from tenancy.uow import Clock, UnitOfWork, system_clock
+
+DESCRIPTION = """\
+isofabric maps tenants to InfiniBand partitions (P_Keys) with QoS classes, proves that tenants
+are isolated before any change is committed, and renders the files OpenSM consumes.
+Errors are RFC 9457 `application/problem+json`; lists are `{"data", "count", "next"}`.
+"""
+
+
+def create_app(
+    settings: Settings | None = None, *, engine: Engine | None = None, clock: Clock = system_clock
+) -> FastAPI:
+    """Build the app: migrate and seed the database, wire routes, problems and limits."""
+    settings = settings or load_settings()
+    engine = engine or make_engine(settings.database_url)
+    prepare_database(engine)
+    app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
+    app.state.uow = UnitOfWork(engine, settings, clock)
+    install_problem_handlers(app)
+    for router in (fabrics_router, tenants_router):
+        app.include_router(router, dependencies=[Depends(require_token)])
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

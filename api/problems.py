@@ -1,0 +1,152 @@
+"""RFC 9457 problem details: the one table that maps domain errors to HTTP, and the handlers.
+
+Every error response of the service, including unknown routes, wrong methods, validation errors
+and unexpected failures, is ``application/problem+json`` with ``type``, ``title``, ``status``,
+``detail`` and ``instance``; domain errors add their extension members (e.g. counterexamples).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from policies.errors import (
+    AuthenticationError,
+    ConflictError,
+    InputFormatError,
+    IsofabricError,
+    IsolationViolationError,
+    NotFoundError,
+    PoolExhaustedError,
+    ValidationError,
+)
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger("isofabric.api")
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    slug: str
+    status: int
+    title: str
+
+    @property
+    def uri(self) -> str:
+        # RFC 9457 §3.1.1: a URI reference; relative ones resolve against the service's base URL.
+        return f"/problems/{self.slug}"
+
+
+# Most specific class first: lookup walks the exception's MRO.
+PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
+    IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
+    PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
+    ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
+    NotFoundError: ProblemType("not-found", 404, "Resource not found"),
+    InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
+    ValidationError: ProblemType("validation-error", 422, "Invalid value"),
+    AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
+}
+INTERNAL = ProblemType("internal-error", 500, "Internal server error")
+
+
+def problem_type_for(error: IsofabricError) -> ProblemType:
+    for cls in type(error).__mro__:
+        if cls in PROBLEM_TYPES:
+            return PROBLEM_TYPES[cls]
+    return INTERNAL
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    *,
+    slug: str | None = None,
+    title: str | None = None,
+    detail: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"/problems/{slug}" if slug else "about:blank",
+        "title": title or HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail or HTTPStatus(status).description,
+        "instance": request.url.path,
+        **extensions,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_MEDIA_TYPE, headers=headers)
+
+
+async def _domain_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, IsofabricError)
+    kind = problem_type_for(error)
+    headers = {"WWW-Authenticate": "Bearer"} if kind.status == 401 else None
+    return problem_response(
+        request,
+        kind.status,
+        slug=kind.slug,
+        title=kind.title,
+        detail=error.detail,
+        headers=headers,
+        **error.extensions,
+    )
+
+
+async def _validation_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    errors = [
+        {"pointer": _pointer(item.get("loc", ())), "detail": item.get("msg", "invalid")}
+        for item in error.errors()
+    ]
+    summary = "; ".join(f"{e['pointer'] or '/'}: {e['detail']}" for e in errors[:5])
+    return problem_response(
+        request,
+        422,
+        slug="validation-error",
+        title="Invalid request",
+        detail=summary,
+        errors=errors,
+    )
+
+
+def _pointer(location: Any) -> str:
+    """RFC 6901 pointer into the request ('/body/name', '/query/limit')."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in location]
+    return "/" + "/".join(parts) if parts else ""
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, StarletteHTTPException)
+    detail = error.detail if isinstance(error.detail, str) else None
+    if error.status_code == 404 and detail == "Not Found":
+        detail = f"no route matches {request.method} {request.url.path}"
+    return problem_response(
+        request, error.status_code, detail=detail, headers=dict(error.headers or {})
+    )
+
+
+async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    # Log the trace for operators; never send it to the client.
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem_response(
+        request,
+        500,
+        slug=INTERNAL.slug,
+        title=INTERNAL.title,
+        detail="the server failed to handle the request; nothing was changed",
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(IsofabricError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

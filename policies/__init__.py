@@ -1,0 +1,1 @@
+"""isofabric policy engine: pure verification, rendering and parsing of fabric isolation."""

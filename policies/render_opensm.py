@@ -1,0 +1,189 @@
+"""Renderers for the files OpenSM consumes: partitions.conf, the QoS policy and an options file.
+
+Every output is a pure function of the snapshot (byte-identical for the same state) and avoids
+each construct on which OpenSM fails open or silently changes meaning (reference/infiniband.md
+§1.6, §3.4, §8): explicit keys only, ``0x`` GUIDs one per line, an explicit ``Default`` statement,
+no line over 4096 bytes, and ``any, pkey`` rather than ``ipoib, pkey`` in the QoS policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from policies.errors import ValidationError
+from policies.model import FabricSnapshot, Partition, QosClass, format_guid, format_pkey
+
+PARTITIONS_PATH = "opensm/partitions.conf"
+QOS_POLICY_PATH = "opensm/qos-policy.conf"
+OPTIONS_PATH = "opensm/opensm.conf"
+
+# OpenSM reads partitions.conf with fgets() into a 4096-byte buffer; a longer line is split
+# mid-token and the whole file is discarded (reference/infiniband.md §1.1).
+MAX_LINE_BYTES = 4096
+# The default partition statement the engine always emits: CAs limited (so tenants cannot reach
+# each other through it), switches full (so switch management ports keep SA paths), SM full.
+DEFAULT_STATEMENT = "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;"
+# SL used for anything no partition rule matches: IPoIB on 0x7fff and management traffic.
+DEFAULT_SL = 0
+# OpenSM 3.3: max_op_vls 4 = VL0-VL7 (the VLCap of current HCAs and of ibsim); qos_max_vls is
+# parsed but never used (reference/infiniband.md §3.1).
+MAX_OP_VLS = 4
+DATA_VLS = 8
+# VL0 carries the default SL; it keeps a share of the low-priority table even if no class uses it.
+DEFAULT_VL0_WEIGHT = 16
+
+
+@dataclass(frozen=True, slots=True)
+class SubnetManagerKeys:
+    """Management-key protection for OpenSM; values come from settings and are never logged."""
+
+    m_key: int
+    sm_key: int
+    sa_key: int
+    m_key_lease_period: int = 60
+
+    def __post_init__(self) -> None:
+        # OpenSM: m_key 0 disables M_Key protection; sm_key/sa_key 1 are the well-known defaults.
+        if not 0 < self.m_key < 2**64:
+            raise ValidationError("m_key must be a non-zero 64-bit value")
+        for name in ("sm_key", "sa_key"):
+            if getattr(self, name) in (0, 1) or getattr(self, name) >= 2**64:
+                raise ValidationError(f"{name} must be a 64-bit value other than 0 and 1")
+
+    def __repr__(self) -> str:
+        return "SubnetManagerKeys(<redacted>)"
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """One rendered file: its path inside the bundle and its bytes."""
+
+    path: str
+    content: bytes
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the content (the download's ETag)."""
+        return hashlib.sha256(self.content).hexdigest()
+
+
+def render_opensm_artifacts(
+    snapshot: FabricSnapshot, keys: SubnetManagerKeys
+) -> tuple[Artifact, ...]:
+    """Render the three OpenSM files for `snapshot`, sorted by path.
+
+    Raises:
+        ValidationError: if a rendered line would exceed OpenSM's 4096-byte line limit.
+    """
+    files = {
+        OPTIONS_PATH: render_opensm_options(snapshot, keys),
+        PARTITIONS_PATH: render_partitions_conf(snapshot),
+        QOS_POLICY_PATH: render_qos_policy(snapshot),
+    }
+    return tuple(Artifact(path, text.encode()) for path, text in sorted(files.items()))
+
+
+def _header(snapshot: FabricSnapshot, what: str) -> list[str]:
+    return [
+        f"# {what} for fabric {snapshot.fabric.name}, rendered by isofabric; do not edit.",
+        f"# snapshot {snapshot.digest}",
+    ]
+
+
+def render_partitions_conf(snapshot: FabricSnapshot) -> str:
+    """Render OpenSM's partitions.conf: the explicit default partition, then one statement per key.
+
+    Contract: every statement has an explicit key, every member is one ``0x<guid>=full|limited``
+    line, partitions without members are left out (OpenSM deletes them anyway), statements are
+    sorted by key and members by GUID, and no line exceeds 4096 bytes.
+    """
+    qos = {q.name: q for q in snapshot.qos_classes}
+    lines = _header(snapshot, "OpenSM partitions.conf")
+    lines += [
+        "# OpenSM falls back to 'Default=0x7fff : ALL=full' (every port reaches every port) if",
+        "# this file fails to parse: check it with 'isofabric check-partitions' before installing.",
+        DEFAULT_STATEMENT,
+    ]
+    for partition in sorted(snapshot.partitions, key=lambda p: p.pkey):
+        if partition.members:
+            lines += ["", *_partition_statement(partition, qos.get(partition.qos_class or ""))]
+    return _checked("\n".join(lines) + "\n")
+
+
+def _partition_statement(partition: Partition, qos: QosClass | None) -> Iterator[str]:
+    flags = ["ipoib"]
+    if qos is not None:
+        flags += [f"mtu={qos.ib_mtu}", f"rate={qos.ib_rate}", f"sl={qos.ib_sl}"]
+    yield f"{partition.name}={format_pkey(partition.pkey)}, {', '.join(flags)} :"
+    members = sorted(partition.members)
+    for position, member in enumerate(members, start=1):
+        end = " ;" if position == len(members) else ","
+        yield f"    {format_guid(member.guid)}={'full' if member.full else 'limited'}{end}"
+
+
+def _checked(text: str) -> str:
+    for number, line in enumerate(text.split("\n"), start=1):
+        if len(line.encode()) + 1 > MAX_LINE_BYTES:
+            raise ValidationError(f"rendered line {number} exceeds {MAX_LINE_BYTES} bytes")
+    return text
+
+
+def render_qos_policy(snapshot: FabricSnapshot) -> str:
+    """Render an OpenSM QoS policy file with a `qos-ulps` section.
+
+    Contract: ``default : <SL>`` plus one ``any, pkey 0x....  : <SL>`` line per partition that has
+    a QoS class. Never ``ipoib, pkey``: OpenSM drops the whole policy when such a partition has
+    fewer than two full members (reference/infiniband.md §3.4).
+    """
+    qos = {q.name: q for q in snapshot.qos_classes}
+    lines = [*_header(snapshot, "OpenSM QoS policy"), "qos-ulps", f"    default : {DEFAULT_SL}"]
+    for partition in sorted(snapshot.partitions, key=lambda p: p.pkey):
+        cls = qos.get(partition.qos_class or "")
+        if cls is not None and partition.members:
+            lines.append(f"    any, pkey {format_pkey(partition.pkey)} : {cls.ib_sl}")
+    lines.append("end-qos-ulps")
+    return "\n".join(lines) + "\n"
+
+
+def sl_to_vl(sl: int) -> int:
+    """The VL an SL rides on: the identity on VL0-7, SL8-15 folded onto the same eight VLs."""
+    return sl % DATA_VLS
+
+
+def render_opensm_options(snapshot: FabricSnapshot, keys: SubnetManagerKeys) -> str:
+    """Render an OpenSM options file (``opensm -F``): QoS tables, enforcement and key protection.
+
+    Contract: ``qos TRUE``, ``max_op_vls``, ``qos_sl2vl``, ``qos_vlarb_high/low`` derived from the
+    classes' weights, ``part_enforce both``, a non-zero ``m_key`` with protection level 2 and a
+    lease period, and non-default ``sm_key`` / ``sa_key``.
+    """
+    lines = [
+        *_header(snapshot, "OpenSM options (opensm -F)"),
+        "# This file holds the subnet's management keys: store it like a secret.",
+        "qos TRUE",
+        f"max_op_vls {MAX_OP_VLS}",
+        "qos_sl2vl " + ",".join(str(sl_to_vl(sl)) for sl in range(16)),
+        "# No class claims strict priority: every data VL is served by weight in the low table.",
+        "qos_high_limit 0",
+        "qos_vlarb_high 0:0",
+        "qos_vlarb_low " + _vlarb_low(snapshot.qos_classes),
+        "part_enforce both",
+        "allow_both_pkeys FALSE",
+        f"m_key 0x{keys.m_key:016x}",
+        "m_key_protection_level 2",
+        f"m_key_lease_period {keys.m_key_lease_period}",
+        f"sm_key 0x{keys.sm_key:016x}",
+        f"sa_key 0x{keys.sa_key:016x}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _vlarb_low(classes: Iterable[QosClass]) -> str:
+    weights: dict[int, int] = {}
+    for cls in classes:
+        vl = sl_to_vl(cls.ib_sl)
+        weights[vl] = max(cls.vlarb_weight, weights.get(vl, 0))  # classes sharing a VL share it
+    weights.setdefault(0, DEFAULT_VL0_WEIGHT)
+    return ",".join(f"{vl}:{weight}" for vl, weight in sorted(weights.items()))

@@ -1,0 +1,301 @@
+"""InfiniBand isolation verification: the reachability the partitions allow, compared with intent.
+
+Semantics (reference/infiniband.md §1.3): two ports can communicate iff they share a partition
+(15-bit key) and at least one of them is a full member. Intent (DESIGN.md): every owner reaches
+itself and tenants reach the services they were granted; nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from policies.intent import is_allowed_edge
+from policies.model import (
+    DEFAULT_PKEY,
+    PKEY_BASE_MASK,
+    FabricSnapshot,
+    IbPort,
+    Member,
+    NodeRole,
+    Owner,
+    OwnerKind,
+    Partition,
+    format_guid,
+    format_pkey,
+)
+
+# A wrong fabric can produce one counterexample per port pair; callers need a sample, not all.
+MAX_COUNTEREXAMPLES_PER_RULE = 100
+
+
+class Rule(StrEnum):
+    """The properties `verify_isolation` evaluates; a counterexample names the one it refutes."""
+
+    CROSS_TENANT = "cross-tenant-reachability"
+    SERVICE_WITHOUT_GRANT = "service-without-grant"
+    UNASSIGNED_MEMBER = "unassigned-port-reachable"
+    CROSS_SERVICE = "cross-service-reachability"
+    DEFAULT_PARTITION_FULL = "default-partition-full-member"
+    NODE_SHARED = "node-shared"
+    MANAGEMENT_ASSIGNED = "management-node-assigned"
+    PKEY_BUDGET = "pkey-budget-exceeded"
+    PKEY_INVALID = "pkey-invalid"
+    PKEY_OUT_OF_RANGE = "pkey-out-of-range"
+    PKEY_DUPLICATE = "pkey-duplicate"
+    UNKNOWN_MEMBER = "unknown-member-port"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One side of a counterexample: a port, the host it is on, and who owns it."""
+
+    guid: int
+    node: str
+    owner: Owner
+
+
+@dataclass(frozen=True, slots=True)
+class Counterexample:
+    """A concrete refutation of `rule`: the endpoints involved and the partition that links them."""
+
+    rule: Rule
+    message: str
+    pkey: int | None = None
+    a: Endpoint | None = None
+    b: Endpoint | None = None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ReachabilityEdge:
+    """`source` and `target` can communicate through partition `pkey`; `allowed` is the intent."""
+
+    source: Owner
+    target: Owner
+    pkey: int
+    allowed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Result of a verification: `holds` iff there is no counterexample for any rule."""
+
+    holds: bool
+    snapshot_digest: str
+    counterexamples: tuple[Counterexample, ...]
+    reachability: tuple[ReachabilityEdge, ...]
+    rules: tuple[Rule, ...] = tuple(Rule)
+
+
+class _Index:
+    """Lookups shared by the rules: port by GUID and the owner each port belongs to."""
+
+    def __init__(self, snapshot: FabricSnapshot) -> None:
+        self.snapshot = snapshot
+        self.port = {p.guid: p for p in snapshot.ports}
+        nodes = {n.name: n for n in snapshot.nodes}
+        self.node_role = {n.name: n.role for n in snapshot.nodes}
+        self.owner: dict[int, Owner] = {}
+        for port in snapshot.ports:
+            node = nodes.get(port.node)
+            owners = node.owners if node else ()
+            self.owner[port.guid] = owners[0] if owners else Owner.unassigned(port.node)
+        self.grants = frozenset(snapshot.grants)
+
+    def endpoint(self, guid: int) -> Endpoint:
+        port = self.port.get(guid)
+        node = port.node if port else "?"
+        return Endpoint(guid, node, self.owner.get(guid, Owner.unassigned(node)))
+
+
+def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
+    """Check that the snapshot's partitions isolate tenants exactly as intended.
+
+    Property: for every pair of distinct owners that share a partition with at least one full
+    member between them, the pair is allowed by intent (a tenant and a service it was granted).
+    Also checked: nodes held by two owners, management nodes held at all, tenant ports that are
+    full members of the default partition, the per-port P_Key budget (counting 0x7fff), and keys
+    that are invalid, outside the fabric's range, duplicated, or list unknown ports.
+
+    Returns:
+        A `Verdict`; it never raises for a violating snapshot. `reachability` lists every
+        cross-owner edge once (sorted), allowed or not.
+    """
+    index = _Index(snapshot)
+    edges = sorted(set(_edges(index)))
+    found: list[Counterexample] = []
+    for check in (_edge_violations(index, edges), _ownership_violations(index),
+                  _default_partition_violations(index), _key_violations(index),
+                  _budget_violations(index)):
+        found.extend(_capped(check))
+    return Verdict(
+        holds=not found,
+        snapshot_digest=snapshot.digest,
+        counterexamples=tuple(found),
+        reachability=tuple(edge for edge, _, _ in edges),
+    )
+
+
+def _capped(counterexamples: Iterator[Counterexample]) -> list[Counterexample]:
+    per_rule: Counter[Rule] = Counter()
+    kept = []
+    for example in counterexamples:
+        per_rule[example.rule] += 1
+        if per_rule[example.rule] <= MAX_COUNTEREXAMPLES_PER_RULE:
+            kept.append(example)
+    return kept
+
+
+Witnessed = tuple[ReachabilityEdge, int, int]
+
+
+def _edges(index: _Index) -> Iterator[Witnessed]:
+    """Yield each cross-owner edge with a witness port pair (first GUID on the source side)."""
+    for partition in index.snapshot.partitions:
+        yield from _partition_edges(index, partition.pkey & PKEY_BASE_MASK, partition.members)
+    if index.snapshot.default_full:
+        full = set(index.snapshot.default_full)
+        everyone = [Member(guid, guid in full) for guid in index.port]
+        yield from _partition_edges(index, DEFAULT_PKEY, tuple(everyone))
+
+
+def _partition_edges(index: _Index, pkey: int, members: tuple[Member, ...]) -> Iterator[Witnessed]:
+    full: dict[Owner, int] = {}
+    limited: dict[Owner, int] = {}
+    for member in members:
+        owner = index.owner.get(member.guid)
+        if owner is None or _is_infrastructure(index, member.guid):
+            continue
+        (full if member.full else limited).setdefault(owner, member.guid)
+    limited = {owner: guid for owner, guid in limited.items() if owner not in full}
+    for owner, guid in full.items():
+        for other, other_guid in (*full.items(), *limited.items()):
+            if other != owner and (other not in full or owner < other):
+                yield _edge(index, owner, guid, other, other_guid, pkey)
+
+
+def _is_infrastructure(index: _Index, guid: int) -> bool:
+    # OpenSM: the SM and infrastructure hosts are full members of 0x7fff by design (SELF=full).
+    port = index.port.get(guid)
+    return port is not None and index.node_role.get(port.node) is NodeRole.MANAGEMENT
+
+
+def _edge(index: _Index, a: Owner, a_guid: int, b: Owner, b_guid: int, pkey: int) -> Witnessed:
+    if (b.kind, b.name) < (a.kind, a.name):
+        a, a_guid, b, b_guid = b, b_guid, a, a_guid
+    allowed = is_allowed_edge(a, b, index.grants)
+    return ReachabilityEdge(a, b, pkey, allowed), a_guid, b_guid
+
+
+def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Counterexample]:
+    for edge, a_guid, b_guid in edges:
+        if edge.allowed:
+            continue
+        rule = _edge_rule(edge.source, edge.target)
+        yield Counterexample(
+            rule,
+            f"{edge.source} and {edge.target} can communicate through partition "
+            f"{format_pkey(edge.pkey)}",
+            edge.pkey, index.endpoint(a_guid), index.endpoint(b_guid),
+        )
+
+
+def _edge_rule(a: Owner, b: Owner) -> Rule:
+    kinds = {a.kind, b.kind}
+    if OwnerKind.UNASSIGNED in kinds:
+        return Rule.UNASSIGNED_MEMBER
+    if kinds == {OwnerKind.TENANT}:
+        return Rule.CROSS_TENANT
+    if kinds == {OwnerKind.SERVICE}:
+        return Rule.CROSS_SERVICE
+    return Rule.SERVICE_WITHOUT_GRANT
+
+
+def _ownership_violations(index: _Index) -> Iterator[Counterexample]:
+    first_port: dict[str, IbPort] = {}
+    for port in index.snapshot.ports:
+        first_port.setdefault(port.node, port)
+    for node in index.snapshot.nodes:
+        first = first_port.get(node.name)
+        guid = first.guid if first else 0
+        if len(node.owners) > 1:
+            a, b = node.owners[0], node.owners[1]
+            yield Counterexample(
+                Rule.NODE_SHARED, f"node {node.name} is held by both {a} and {b}",
+                None, Endpoint(guid, node.name, a), Endpoint(guid, node.name, b),
+            )
+        if node.role is NodeRole.MANAGEMENT and node.owners:
+            yield Counterexample(
+                Rule.MANAGEMENT_ASSIGNED,
+                f"management node {node.name} is held by {node.owners[0]}",
+                None, Endpoint(guid, node.name, node.owners[0]),
+            )
+
+
+def _default_partition_violations(index: _Index) -> Iterator[Counterexample]:
+    for guid in sorted(index.snapshot.default_full):
+        if _is_infrastructure(index, guid):
+            continue
+        endpoint = index.endpoint(guid)
+        yield Counterexample(
+            Rule.DEFAULT_PARTITION_FULL,
+            f"port {format_guid(guid)} of {endpoint.owner} is a full member of the default "
+            f"partition {format_pkey(DEFAULT_PKEY)} and can reach every port",
+            DEFAULT_PKEY, endpoint,
+        )
+
+
+def _key_violations(index: _Index) -> Iterator[Counterexample]:
+    fabric = index.snapshot.fabric
+    seen: dict[int, Partition] = {}
+    for partition in index.snapshot.partitions:
+        key, base = partition.pkey, partition.pkey & PKEY_BASE_MASK
+        if key != base or base in (0, DEFAULT_PKEY):
+            yield _key_example(Rule.PKEY_INVALID, partition, "is not a valid tenant P_Key")
+        elif not fabric.pkey_first <= key <= fabric.pkey_last:
+            yield _key_example(
+                Rule.PKEY_OUT_OF_RANGE, partition,
+                f"is outside the fabric range {format_pkey(fabric.pkey_first)}-"
+                f"{format_pkey(fabric.pkey_last)}",
+            )
+        if base in seen:
+            other = seen[base].owner
+            yield _key_example(Rule.PKEY_DUPLICATE, partition, f"is also used by {other}")
+        seen.setdefault(base, partition)
+        yield from _unknown_members(index, partition)
+
+
+def _key_example(rule: Rule, partition: Partition, problem: str) -> Counterexample:
+    return Counterexample(
+        rule, f"P_Key {format_pkey(partition.pkey)} of {partition.owner} {problem}", partition.pkey
+    )
+
+
+def _unknown_members(index: _Index, partition: Partition) -> Iterator[Counterexample]:
+    for member in partition.members:
+        if member.guid not in index.port:
+            yield Counterexample(
+                Rule.UNKNOWN_MEMBER,
+                f"partition {format_pkey(partition.pkey)} of {partition.owner} lists port "
+                f"{format_guid(member.guid)}, which is not in the fabric",
+                partition.pkey,
+            )
+
+
+def _budget_violations(index: _Index) -> Iterator[Counterexample]:
+    # OpenSM installs keys that do not fit the table in no defined order and logs only ERR 0512
+    # (reference/infiniband.md §2.3), so an over-budget port silently loses memberships.
+    budget = index.snapshot.fabric.pkeys_per_port
+    counts: Counter[int] = Counter()
+    for partition in index.snapshot.partitions:
+        counts.update({m.guid for m in partition.members})
+    for guid, count in sorted(counts.items()):
+        if count + 1 > budget:  # +1: every port also holds the default partition 0x7fff
+            yield Counterexample(
+                Rule.PKEY_BUDGET,
+                f"port {format_guid(guid)} needs {count + 1} P_Keys (default partition included)"
+                f" but the fabric allows {budget} per port",
+                None, index.endpoint(guid),
+            )

@@ -1,0 +1,1 @@
+"""isofabric system of record: persistence, allocation and use cases."""

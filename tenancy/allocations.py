@@ -1,0 +1,254 @@
+"""Use cases for node allocations, shared services and grants: the mutations that change who can
+reach whom. Each additive change is verified before commit (`ensure_isolated`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import func
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col, select
+
+from policies.errors import ConflictError, NotFoundError, ValidationError
+from policies.model import FabricKind, NodeRole, format_pkey
+from tenancy import models as m
+from tenancy.db import fetch_all
+from tenancy.keys import claim_pkey, release_segment
+from tenancy.lookups import fabric_named, node_named, tenant_named
+from tenancy.pagination import page_rows
+from tenancy.schemas import (
+    AllocationCreate,
+    AllocationView,
+    Page,
+    SegmentView,
+)
+from tenancy.uow import Tx, UnitOfWork
+from tenancy.verification import ensure_isolated
+
+
+def require_infiniband(fabric: m.Fabric) -> m.Fabric:
+    if fabric.kind != FabricKind.INFINIBAND:
+        raise ValidationError(f"fabric '{fabric.name}' is not an InfiniBand fabric")
+    return fabric
+
+
+def require_active(tenant: m.Tenant) -> m.Tenant:
+    if tenant.status != "active":
+        raise ConflictError(f"tenant '{tenant.name}' is {tenant.status}", tenant=tenant.name)
+    return tenant
+
+
+def active_segment(
+    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
+) -> m.Segment | None:
+    query = select(m.Segment).where(m.Segment.fabric_id == fabric_id, m.Segment.state == "active")
+    if tenant_id is not None:
+        query = query.where(m.Segment.tenant_id == tenant_id)
+    if service_id is not None:
+        query = query.where(m.Segment.service_id == service_id)
+    return session.exec(query).first()
+
+
+def segment_view(segment: m.Segment | None) -> SegmentView:
+    return SegmentView(pkey=format_pkey(segment.value) if segment else "")
+
+
+# --- allocations -------------------------------------------------------------------------------
+
+
+def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> AllocationView:
+    """Give a tenant nodes exclusively, creating its partition on the fabric on first use.
+
+    Named nodes must exist, be compute nodes and be free; `count` picks free compute nodes in
+    name order. The result is verified before commit; a failure leaves nothing behind.
+    """
+    with uow.transaction() as tx:
+        tenant = require_active(tenant_named(tx.session, tenant_name))
+        fabric = require_infiniband(fabric_named(tx.session, spec.fabric))
+        nodes = (
+            _named_free_nodes(tx.session, fabric, spec.nodes)
+            if spec.nodes is not None
+            else _pick_free_nodes(tx.session, fabric, spec.count or 0)
+        )
+        segment = active_segment(tx.session, m.pk(fabric), tenant_id=m.pk(tenant))
+        if segment is None:
+            segment = claim_pkey(tx, fabric, tenant_id=m.pk(tenant))
+        allocation = m.Allocation(
+            id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
+        )
+        tx.session.add(allocation)
+        tx.session.flush()
+        assign_nodes(tx.session, nodes, allocation_id=allocation.id)
+        ensure_isolated(tx, fabric)
+        return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
+
+
+def _named_free_nodes(session: Session, fabric: m.Fabric, names: Sequence[str]) -> list[m.Node]:
+    nodes = [node_named(session, fabric, name) for name in names]
+    for node in nodes:
+        if node.role != NodeRole.COMPUTE:
+            raise ConflictError(
+                f"node '{node.name}' is a {node.role} node; only compute nodes are allocatable",
+                node=node.name,
+            )
+        if session.get(m.NodeAssignment, node.id) is not None:
+            raise ConflictError(f"node '{node.name}' is already allocated", node=node.name)
+    return nodes
+
+
+def _pick_free_nodes(session: Session, fabric: m.Fabric, count: int) -> list[m.Node]:
+    held = core_select(col(m.NodeAssignment.node_id))
+    query = (
+        select(m.Node)
+        .where(
+            m.Node.fabric_id == fabric.id,
+            m.Node.role == NodeRole.COMPUTE.value,
+            col(m.Node.id).not_in(held),
+        )
+        .order_by(col(m.Node.name))
+        .limit(count)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        # Concurrent allocators skip each other's candidate rows instead of colliding on them.
+        query = query.with_for_update(skip_locked=True, of=m.Node)
+    nodes = list(session.exec(query))
+    if len(nodes) < count:
+        raise ConflictError(
+            f"fabric '{fabric.name}' has {len(nodes)} free compute node(s), {count} requested",
+            available=len(nodes),
+        )
+    return nodes
+
+
+def assign_nodes(
+    session: Session,
+    nodes: Sequence[m.Node],
+    *,
+    allocation_id: str | None = None,
+    service_id: int | None = None,
+) -> None:
+    for node in nodes:
+        session.add(
+            m.NodeAssignment(node_id=m.pk(node), allocation_id=allocation_id, service_id=service_id)
+        )
+    session.flush()  # the node_assignment primary key refuses a node held twice
+
+
+def _allocation_view(
+    allocation: m.Allocation,
+    tenant: m.Tenant,
+    fabric: m.Fabric,
+    nodes: list[str],
+    segment: m.Segment | None,
+) -> AllocationView:
+    return AllocationView(
+        id=allocation.id,
+        tenant=tenant.name,
+        fabric=fabric.name,
+        nodes=sorted(nodes),
+        segment=segment_view(segment),
+        created_at=allocation.created_at,
+        released_at=allocation.released_at,
+    )
+
+
+def _allocation_nodes(session: Session, allocation_id: str) -> list[str]:
+    rows = fetch_all(
+        session,
+        core_select(col(m.Node.name))
+        .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
+        .where(col(m.NodeAssignment.allocation_id) == allocation_id),
+    )
+    return sorted(row[0] for row in rows)
+
+
+def list_allocations(
+    uow: UnitOfWork, tenant_name: str, limit: int, cursor: str | None, fabric: str | None = None
+) -> Page[AllocationView]:
+    """The tenant's current (unreleased) allocations, oldest id first."""
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        query = select(m.Allocation).where(
+            m.Allocation.tenant_id == tenant.id, col(m.Allocation.released_at).is_(None)
+        )
+        if fabric is not None:
+            query = query.where(m.Allocation.fabric_id == m.pk(fabric_named(tx.session, fabric)))
+        rows, total, after = page_rows(tx.session, query, col(m.Allocation.id), limit, cursor)
+        return Page(data=[_view_of(tx.session, a, tenant) for a in rows], count=total, next=after)
+
+
+def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> AllocationView:
+    fabric = session.get(m.Fabric, allocation.fabric_id)
+    assert fabric is not None
+    segment = active_segment(session, m.pk(fabric), tenant_id=m.pk(tenant))
+    return _allocation_view(
+        allocation, tenant, fabric, _allocation_nodes(session, allocation.id), segment
+    )
+
+
+def get_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) -> AllocationView:
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        return _view_of(tx.session, _allocation_of(tx.session, tenant, allocation_id), tenant)
+
+
+def _allocation_of(session: Session, tenant: m.Tenant, allocation_id: str) -> m.Allocation:
+    allocation = session.get(m.Allocation, allocation_id)
+    if allocation is None or allocation.tenant_id != tenant.id or allocation.released_at:
+        raise NotFoundError(
+            f"tenant '{tenant.name}' has no allocation '{allocation_id}'", resource="allocation"
+        )
+    return allocation
+
+
+def release_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) -> None:
+    """Free the allocation's nodes; the tenant's partition goes with its last allocation."""
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        _release(tx, tenant, _allocation_of(tx.session, tenant, allocation_id))
+
+
+def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
+    for assignment in tx.session.exec(
+        select(m.NodeAssignment).where(m.NodeAssignment.allocation_id == allocation.id)
+    ):
+        tx.session.delete(assignment)
+    allocation.released_at = tx.now
+    tx.session.add(allocation)
+    tx.session.flush()
+    remaining = fetch_all(
+        tx.session,
+        core_select(func.count())
+        .select_from(m.Allocation)
+        .where(
+            col(m.Allocation.tenant_id) == tenant.id,
+            col(m.Allocation.fabric_id) == allocation.fabric_id,
+            col(m.Allocation.released_at).is_(None),
+        ),
+    )[0][0]
+    segment = active_segment(tx.session, allocation.fabric_id, tenant_id=m.pk(tenant))
+    if remaining == 0 and segment is not None:
+        release_segment(tx, segment)
+
+
+def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
+    """Release all of a tenant's allocations and revoke all its grants (offboarding)."""
+    for allocation in list(
+        tx.session.exec(
+            select(m.Allocation).where(
+                m.Allocation.tenant_id == tenant.id, col(m.Allocation.released_at).is_(None)
+            )
+        )
+    ):
+        _release(tx, tenant, allocation)
+    for grant in tx.session.exec(
+        select(m.Grant).where(m.Grant.tenant_id == tenant.id, col(m.Grant.revoked_at).is_(None))
+    ):
+        grant.revoked_at = tx.now
+        tx.session.add(grant)
+    for segment in tx.session.exec(
+        select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
+    ):
+        release_segment(tx, segment)
+    tx.session.flush()

@@ -1,0 +1,85 @@
+"""Use cases for fabrics and their nodes."""
+
+from __future__ import annotations
+
+from sqlalchemy import func
+from sqlalchemy import select as core_select
+from sqlmodel import Session, SQLModel, col, select
+
+from policies.errors import ConflictError
+from policies.model import format_pkey
+from tenancy import models as m
+from tenancy.db import fetch_all
+from tenancy.lookups import fabric_named
+from tenancy.pagination import decode_cursor, next_cursor
+from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange
+from tenancy.uow import UnitOfWork
+from tenancy.verification import create_subnet_manager_secret
+
+
+def fabric_view(fabric: m.Fabric) -> FabricView:
+    return FabricView(
+        name=fabric.name,
+        kind=fabric.kind,
+        pkey_range=PKeyRange(
+            first=format_pkey(fabric.pkey_first), last=format_pkey(fabric.pkey_last)
+        ),
+        pkeys_per_port=fabric.pkeys_per_port,
+        created_at=fabric.created_at,
+    )
+
+
+def create_fabric(uow: UnitOfWork, spec: FabricCreate) -> FabricView:
+    """Register a fabric; its name is unique and its P_Key range fixed at creation."""
+    with uow.transaction() as tx:
+        if tx.session.exec(select(m.Fabric).where(m.Fabric.name == spec.name)).first():
+            raise ConflictError(f"fabric '{spec.name}' already exists", name=spec.name)
+        fabric = m.Fabric(
+            name=spec.name,
+            kind=spec.kind,
+            pkey_first=int(spec.pkey_range.first, 16),
+            pkey_last=int(spec.pkey_range.last, 16),
+            pkeys_per_port=spec.pkeys_per_port,
+            created_at=tx.now,
+        )
+        tx.session.add(fabric)
+        tx.session.flush()
+        create_subnet_manager_secret(tx.session, fabric)
+        return fabric_view(fabric)
+
+
+def count_rows(session: Session, model: type[SQLModel]) -> int:
+    return int(fetch_all(session, core_select(func.count()).select_from(model))[0][0])
+
+
+def count_where(session: Session, model: type[SQLModel], fabric_id: int) -> int:
+    """Number of rows of `model` (a table with a fabric_id column) on one fabric."""
+    query = (
+        core_select(func.count())
+        .select_from(model)
+        .where(
+            model.fabric_id == fabric_id  # type: ignore[attr-defined]
+        )
+    )
+    return int(fetch_all(session, query)[0][0])
+
+
+def list_fabrics(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[FabricView]:
+    after = decode_cursor(cursor)
+    with uow.transaction() as tx:
+        query = select(m.Fabric).order_by(col(m.Fabric.name))
+        if after is not None:
+            query = query.where(col(m.Fabric.name) > after)
+        rows = list(tx.session.exec(query.limit(limit + 1)))
+        total = count_rows(tx.session, m.Fabric)
+    page = rows[:limit]
+    return Page(
+        data=[fabric_view(f) for f in page],
+        count=total,
+        next=next_cursor([f.name for f in page], limit, len(rows) > limit),
+    )
+
+
+def get_fabric(uow: UnitOfWork, name: str) -> FabricView:
+    with uow.transaction() as tx:
+        return fabric_view(fabric_named(tx.session, name))

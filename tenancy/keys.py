@@ -1,0 +1,96 @@
+"""Race-free P_Key claims with quarantine.
+
+A claim is a `segment` row; the unique (fabric, kind, value) constraint is the backstop. Two
+processes that pick the same free key both INSERT it: the database lets one win and the loser
+retries inside a savepoint with a fresh view of the claimed keys (PostgreSQL READ COMMITTED
+sees the winner's row once it commits). Released keys stay claimed as ``quarantined`` until the
+quarantine has passed, so a key is never handed to a new owner while old configs may still use it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete
+from sqlalchemy import select as core_select
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col
+
+from policies.errors import ConflictError, PoolExhaustedError
+from policies.model import format_pkey
+from tenancy import models as m
+from tenancy.db import fetch_all
+from tenancy.pool import lowest_free
+from tenancy.uow import Tx
+
+MAX_CLAIM_ATTEMPTS = 20
+
+
+def claim_pkey(
+    tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
+) -> m.Segment:
+    """Claim the lowest free key of the fabric's range for a tenant or a service.
+
+    Raises:
+        PoolExhaustedError: every key of the range is active or still quarantined.
+    """
+    fabric_id = m.pk(fabric)
+    _expire_quarantine(tx, fabric_id)
+    for _ in range(MAX_CLAIM_ATTEMPTS):
+        value = lowest_free(fabric.pkey_first, fabric.pkey_last, _claimed(tx.session, fabric_id))
+        if value is None:
+            raise PoolExhaustedError(
+                f"no free P_Key left in {format_pkey(fabric.pkey_first)}-"
+                f"{format_pkey(fabric.pkey_last)} on fabric '{fabric.name}' (released keys are "
+                f"quarantined for {tx.settings.pkey_quarantine_seconds} s)",
+                fabric=fabric.name,
+            )
+        segment = m.Segment(
+            fabric_id=fabric_id,
+            value=value,
+            tenant_id=tenant_id,
+            service_id=service_id,
+            created_at=tx.now,
+        )
+        try:
+            with tx.session.begin_nested():
+                tx.session.add(segment)
+        except IntegrityError:
+            continue  # another transaction claimed this key (or this tenant's partition) first
+        return segment
+    raise ConflictError("could not claim a P_Key under contention; retry the request")
+
+
+def _claimed(session: Session, fabric_id: int) -> set[int]:
+    rows = fetch_all(
+        session,
+        core_select(col(m.Segment.value)).where(
+            col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == "pkey"
+        ),
+    )
+    return {row[0] for row in rows}
+
+
+def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
+    cutoff = tx.now - timedelta(seconds=tx.settings.pkey_quarantine_seconds)
+    tx.session.connection().execute(
+        delete(m.Segment).where(
+            col(m.Segment.fabric_id) == fabric_id,
+            col(m.Segment.state) == "quarantined",
+            col(m.Segment.released_at) <= _db_time(cutoff, tx.session),
+        )
+    )
+
+
+def _db_time(moment: datetime, session: Session) -> datetime:
+    # SQLite stores naive ISO strings; compare like with like.
+    if session.get_bind().dialect.name == "sqlite":
+        return moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def release_segment(tx: Tx, segment: m.Segment) -> None:
+    """Put a key into quarantine; it becomes claimable after the quarantine period."""
+    segment.state = "quarantined"
+    segment.released_at = tx.now
+    tx.session.add(segment)

@@ -1,0 +1,51 @@
+"""Fetch-or-404 helpers shared by the use cases."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, select
+
+from policies.errors import NotFoundError
+from tenancy.models import Fabric, Node, QosClass, Service, Tenant
+
+
+def fabric_named(session: Session, name: str) -> Fabric:
+    fabric = session.exec(select(Fabric).where(Fabric.name == name)).first()
+    if fabric is None:
+        raise NotFoundError(f"fabric '{name}' does not exist", resource="fabric", name=name)
+    return fabric
+
+
+def tenant_named(session: Session, name: str) -> Tenant:
+    tenant = session.exec(select(Tenant).where(Tenant.name == name)).first()
+    if tenant is None:
+        raise NotFoundError(f"tenant '{name}' does not exist", resource="tenant", name=name)
+    return tenant
+
+
+def node_named(session: Session, fabric: Fabric, name: str) -> Node:
+    node = session.exec(select(Node).where(Node.fabric_id == fabric.id, Node.name == name)).first()
+    if node is None:
+        raise NotFoundError(
+            f"node '{name}' does not exist on fabric '{fabric.name}'", resource="node", name=name
+        )
+    return node
+
+
+def service_named(session: Session, fabric: Fabric, name: str) -> Service:
+    service = session.exec(
+        select(Service).where(Service.fabric_id == fabric.id, Service.name == name)
+    ).first()
+    if service is None:
+        raise NotFoundError(
+            f"service '{name}' does not exist on fabric '{fabric.name}'",
+            resource="service",
+            name=name,
+        )
+    return service
+
+
+def qos_class_named(session: Session, name: str) -> QosClass:
+    qos = session.exec(select(QosClass).where(QosClass.name == name)).first()
+    if qos is None:
+        raise NotFoundError(f"QoS class '{name}' does not exist", resource="qos-class", name=name)
+    return qos

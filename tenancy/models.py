@@ -1,0 +1,172 @@
+"""SQLModel tables: the system of record. GUIDs are stored as lower-case ``0x`` hex strings
+because 64-bit GUIDs do not fit a signed BIGINT on every database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sqlalchemy import Column, DateTime, Index, UniqueConstraint, text
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class HasId(Protocol):
+    id: int | None
+
+
+def pk(row: HasId) -> int:
+    """The primary key of a row that has been flushed (SQLModel types ids as optional)."""
+    if row.id is None:
+        raise RuntimeError(f"{type(row).__name__} has not been flushed yet")
+    return row.id
+
+
+def _ts(nullable: bool = False) -> Column[datetime]:
+    return Column(DateTime(timezone=True), nullable=nullable)
+
+
+class Fabric(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True, max_length=63)
+    kind: str = Field(max_length=16)
+    pkey_first: int
+    pkey_last: int
+    pkeys_per_port: int = 128
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
+class Switch(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    guid: str = Field(max_length=18)
+    name: str = Field(max_length=64)
+    ports: int
+
+
+class Node(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("fabric_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    name: str = Field(max_length=63)
+    role: str = Field(default="compute", max_length=16)
+
+
+class Port(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    node_id: int = Field(foreign_key="node.id", index=True)
+    guid: str = Field(max_length=18)
+    hca: str = Field(max_length=32)
+    port_num: int
+    switch_guid: str | None = Field(default=None, max_length=18)
+    switch_name: str | None = Field(default=None, max_length=64)
+    switch_port: int | None = None
+
+
+class QosClass(SQLModel, table=True):
+    __tablename__ = "qos_class"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, max_length=63)
+    ib_sl: int
+    ib_rate: int
+    ib_mtu: int
+    vlarb_weight: int
+
+
+class Tenant(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True, index=True, max_length=63)
+    kind: str = Field(max_length=16)
+    status: str = Field(default="active", max_length=16)
+    qos_class_id: int = Field(foreign_key="qos_class.id")
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    offboarded_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+
+
+class Service(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("fabric_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    name: str = Field(max_length=63)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
+class Segment(SQLModel, table=True):
+    """A claimed identifier (a P_Key): active for its owner, then quarantined until reuse.
+
+    The unique (fabric, kind, value) constraint is the backstop that makes allocation race-free
+    across processes; the partial index keeps one active partition per tenant per fabric.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("fabric_id", "kind", "value"),
+        Index(
+            "uq_segment_active_tenant",
+            "fabric_id",
+            "tenant_id",
+            unique=True,
+            sqlite_where=text("state = 'active' AND tenant_id IS NOT NULL"),
+            postgresql_where=text("state = 'active' AND tenant_id IS NOT NULL"),
+        ),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    kind: str = Field(default="pkey", max_length=16)
+    value: int
+    state: str = Field(default="active", max_length=16)
+    tenant_id: int | None = Field(default=None, foreign_key="tenant.id", index=True)
+    service_id: int | None = Field(default=None, foreign_key="service.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    released_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+
+
+class Allocation(SQLModel, table=True):
+    id: str = Field(primary_key=True, max_length=36)
+    tenant_id: int = Field(foreign_key="tenant.id", index=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    released_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+
+
+class NodeAssignment(SQLModel, table=True):
+    """Who holds a node right now. The primary key on node_id makes holding exclusive."""
+
+    __tablename__ = "node_assignment"
+    node_id: int = Field(foreign_key="node.id", primary_key=True)
+    allocation_id: str | None = Field(default=None, foreign_key="allocation.id", index=True)
+    service_id: int | None = Field(default=None, foreign_key="service.id", index=True)
+
+
+class Grant(SQLModel, table=True):
+    __table_args__ = (
+        Index(
+            "uq_grant_active",
+            "tenant_id",
+            "service_id",
+            unique=True,
+            sqlite_where=text("revoked_at IS NULL"),
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
+    id: str = Field(primary_key=True, max_length=36)
+    tenant_id: int = Field(foreign_key="tenant.id", index=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    service_id: int = Field(foreign_key="service.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    revoked_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+
+
+class SubnetManagerSecret(SQLModel, table=True):
+    """OpenSM management keys, generated once per fabric so every replica renders the same file."""
+
+    __tablename__ = "sm_secret"
+    fabric_id: int = Field(foreign_key="fabric.id", primary_key=True)
+    m_key: str = Field(max_length=18)
+    sm_key: str = Field(max_length=18)
+    sa_key: str = Field(max_length=18)

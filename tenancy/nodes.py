@@ -1,0 +1,133 @@
+"""Use cases for a fabric's nodes: listing with filters, and setting a node's role."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import Select, func
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col
+
+from policies.errors import ConflictError
+from policies.model import NodeRole
+from tenancy import models as m
+from tenancy.db import fetch_all
+from tenancy.lookups import fabric_named, node_named
+from tenancy.pagination import decode_cursor, next_cursor
+from tenancy.schemas import NodePatch, NodeView, Page, PortView
+from tenancy.uow import UnitOfWork
+from tenancy.verification import ensure_isolated
+
+# The typed row of _node_query: node id, name, role, holding tenant, holding service.
+NodeSelect = Select[int | None, str, str, str, str]
+
+
+def _node_query(fabric_id: int) -> NodeSelect:
+    return (
+        core_select(
+            col(m.Node.id),
+            col(m.Node.name),
+            col(m.Node.role),
+            col(m.Tenant.name),
+            col(m.Service.name),
+        )
+        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
+        .outerjoin(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
+        .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id))
+        .outerjoin(m.Service, col(m.Service.id) == col(m.NodeAssignment.service_id))
+        .where(col(m.Node.fabric_id) == fabric_id)
+    )
+
+
+def _filtered(
+    query: NodeSelect, tenant: str | None, free: bool | None, role: str | None
+) -> NodeSelect:
+    if tenant is not None:
+        query = query.where(col(m.Tenant.name) == tenant)
+    if free is not None:
+        held = col(m.NodeAssignment.node_id).is_not(None)
+        query = query.where(~held if free else held)
+    if role is not None:
+        query = query.where(col(m.Node.role) == role)
+    return query
+
+
+def list_nodes(
+    uow: UnitOfWork,
+    fabric_name: str,
+    *,
+    tenant: str | None = None,
+    free: bool | None = None,
+    role: str | None = None,
+    limit: int = 100,
+    cursor: str | None = None,
+) -> Page[NodeView]:
+    """Nodes of a fabric sorted by name, filtered by holder, freedom or role, with their ports."""
+    after = decode_cursor(cursor)
+    with uow.transaction() as tx:
+        fabric_id = m.pk(fabric_named(tx.session, fabric_name))
+        query = _filtered(_node_query(fabric_id), tenant, free, role)
+        total = fetch_all(tx.session, core_select(func.count()).select_from(query.subquery()))
+        if after is not None:
+            query = query.where(col(m.Node.name) > after)
+        rows = fetch_all(tx.session, query.order_by(col(m.Node.name)).limit(limit + 1))
+        page = rows[:limit]
+        ports = _ports_of(tx.session, [row[0] for row in page])
+    return Page(
+        data=[
+            NodeView(name=name, role=role_, tenant=t, service=s, ports=ports[node_id])
+            for node_id, name, role_, t, s in page
+        ],
+        count=int(total[0][0]),
+        next=next_cursor([row[1] for row in page], limit, len(rows) > limit),
+    )
+
+
+def _ports_of(session: Session, node_ids: list[int]) -> dict[int, list[PortView]]:
+    rows = fetch_all(
+        session,
+        core_select(
+            col(m.Port.node_id),
+            col(m.Port.guid),
+            col(m.Port.hca),
+            col(m.Port.port_num),
+            col(m.Port.switch_name),
+            col(m.Port.switch_port),
+        )
+        .where(col(m.Port.node_id).in_(node_ids))
+        .order_by(col(m.Port.hca), col(m.Port.port_num), col(m.Port.guid)),
+    )
+    grouped: dict[int, list[PortView]] = defaultdict(list)
+    for node_id, guid, hca, port, switch, switch_port in rows:
+        grouped[node_id].append(
+            PortView(guid=guid, hca=hca, port=port, switch=switch, switch_port=switch_port)
+        )
+    return grouped
+
+
+def get_node(uow: UnitOfWork, fabric_name: str, node_name: str) -> NodeView:
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        node = node_named(tx.session, fabric, node_name)
+        row = fetch_all(tx.session, _node_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
+        ports = _ports_of(tx.session, [m.pk(node)])
+    node_id, name, role, tenant, service = row
+    return NodeView(name=name, role=role, tenant=tenant, service=service, ports=ports[node_id])
+
+
+def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: NodePatch) -> NodeView:
+    """Change a node's role; a node someone holds cannot become storage or management."""
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        node = node_named(tx.session, fabric, node_name)
+        held = tx.session.get(m.NodeAssignment, node.id)
+        if held is not None and held.allocation_id and patch.role != NodeRole.COMPUTE.value:
+            raise ConflictError(
+                f"node '{node_name}' is allocated to a tenant; release it before making it "
+                f"{patch.role}",
+                node=node_name,
+            )
+        node.role = patch.role
+        tx.session.add(node)
+        ensure_isolated(tx, fabric)
+    return get_node(uow, fabric_name, node_name)

@@ -1,0 +1,172 @@
+"""Use cases for operator-owned shared services (e.g. storage) and the grants that open them.
+
+On InfiniBand a service has its own partition: service ports are full members, and the ports of
+every granted tenant become limited members (reference/infiniband.md §1.3), so granted tenants
+reach the service but still not each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col, select
+
+from policies.errors import ConflictError, NotFoundError
+from policies.model import NodeRole
+from tenancy import models as m
+from tenancy.allocations import (
+    active_segment,
+    assign_nodes,
+    require_active,
+    require_infiniband,
+    segment_view,
+)
+from tenancy.db import fetch_all
+from tenancy.keys import claim_pkey
+from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
+from tenancy.pagination import page_rows
+from tenancy.schemas import GrantCreate, GrantView, Page, ServiceCreate, ServiceView
+from tenancy.uow import UnitOfWork
+from tenancy.verification import ensure_isolated
+
+
+def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> ServiceView:
+    """Create a shared service on free storage or compute nodes, with its own partition."""
+    with uow.transaction() as tx:
+        fabric = require_infiniband(fabric_named(tx.session, fabric_name))
+        if tx.session.exec(
+            select(m.Service).where(m.Service.fabric_id == fabric.id, m.Service.name == spec.name)
+        ).first():
+            raise ConflictError(f"service '{spec.name}' already exists on '{fabric_name}'")
+        nodes = [node_named(tx.session, fabric, name) for name in spec.nodes]
+        for node in nodes:
+            _check_service_node(tx.session, node)
+        service = m.Service(fabric_id=m.pk(fabric), name=spec.name, created_at=tx.now)
+        tx.session.add(service)
+        tx.session.flush()
+        assign_nodes(tx.session, nodes, service_id=m.pk(service))
+        claim_pkey(tx, fabric, service_id=m.pk(service))
+        ensure_isolated(tx, fabric)
+        return _service_view(tx.session, service, fabric)
+
+
+def _check_service_node(session: Session, node: m.Node) -> None:
+    if node.role == NodeRole.MANAGEMENT.value:
+        raise ConflictError(f"node '{node.name}' is a management node", node=node.name)
+    if session.get(m.NodeAssignment, node.id) is not None:
+        raise ConflictError(f"node '{node.name}' is already held", node=node.name)
+
+
+def _service_view(session: Session, service: m.Service, fabric: m.Fabric) -> ServiceView:
+    rows = fetch_all(
+        session,
+        core_select(col(m.Node.name))
+        .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
+        .where(col(m.NodeAssignment.service_id) == service.id),
+    )
+    segment = active_segment(session, m.pk(fabric), service_id=m.pk(service))
+    return ServiceView(
+        name=service.name,
+        fabric=fabric.name,
+        nodes=sorted(r[0] for r in rows),
+        segment=segment_view(segment),
+        created_at=service.created_at,
+    )
+
+
+def list_services(
+    uow: UnitOfWork, fabric_name: str, limit: int, cursor: str | None
+) -> Page[ServiceView]:
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        query = select(m.Service).where(m.Service.fabric_id == fabric.id)
+        rows, total, after = page_rows(tx.session, query, col(m.Service.name), limit, cursor)
+        return Page(
+            data=[_service_view(tx.session, s, fabric) for s in rows], count=total, next=after
+        )
+
+
+def get_service(uow: UnitOfWork, fabric_name: str, name: str) -> ServiceView:
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        return _service_view(tx.session, service_named(tx.session, fabric, name), fabric)
+
+
+# --- grants ------------------------------------------------------------------------------------
+
+
+def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> GrantView:
+    """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
+    with uow.transaction() as tx:
+        tenant = require_active(tenant_named(tx.session, tenant_name))
+        fabric = require_infiniband(fabric_named(tx.session, spec.fabric))
+        service = service_named(tx.session, fabric, spec.service)
+        if tx.session.exec(
+            select(m.Grant).where(
+                m.Grant.tenant_id == tenant.id,
+                m.Grant.service_id == service.id,
+                col(m.Grant.revoked_at).is_(None),
+            )
+        ).first():
+            raise ConflictError(f"tenant '{tenant_name}' already has a grant for '{spec.service}'")
+        grant = m.Grant(
+            id=str(uuid.uuid4()),
+            tenant_id=m.pk(tenant),
+            fabric_id=m.pk(fabric),
+            service_id=m.pk(service),
+            created_at=tx.now,
+        )
+        tx.session.add(grant)
+        ensure_isolated(tx, fabric)
+        return _grant_view(tx.session, grant)
+
+
+def _grant_view(session: Session, grant: m.Grant) -> GrantView:
+    tenant = session.get(m.Tenant, grant.tenant_id)
+    fabric = session.get(m.Fabric, grant.fabric_id)
+    service = session.get(m.Service, grant.service_id)
+    assert tenant is not None and fabric is not None and service is not None
+    segment = active_segment(session, m.pk(fabric), service_id=m.pk(service))
+    return GrantView(
+        id=grant.id,
+        tenant=tenant.name,
+        fabric=fabric.name,
+        service=service.name,
+        segment=segment_view(segment),
+        created_at=grant.created_at,
+        revoked_at=grant.revoked_at,
+    )
+
+
+def list_grants(
+    uow: UnitOfWork, tenant_name: str, limit: int, cursor: str | None
+) -> Page[GrantView]:
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        query = select(m.Grant).where(
+            m.Grant.tenant_id == tenant.id, col(m.Grant.revoked_at).is_(None)
+        )
+        rows, total, after = page_rows(tx.session, query, col(m.Grant.id), limit, cursor)
+        return Page(data=[_grant_view(tx.session, g) for g in rows], count=total, next=after)
+
+
+def _grant_of(session: Session, tenant: m.Tenant, grant_id: str) -> m.Grant:
+    grant = session.get(m.Grant, grant_id)
+    if grant is None or grant.tenant_id != tenant.id or grant.revoked_at is not None:
+        raise NotFoundError(f"tenant '{tenant.name}' has no grant '{grant_id}'", resource="grant")
+    return grant
+
+
+def get_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> GrantView:
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        return _grant_view(tx.session, _grant_of(tx.session, tenant, grant_id))
+
+
+def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
+    """Withdraw a grant: the tenant's ports leave the service partition."""
+    with uow.transaction() as tx:
+        grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)
+        grant.revoked_at = tx.now
+        tx.session.add(grant)

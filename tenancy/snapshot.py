@@ -1,0 +1,123 @@
+"""The one place where rows become a `FabricSnapshot`: a handful of bulk queries per fabric."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlmodel import Session, col
+from sqlmodel import select as sqlmodel_select
+
+from policies.intent import plan_partitions
+from policies.model import (
+    FabricKind,
+    FabricSettings,
+    FabricSnapshot,
+    Grant,
+    IbPort,
+    Node,
+    NodeRole,
+    Owner,
+)
+from policies.model import QosClass as QosClassValue
+from tenancy import models as m
+from tenancy.db import fetch_all
+
+
+def load_snapshot(session: Session, fabric: m.Fabric) -> FabricSnapshot:
+    """Read the fabric's current state (including this transaction's uncommitted changes)."""
+    session.flush()
+    nodes = _nodes(session, fabric)
+    ports = _ports(session, fabric)
+    tenant_keys, service_keys = _segments(session, fabric)
+    grants = _grants(session, fabric)
+    return FabricSnapshot(
+        fabric=FabricSettings(
+            name=fabric.name,
+            kind=FabricKind(fabric.kind),
+            pkey_first=fabric.pkey_first,
+            pkey_last=fabric.pkey_last,
+            pkeys_per_port=fabric.pkeys_per_port,
+        ),
+        nodes=nodes,
+        ports=ports,
+        partitions=plan_partitions(nodes, ports, tenant_keys, service_keys, grants),
+        grants=grants,
+        qos_classes=_qos_classes(session),
+    )
+
+
+def _nodes(session: Session, fabric: m.Fabric) -> tuple[Node, ...]:
+    rows = fetch_all(
+        session,
+        select(col(m.Node.name), col(m.Node.role), col(m.Tenant.name), col(m.Service.name))
+        .where(col(m.Node.fabric_id) == fabric.id)
+        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == m.Node.id)
+        .outerjoin(m.Allocation, col(m.Allocation.id) == m.NodeAssignment.allocation_id)
+        .outerjoin(m.Tenant, col(m.Tenant.id) == m.Allocation.tenant_id)
+        .outerjoin(m.Service, col(m.Service.id) == m.NodeAssignment.service_id),
+    )
+    return tuple(
+        Node(name, NodeRole(role), _owners(tenant, service)) for name, role, tenant, service in rows
+    )
+
+
+def _owners(tenant: str | None, service: str | None) -> tuple[Owner, ...]:
+    if tenant is not None:
+        return (Owner.tenant(tenant),)
+    if service is not None:
+        return (Owner.service(service),)
+    return ()
+
+
+def _ports(session: Session, fabric: m.Fabric) -> tuple[IbPort, ...]:
+    rows = fetch_all(
+        session,
+        select(
+            col(m.Port.guid),
+            col(m.Node.name),
+            col(m.Port.hca),
+            col(m.Port.port_num),
+            col(m.Port.switch_name),
+            col(m.Port.switch_port),
+        )
+        .join(m.Node, col(m.Node.id) == m.Port.node_id)
+        .where(col(m.Port.fabric_id) == fabric.id),
+    )
+    return tuple(
+        IbPort(int(guid, 16), node, hca, port, switch, switch_port)
+        for guid, node, hca, port, switch, switch_port in rows
+    )
+
+
+def _segments(
+    session: Session, fabric: m.Fabric
+) -> tuple[dict[str, tuple[int, str | None]], dict[str, int]]:
+    rows = fetch_all(
+        session,
+        select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
+        .where(col(m.Segment.fabric_id) == fabric.id, col(m.Segment.state) == "active")
+        .outerjoin(m.Tenant, col(m.Tenant.id) == m.Segment.tenant_id)
+        .outerjoin(m.QosClass, col(m.QosClass.id) == m.Tenant.qos_class_id)
+        .outerjoin(m.Service, col(m.Service.id) == m.Segment.service_id),
+    )
+    tenant_keys: dict[str, tuple[int, str | None]] = {
+        t: (value, q) for value, t, q, _ in rows if t is not None
+    }
+    service_keys = {s: value for value, _, _, s in rows if s is not None}
+    return tenant_keys, service_keys
+
+
+def _grants(session: Session, fabric: m.Fabric) -> tuple[Grant, ...]:
+    rows = fetch_all(
+        session,
+        select(col(m.Tenant.name), col(m.Service.name))
+        .select_from(m.Grant)
+        .join(m.Tenant, col(m.Tenant.id) == m.Grant.tenant_id)
+        .join(m.Service, col(m.Service.id) == m.Grant.service_id)
+        .where(col(m.Grant.fabric_id) == fabric.id, col(m.Grant.revoked_at).is_(None)),
+    )
+    return tuple(sorted(Grant(tenant, service) for tenant, service in rows))
+
+
+def _qos_classes(session: Session) -> tuple[QosClassValue, ...]:
+    rows = session.exec(sqlmodel_select(m.QosClass)).all()
+    return tuple(QosClassValue(q.name, q.ib_sl, q.ib_rate, q.ib_mtu, q.vlarb_weight) for q in rows)

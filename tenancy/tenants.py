@@ -1,0 +1,122 @@
+"""Use cases for QoS classes and tenants (onboarding, listing, offboarding)."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+
+from policies.errors import ConflictError
+from tenancy import models as m
+from tenancy.allocations import release_tenant_everywhere
+from tenancy.lookups import qos_class_named, tenant_named
+from tenancy.pagination import page_rows
+from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
+from tenancy.uow import UnitOfWork
+
+# Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
+# gets its own SL, hence its own VL, weighted in the low-priority VL arbitration table.
+SEEDED_QOS_CLASSES = (
+    QosClassCreate(name="gold", ib_sl=3, ib_rate=3, ib_mtu=4, vlarb_weight=128),
+    QosClassCreate(name="silver", ib_sl=2, ib_rate=3, ib_mtu=4, vlarb_weight=64),
+    QosClassCreate(name="bronze", ib_sl=1, ib_rate=3, ib_mtu=4, vlarb_weight=16),
+)
+
+
+def seed_qos_classes(session: Session) -> None:
+    """Create the seeded classes that do not exist yet (idempotent)."""
+    existing = set(session.exec(select(m.QosClass.name)).all())
+    for spec in SEEDED_QOS_CLASSES:
+        if spec.name not in existing:
+            session.add(m.QosClass(**spec.model_dump()))
+
+
+def qos_view(row: m.QosClass) -> QosClassView:
+    return QosClassView.model_validate(row, from_attributes=True)
+
+
+def create_qos_class(uow: UnitOfWork, spec: QosClassCreate) -> QosClassView:
+    with uow.transaction() as tx:
+        if tx.session.exec(select(m.QosClass).where(m.QosClass.name == spec.name)).first():
+            raise ConflictError(f"QoS class '{spec.name}' already exists", name=spec.name)
+        row = m.QosClass(**spec.model_dump())
+        tx.session.add(row)
+        tx.session.flush()
+        return qos_view(row)
+
+
+def list_qos_classes(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[QosClassView]:
+    with uow.transaction() as tx:
+        rows, total, after = page_rows(
+            tx.session, select(m.QosClass), col(m.QosClass.name), limit, cursor
+        )
+        return Page(data=[qos_view(r) for r in rows], count=total, next=after)
+
+
+def tenant_view(tenant: m.Tenant, qos_name: str) -> TenantView:
+    return TenantView(
+        name=tenant.name,
+        kind=tenant.kind,
+        status=tenant.status,
+        qos_class=qos_name,
+        created_at=tenant.created_at,
+        offboarded_at=tenant.offboarded_at,
+    )
+
+
+def _qos_names(session: Session) -> dict[int | None, str]:
+    return {q.id: q.name for q in session.exec(select(m.QosClass))}
+
+
+def create_tenant(uow: UnitOfWork, spec: TenantCreate) -> TenantView:
+    """Onboard a tenant; names are unique forever (offboarded tenants keep theirs for history)."""
+    with uow.transaction() as tx:
+        if tx.session.exec(select(m.Tenant).where(m.Tenant.name == spec.name)).first():
+            raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
+        qos = qos_class_named(tx.session, spec.qos_class)
+        tenant = m.Tenant(name=spec.name, kind=spec.kind, qos_class_id=m.pk(qos), created_at=tx.now)
+        tx.session.add(tenant)
+        tx.session.flush()
+        return tenant_view(tenant, qos.name)
+
+
+def list_tenants(
+    uow: UnitOfWork,
+    limit: int,
+    cursor: str | None,
+    status: str | None = None,
+    kind: str | None = None,
+) -> Page[TenantView]:
+    with uow.transaction() as tx:
+        query = select(m.Tenant)
+        if status is not None:
+            query = query.where(m.Tenant.status == status)
+        if kind is not None:
+            query = query.where(m.Tenant.kind == kind)
+        rows, total, after = page_rows(tx.session, query, col(m.Tenant.name), limit, cursor)
+        names = _qos_names(tx.session)
+        return Page(
+            data=[tenant_view(t, names[t.qos_class_id]) for t in rows], count=total, next=after
+        )
+
+
+def get_tenant(uow: UnitOfWork, name: str) -> TenantView:
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, name)
+        return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])
+
+
+def offboard_tenant(uow: UnitOfWork, name: str) -> TenantView:
+    """Release every allocation, grant and partition of the tenant and mark it offboarded.
+
+    The record stays (status ``offboarded``) for audit and billing history. Released P_Keys are
+    quarantined before reuse.
+    """
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, name)
+        if tenant.status == "offboarded":
+            raise ConflictError(f"tenant '{name}' is already offboarded", name=name)
+        release_tenant_everywhere(tx, tenant)
+        tenant.status = "offboarded"
+        tenant.offboarded_at = tx.now
+        tx.session.add(tenant)
+        tx.session.flush()
+        return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])

@@ -1,0 +1,150 @@
+"""Verification and artifacts for a fabric, and the verify-before-commit guard.
+
+Every use case that adds reachability (allocations, grants, services, topology, roles) calls
+`ensure_isolated` before its transaction commits: a refused change raises and rolls back whole.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlmodel import Session
+
+from policies.errors import IsolationViolationError, NotFoundError
+from policies.model import FabricSnapshot, format_guid, format_pkey
+from policies.render_opensm import Artifact, SubnetManagerKeys, render_opensm_artifacts
+from policies.verify import Counterexample, Endpoint, Verdict, verify_isolation
+from tenancy import models as m
+from tenancy.lookups import fabric_named
+from tenancy.schemas import (
+    ArtifactFile,
+    ArtifactsView,
+    CounterexampleView,
+    EdgeView,
+    EndpointView,
+    VerificationView,
+)
+from tenancy.settings import Settings
+from tenancy.snapshot import load_snapshot
+from tenancy.uow import Tx, UnitOfWork
+
+
+def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
+    """Verify the transaction's pending state; raise `IsolationViolationError` unless isolated."""
+    verdict = verify_isolation(load_snapshot(tx.session, fabric))
+    if not verdict.holds:
+        raise IsolationViolationError(
+            f"the change would break isolation on fabric '{fabric.name}' "
+            f"({len(verdict.counterexamples)} counterexample(s)); nothing was changed",
+            snapshot_digest=verdict.snapshot_digest,
+            counterexamples=[
+                counterexample_view(c).model_dump(mode="json") for c in verdict.counterexamples
+            ],
+        )
+    return verdict
+
+
+def verify_fabric(uow: UnitOfWork, fabric_name: str) -> VerificationView:
+    """The fabric's current verdict with counterexamples and the reachability relation."""
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        return verdict_view(verify_isolation(load_snapshot(tx.session, fabric)))
+
+
+def verdict_view(verdict: Verdict) -> VerificationView:
+    return VerificationView(
+        holds=verdict.holds,
+        snapshot_digest=verdict.snapshot_digest,
+        counterexamples=[counterexample_view(c) for c in verdict.counterexamples],
+        reachability=[
+            EdgeView(
+                source=str(e.source),
+                target=str(e.target),
+                segment=format_pkey(e.pkey),
+                allowed=e.allowed,
+            )
+            for e in verdict.reachability
+        ],
+        rules=[rule.value for rule in verdict.rules],
+    )
+
+
+def counterexample_view(example: Counterexample) -> CounterexampleView:
+    return CounterexampleView(
+        rule=example.rule.value,
+        message=example.message,
+        partition=format_pkey(example.pkey) if example.pkey is not None else None,
+        a=_endpoint_view(example.a),
+        b=_endpoint_view(example.b),
+    )
+
+
+def _endpoint_view(endpoint: Endpoint | None) -> EndpointView | None:
+    if endpoint is None:
+        return None
+    return EndpointView(
+        guid=format_guid(endpoint.guid), node=endpoint.node, owner=str(endpoint.owner)
+    )
+
+
+def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[FabricSnapshot, tuple[Artifact, ...]]:
+    """Render the artifacts of a verified snapshot; a snapshot that does not verify is refused."""
+    snapshot = load_snapshot(tx.session, fabric)
+    verdict = verify_isolation(snapshot)
+    if not verdict.holds:
+        raise IsolationViolationError(
+            f"fabric '{fabric.name}' does not verify; refusing to render artifacts",
+            snapshot_digest=verdict.snapshot_digest,
+            counterexamples=[
+                counterexample_view(c).model_dump(mode="json") for c in verdict.counterexamples
+            ],
+        )
+    keys = subnet_manager_keys(tx.session, fabric, tx.settings)
+    return snapshot, render_opensm_artifacts(snapshot, keys)
+
+
+def list_artifacts(uow: UnitOfWork, fabric_name: str) -> ArtifactsView:
+    """The manifest of the fabric's artifacts: path, sha256 and size of each file."""
+    with uow.transaction() as tx:
+        snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
+    return ArtifactsView(
+        fabric=fabric_name,
+        snapshot_digest=snapshot.digest,
+        files=[ArtifactFile(path=f.path, sha256=f.sha256, bytes=len(f.content)) for f in files],
+    )
+
+
+def get_artifact(uow: UnitOfWork, fabric_name: str, path: str) -> tuple[Artifact, str]:
+    """One rendered file and the digest of the snapshot it was rendered from."""
+    with uow.transaction() as tx:
+        snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
+    for artifact in files:
+        if artifact.path == path:
+            return artifact, snapshot.digest
+    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
+
+
+def create_subnet_manager_secret(session: Session, fabric: m.Fabric) -> None:
+    """Generate the fabric's OpenSM keys once, so every replica renders the same opensm.conf."""
+    values = [secrets.randbits(64) | (1 << 63) for _ in range(3)]  # never 0 or 1
+    m_key, sm_key, sa_key = (format_guid(v) for v in values)
+    session.add(
+        m.SubnetManagerSecret(fabric_id=m.pk(fabric), m_key=m_key, sm_key=sm_key, sa_key=sa_key)
+    )
+
+
+def subnet_manager_keys(
+    session: Session, fabric: m.Fabric, settings: Settings
+) -> SubnetManagerKeys:
+    """Keys from settings when configured, otherwise the fabric's generated ones."""
+    stored = session.get(m.SubnetManagerSecret, fabric.id)
+    if stored is None:
+        create_subnet_manager_secret(session, fabric)
+        session.flush()
+        stored = session.get(m.SubnetManagerSecret, fabric.id)
+        assert stored is not None
+    return SubnetManagerKeys(
+        m_key=settings.opensm_m_key or int(stored.m_key, 16),
+        sm_key=settings.opensm_sm_key or int(stored.sm_key, 16),
+        sa_key=settings.opensm_sa_key or int(stored.sa_key, 16),
+    )
