@@ -143,7 +143,7 @@ def _upsert_ports(
             )
     if new_rows:
         session.connection().execute(insert(m.Port), new_rows)
-    return added
+    return sorted(added, key=lambda change: change.guid)
 
 
 def _reconcile_missing(

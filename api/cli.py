@@ -1,0 +1,138 @@
+"""The `isofabric` command line: serve the API, migrate, render, verify, check files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.settings import Settings, load_settings
+from tenancy.uow import UnitOfWork
+
+app = typer.Typer(
+    help="isofabric: multi-tenant isolation for InfiniBand fabrics.", no_args_is_help=True
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO_TOPOLOGY = REPO_ROOT / "examples" / "ib-east.ibnetdiscover"
+DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: settings)")]
+FabricOption = Annotated[str, typer.Option("--fabric", help="Fabric name")]
+
+
+def _settings(db: str | None) -> Settings:
+    settings = load_settings()
+    if db:
+        os.environ["ISOFABRIC_DATABASE_URL"] = db
+        settings = load_settings()
+    return settings
+
+
+def _uow(db: str | None) -> UnitOfWork:
+    settings = _settings(db)
+    engine = make_engine(settings.database_url)
+    prepare_database(engine)
+    return UnitOfWork(engine, settings)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    db: DbOption = None,
+    demo: Annotated[bool, typer.Option(help="Load the demo fabric and tenants")] = False,
+) -> None:
+    """Run the REST API (migrations are applied on start)."""
+    import uvicorn
+
+    from api.app import create_app
+    from tenancy.demo import load_demo
+
+    settings = _settings(db)
+    application = create_app(settings)
+    if demo and load_demo(application.state.uow, DEMO_TOPOLOGY.read_text()):
+        typer.echo("loaded demo data: fabric ib-east, tenants acme, research, globex")
+    typer.echo(
+        f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs)"
+    )
+    uvicorn.run(application, host=host, port=port, log_level="info")
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None) -> None:
+    """Apply every migration and seed the QoS classes."""
+    _uow(db)
+    typer.echo("database is at the latest schema")
+
+
+@app.command()
+def render(
+    fabric: FabricOption,
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the files into")],
+    db: DbOption = None,
+) -> None:
+    """Write the fabric's verified OpenSM files and a manifest.json into OUT."""
+    from tenancy.lookups import fabric_named
+    from tenancy.verification import render_fabric
+
+    uow = _uow(db)
+    with uow.transaction() as tx:
+        snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric))
+    listed = []
+    for artifact in files:
+        _write_atomically(out / artifact.path, artifact.content)
+        listed.append(
+            {"path": artifact.path, "sha256": artifact.sha256, "bytes": len(artifact.content)}
+        )
+    manifest = {"fabric": fabric, "snapshot_digest": snapshot.digest, "files": listed}
+    _write_atomically(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+    typer.echo(f"wrote {len(files)} files for snapshot {snapshot.digest} to {out}")
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    # OpenSM re-reads partitions.conf at every heavy sweep: never let it see a half-written file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(content)
+    if path.name == "opensm.conf":
+        temporary.chmod(0o600)  # it holds the subnet's management keys
+    temporary.replace(path)
+
+
+@app.command()
+def verify(fabric: FabricOption, db: DbOption = None) -> None:
+    """Print the fabric's verdict as JSON; exit 1 if isolation does not hold."""
+    from tenancy.verification import verify_fabric
+
+    view = verify_fabric(_uow(db), fabric)
+    typer.echo(view.model_dump_json(indent=2, by_alias=True))
+    raise typer.Exit(0 if view.holds else 1)
+
+
+@app.command("check-partitions")
+def check_partitions(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+) -> None:
+    """Report constructs on which OpenSM fails open or changes meaning; exit 1 on any hazard."""
+    from policies.partitions_parser import Severity, parse_partitions_conf
+
+    parsed = parse_partitions_conf(file.read_text(encoding="utf-8", errors="replace"))
+    for finding in parsed.findings:
+        where = f"line {finding.line}" if finding.line else "file"
+        typer.echo(f"{file}:{where}: {finding.severity.value}: {finding.code}: {finding.message}")
+    critical = [f for f in parsed.findings if f.severity is Severity.CRITICAL]
+    typer.echo(
+        f"{len(parsed.partitions)} partition(s), {len(parsed.findings)} finding(s), "
+        f"{len(critical)} critical"
+    )
+    raise typer.Exit(1 if critical else 0)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,132 @@
+"""OpenSM renderers: golden files (reviewed by hand) and the hazards they must never produce."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from policies.errors import ValidationError
+from policies.model import Member, Owner, Partition
+from policies.render_opensm import (
+    DEFAULT_STATEMENT,
+    MAX_LINE_BYTES,
+    SubnetManagerKeys,
+    render_opensm_artifacts,
+    render_opensm_options,
+    render_partitions_conf,
+    render_qos_policy,
+)
+from tests.policies.snapshots import two_tenant_snapshot, with_partitions
+
+GOLDEN = Path(__file__).parent / "golden"
+KEYS = SubnetManagerKeys(m_key=0x1122334455667788, sm_key=0x0A0B0C0D0E0F1011,
+                         sa_key=0x2122232425262728)
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare with tests/policies/golden/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_partitions_conf_matches_the_reviewed_golden_file():
+    assert_golden("partitions.conf", render_partitions_conf(two_tenant_snapshot()))
+
+
+def test_qos_policy_matches_the_reviewed_golden_file():
+    assert_golden("qos-policy.conf", render_qos_policy(two_tenant_snapshot()))
+
+
+def test_opensm_options_match_the_reviewed_golden_file():
+    assert_golden("opensm.conf", render_opensm_options(two_tenant_snapshot(), KEYS))
+
+
+def test_rendering_is_byte_identical_for_equal_state():
+    first = render_opensm_artifacts(two_tenant_snapshot(), KEYS)
+    again = render_opensm_artifacts(two_tenant_snapshot(), KEYS)
+
+    assert [a.content for a in first] == [a.content for a in again]
+    assert [a.path for a in first] == [
+        "opensm/opensm.conf", "opensm/partitions.conf", "opensm/qos-policy.conf"]
+
+
+def test_member_order_in_the_snapshot_does_not_change_the_file():
+    snapshot = two_tenant_snapshot()
+    shuffled = dataclasses.replace(snapshot, partitions=tuple(
+        dataclasses.replace(p, members=tuple(reversed(p.members)))
+        for p in reversed(snapshot.partitions)))
+
+    assert render_partitions_conf(shuffled).split("\n")[2:] == render_partitions_conf(
+        snapshot).split("\n")[2:]
+
+
+def test_partitions_conf_has_the_explicit_default_and_one_member_per_line():
+    text = render_partitions_conf(two_tenant_snapshot())
+
+    assert DEFAULT_STATEMENT in text.splitlines()
+    member_lines = [line for line in text.splitlines() if line.startswith("    ")]
+    assert len(member_lines) == 12
+    assert all(re.fullmatch(r"    0x[0-9a-f]{16}=(full|limited)( ;|,)", line) for line in member_lines)
+
+
+def test_partition_without_members_is_left_out():
+    empty = Partition(0x0110, Owner.tenant("idle"), ())
+
+    assert "0x0110" not in render_partitions_conf(with_partitions(two_tenant_snapshot(), empty))
+
+
+def test_a_thousand_member_partition_keeps_every_line_under_the_opensm_limit():
+    big = Partition(0x0120, Owner.tenant("big"),
+                    tuple(Member(0x0002C90300100000 + i, True) for i in range(1000)))
+
+    text = render_partitions_conf(with_partitions(two_tenant_snapshot(), big))
+
+    assert max(len(line.encode()) for line in text.splitlines()) < MAX_LINE_BYTES
+    assert text.count("=full") >= 1000
+
+
+def test_qos_policy_never_uses_ipoib_pkey_rules():
+    # OpenSM drops the whole policy if an 'ipoib, pkey' partition has < 2 full members (§3.4).
+    text = render_qos_policy(two_tenant_snapshot())
+
+    assert "ipoib" not in text
+    assert "    any, pkey 0x0101 : 3" in text.splitlines()
+    assert "    default : 0" in text.splitlines()
+
+
+def test_options_enable_qos_enforcement_and_key_protection():
+    lines = render_opensm_options(two_tenant_snapshot(), KEYS).splitlines()
+
+    for expected in ("qos TRUE", "part_enforce both", "m_key_protection_level 2",
+                     "m_key 0x1122334455667788", "sm_key 0x0a0b0c0d0e0f1011",
+                     "sa_key 0x2122232425262728", "max_op_vls 4"):
+        assert expected in lines
+    assert not any(line.startswith("qos_max_vls") for line in lines)  # no effect in OpenSM 3.3
+
+
+def test_vlarb_low_weights_come_from_the_classes():
+    lines = render_opensm_options(two_tenant_snapshot(), KEYS).splitlines()
+
+    # gold SL 3 -> VL 3 weight 128, bronze SL 1 -> VL 1 weight 16, VL0 keeps the default share.
+    assert "qos_vlarb_low 0:16,1:16,3:128" in lines
+
+
+@pytest.mark.parametrize("keys", [
+    {"m_key": 0, "sm_key": 5, "sa_key": 5},
+    {"m_key": 7, "sm_key": 1, "sa_key": 5},
+    {"m_key": 7, "sm_key": 5, "sa_key": 0},
+    {"m_key": 2**64, "sm_key": 5, "sa_key": 5},
+])
+def test_default_or_disabled_management_keys_are_refused(keys):
+    with pytest.raises(ValidationError):
+        SubnetManagerKeys(**keys)
+
+
+def test_keys_never_show_in_repr():
+    assert "1122334455667788" not in repr(KEYS) and "287454020" not in repr(KEYS)
