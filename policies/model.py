@@ -49,12 +49,23 @@ class OwnerKind(StrEnum):
     UNASSIGNED = "unassigned"
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class Owner:
-    """The party a port belongs to; rendered as ``"tenant:acme"`` or ``"service:storage"``."""
+    """The party a port belongs to; rendered as ``"tenant:acme"`` or ``"service:storage"``.
+
+    Owners sort tenants first, then services, then unassigned nodes, each by name.
+    """
 
     kind: OwnerKind
     name: str
+
+    def __lt__(self, other: Owner) -> bool:
+        return self.sort_key < other.sort_key
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        """Tenants before services before unassigned nodes, then by name."""
+        return (_OWNER_KIND_ORDER[self.kind], self.name)
 
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.name}"
@@ -73,6 +84,9 @@ class Owner:
     def unassigned(cls, node: str) -> Owner:
         """The owner value of a node that no tenant or service holds."""
         return cls(OwnerKind.UNASSIGNED, node)
+
+
+_OWNER_KIND_ORDER = {OwnerKind.TENANT: 0, OwnerKind.SERVICE: 1, OwnerKind.UNASSIGNED: 2}
 
 
 @dataclass(frozen=True, slots=True)

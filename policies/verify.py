@@ -68,7 +68,7 @@ class Counterexample:
     b: Endpoint | None = None
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class ReachabilityEdge:
     """`source` and `target` can communicate through partition `pkey`; `allowed` is the intent."""
 
@@ -124,7 +124,7 @@ def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
         cross-owner edge once (sorted), allowed or not.
     """
     index = _Index(snapshot)
-    edges = sorted(set(_edges(index)))
+    edges = sorted(set(_edges(index)), key=_edge_order)
     found: list[Counterexample] = []
     for check in (_edge_violations(index, edges), _ownership_violations(index),
                   _default_partition_violations(index), _key_violations(index),
@@ -183,10 +183,15 @@ def _is_infrastructure(index: _Index, guid: int) -> bool:
 
 
 def _edge(index: _Index, a: Owner, a_guid: int, b: Owner, b_guid: int, pkey: int) -> Witnessed:
-    if (b.kind, b.name) < (a.kind, a.name):
+    if b < a:
         a, a_guid, b, b_guid = b, b_guid, a, a_guid
     allowed = is_allowed_edge(a, b, index.grants)
     return ReachabilityEdge(a, b, pkey, allowed), a_guid, b_guid
+
+
+def _edge_order(witnessed: Witnessed) -> tuple[tuple[int, str], tuple[int, str], int, int, int]:
+    edge, a_guid, b_guid = witnessed
+    return edge.source.sort_key, edge.target.sort_key, edge.pkey, a_guid, b_guid
 
 
 def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Counterexample]:
