@@ -1,0 +1,1 @@
+"""Conformance tests: render with isofabric, run the real OpenSM on an ibsim fabric."""
