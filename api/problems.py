@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from policies.errors import (
+    ArtifactHazardError,
     AuthenticationError,
     ConflictError,
     InputFormatError,
@@ -53,6 +54,7 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
     ValidationError: ProblemType("validation-error", 422, "Invalid value"),
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
+    ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
 }
 INTERNAL = ProblemType("internal-error", 500, "Internal server error")
 

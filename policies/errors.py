@@ -7,7 +7,8 @@
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
     │   └── IsolationViolationError  the change would break isolation (carries counterexamples)
-    └── AuthenticationError       no or wrong credentials
+    ├── AuthenticationError       no or wrong credentials
+    └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
 `api/problems.py` maps each class to an RFC 9457 problem type in one table; tenancy raises these,
 never HTTP errors.
@@ -60,3 +61,7 @@ class IsolationViolationError(ConflictError):
 
 class AuthenticationError(IsofabricError):
     """The request carries no credentials or wrong ones."""
+
+
+class ArtifactHazardError(IsofabricError):
+    """A rendered artifact failed its own safety check (an engine defect, never user input)."""

@@ -207,8 +207,13 @@ def canonical_bytes(snapshot: FabricSnapshot) -> bytes:
 
 
 def _fabric_doc(fabric: FabricSettings) -> list[Any]:
-    return [fabric.name, fabric.kind.value, fabric.pkey_first, fabric.pkey_last,
-            fabric.pkeys_per_port]
+    return [
+        fabric.name,
+        fabric.kind.value,
+        fabric.pkey_first,
+        fabric.pkey_last,
+        fabric.pkeys_per_port,
+    ]
 
 
 def _partition_doc(partition: Partition) -> list[Any]:

@@ -12,16 +12,14 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from policies.errors import ValidationError
+from policies.errors import ArtifactHazardError, ValidationError
 from policies.model import FabricSnapshot, Partition, QosClass, format_guid, format_pkey
+from policies.partitions_parser import MAX_LINE_BYTES, Severity, parse_partitions_conf
 
 PARTITIONS_PATH = "opensm/partitions.conf"
 QOS_POLICY_PATH = "opensm/qos-policy.conf"
 OPTIONS_PATH = "opensm/opensm.conf"
 
-# OpenSM reads partitions.conf with fgets() into a 4096-byte buffer; a longer line is split
-# mid-token and the whole file is discarded (reference/infiniband.md §1.1).
-MAX_LINE_BYTES = 4096
 # The default partition statement the engine always emits: CAs limited (so tenants cannot reach
 # each other through it), switches full (so switch management ports keep SA paths), SM full.
 DEFAULT_STATEMENT = "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;"
@@ -74,15 +72,35 @@ def render_opensm_artifacts(
 ) -> tuple[Artifact, ...]:
     """Render the three OpenSM files for `snapshot`, sorted by path.
 
+    Before anything is returned, partitions.conf is parsed back with OpenSM's grammar: a file
+    that OpenSM would discard (falling back to every port full in 0x7fff) or misread is never
+    emitted.
+
     Raises:
-        ValidationError: if a rendered line would exceed OpenSM's 4096-byte line limit.
+        ValidationError: if a rendered line would exceed OpenSM's line limit.
+        ArtifactHazardError: if the rendered partitions.conf has a critical finding.
     """
+    partitions = render_partitions_conf(snapshot)
+    _refuse_hazards(partitions)
     files = {
         OPTIONS_PATH: render_opensm_options(snapshot, keys),
-        PARTITIONS_PATH: render_partitions_conf(snapshot),
+        PARTITIONS_PATH: partitions,
         QOS_POLICY_PATH: render_qos_policy(snapshot),
     }
     return tuple(Artifact(path, text.encode()) for path, text in sorted(files.items()))
+
+
+def _refuse_hazards(partitions_conf: str) -> None:
+    critical = [
+        f
+        for f in parse_partitions_conf(partitions_conf).findings
+        if f.severity is Severity.CRITICAL
+    ]
+    if critical:
+        first = critical[0]
+        raise ArtifactHazardError(
+            f"refusing to emit partitions.conf: line {first.line}: {first.code}: {first.message}"
+        )
 
 
 def _header(snapshot: FabricSnapshot, what: str) -> list[str]:
@@ -125,7 +143,7 @@ def _partition_statement(partition: Partition, qos: QosClass | None) -> Iterator
 
 def _checked(text: str) -> str:
     for number, line in enumerate(text.split("\n"), start=1):
-        if len(line.encode()) + 1 > MAX_LINE_BYTES:
+        if len(line.encode()) + 1 > MAX_LINE_BYTES:  # +1: fgets counts the newline
             raise ValidationError(f"rendered line {number} exceeds {MAX_LINE_BYTES} bytes")
     return text
 

@@ -126,9 +126,13 @@ def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
     index = _Index(snapshot)
     edges = sorted(set(_edges(index)), key=_edge_order)
     found: list[Counterexample] = []
-    for check in (_edge_violations(index, edges), _ownership_violations(index),
-                  _default_partition_violations(index), _key_violations(index),
-                  _budget_violations(index)):
+    for check in (
+        _edge_violations(index, edges),
+        _ownership_violations(index),
+        _default_partition_violations(index),
+        _key_violations(index),
+        _budget_violations(index),
+    ):
         found.extend(_capped(check))
     return Verdict(
         holds=not found,
@@ -203,7 +207,9 @@ def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Countere
             rule,
             f"{edge.source} and {edge.target} can communicate through partition "
             f"{format_pkey(edge.pkey)}",
-            edge.pkey, index.endpoint(a_guid), index.endpoint(b_guid),
+            edge.pkey,
+            index.endpoint(a_guid),
+            index.endpoint(b_guid),
         )
 
 
@@ -228,14 +234,18 @@ def _ownership_violations(index: _Index) -> Iterator[Counterexample]:
         if len(node.owners) > 1:
             a, b = node.owners[0], node.owners[1]
             yield Counterexample(
-                Rule.NODE_SHARED, f"node {node.name} is held by both {a} and {b}",
-                None, Endpoint(guid, node.name, a), Endpoint(guid, node.name, b),
+                Rule.NODE_SHARED,
+                f"node {node.name} is held by both {a} and {b}",
+                None,
+                Endpoint(guid, node.name, a),
+                Endpoint(guid, node.name, b),
             )
         if node.role is NodeRole.MANAGEMENT and node.owners:
             yield Counterexample(
                 Rule.MANAGEMENT_ASSIGNED,
                 f"management node {node.name} is held by {node.owners[0]}",
-                None, Endpoint(guid, node.name, node.owners[0]),
+                None,
+                Endpoint(guid, node.name, node.owners[0]),
             )
 
 
@@ -248,7 +258,8 @@ def _default_partition_violations(index: _Index) -> Iterator[Counterexample]:
             Rule.DEFAULT_PARTITION_FULL,
             f"port {format_guid(guid)} of {endpoint.owner} is a full member of the default "
             f"partition {format_pkey(DEFAULT_PKEY)} and can reach every port",
-            DEFAULT_PKEY, endpoint,
+            DEFAULT_PKEY,
+            endpoint,
         )
 
 
@@ -261,7 +272,8 @@ def _key_violations(index: _Index) -> Iterator[Counterexample]:
             yield _key_example(Rule.PKEY_INVALID, partition, "is not a valid tenant P_Key")
         elif not fabric.pkey_first <= key <= fabric.pkey_last:
             yield _key_example(
-                Rule.PKEY_OUT_OF_RANGE, partition,
+                Rule.PKEY_OUT_OF_RANGE,
+                partition,
                 f"is outside the fabric range {format_pkey(fabric.pkey_first)}-"
                 f"{format_pkey(fabric.pkey_last)}",
             )
@@ -302,5 +314,6 @@ def _budget_violations(index: _Index) -> Iterator[Counterexample]:
                 Rule.PKEY_BUDGET,
                 f"port {format_guid(guid)} needs {count + 1} P_Keys (default partition included)"
                 f" but the fabric allows {budget} per port",
-                None, index.endpoint(guid),
+                None,
+                index.endpoint(guid),
             )

@@ -30,7 +30,8 @@ def guid(host: str, hca: int = 0) -> int:
 def ports() -> tuple[IbPort, ...]:
     return tuple(
         IbPort(guid(host, hca), host, f"mlx5_{hca}", 1, f"leaf0{hca + 1}", index)
-        for host, index in HOSTS.items() for hca in (0, 1)
+        for host, index in HOSTS.items()
+        for hca in (0, 1)
     )
 
 
@@ -47,28 +48,41 @@ def two_tenant_nodes() -> tuple[Node, ...]:
 
 
 def fabric(pkeys_per_port: int = 128) -> FabricSettings:
-    return FabricSettings("ib-east", pkey_first=0x0100, pkey_last=0x01FF,
-                          pkeys_per_port=pkeys_per_port)
+    return FabricSettings(
+        "ib-east", pkey_first=0x0100, pkey_last=0x01FF, pkeys_per_port=pkeys_per_port
+    )
 
 
 def two_tenant_snapshot(
-    *, grants: tuple[Grant, ...] = (Grant("acme", "storage"),),
-    nodes: tuple[Node, ...] | None = None, pkeys_per_port: int = 128,
+    *,
+    grants: tuple[Grant, ...] = (Grant("acme", "storage"),),
+    nodes: tuple[Node, ...] | None = None,
+    pkeys_per_port: int = 128,
 ) -> FabricSnapshot:
     """The reference fabric: acme (gold) and globex (bronze) with storage granted to acme."""
     nodes = nodes if nodes is not None else two_tenant_nodes()
     partitions = plan_partitions(
-        nodes, ports(), {"acme": (0x0101, "gold"), "globex": (0x0102, "bronze")},
-        {"storage": 0x0100}, grants,
+        nodes,
+        ports(),
+        {"acme": (0x0101, "gold"), "globex": (0x0102, "bronze")},
+        {"storage": 0x0100},
+        grants,
     )
-    return FabricSnapshot(fabric(pkeys_per_port), nodes, ports(), partitions, grants,
-                          (BRONZE, GOLD))
+    return FabricSnapshot(
+        fabric(pkeys_per_port), nodes, ports(), partitions, grants, (BRONZE, GOLD)
+    )
 
 
 def with_partitions(snapshot: FabricSnapshot, *extra: Partition) -> FabricSnapshot:
-    return FabricSnapshot(snapshot.fabric, snapshot.nodes, snapshot.ports,
-                          snapshot.partitions + extra, snapshot.grants, snapshot.qos_classes,
-                          snapshot.default_full)
+    return FabricSnapshot(
+        snapshot.fabric,
+        snapshot.nodes,
+        snapshot.ports,
+        snapshot.partitions + extra,
+        snapshot.grants,
+        snapshot.qos_classes,
+        snapshot.default_full,
+    )
 
 
 def member(host: str, hca: int = 0, *, full: bool = True) -> Member:

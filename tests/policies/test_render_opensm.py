@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from policies.errors import ValidationError
+from policies.errors import ArtifactHazardError, ValidationError
 from policies.model import Member, Owner, Partition
+from policies.partitions_parser import MAX_LINE_BYTES
 from policies.render_opensm import (
     DEFAULT_STATEMENT,
-    MAX_LINE_BYTES,
     SubnetManagerKeys,
     render_opensm_artifacts,
     render_opensm_options,
@@ -23,8 +23,9 @@ from policies.render_opensm import (
 from tests.policies.snapshots import two_tenant_snapshot, with_partitions
 
 GOLDEN = Path(__file__).parent / "golden"
-KEYS = SubnetManagerKeys(m_key=0x1122334455667788, sm_key=0x0A0B0C0D0E0F1011,
-                         sa_key=0x2122232425262728)
+KEYS = SubnetManagerKeys(
+    m_key=0x1122334455667788, sm_key=0x0A0B0C0D0E0F1011, sa_key=0x2122232425262728
+)
 
 
 def assert_golden(name: str, text: str) -> None:
@@ -53,17 +54,26 @@ def test_rendering_is_byte_identical_for_equal_state():
 
     assert [a.content for a in first] == [a.content for a in again]
     assert [a.path for a in first] == [
-        "opensm/opensm.conf", "opensm/partitions.conf", "opensm/qos-policy.conf"]
+        "opensm/opensm.conf",
+        "opensm/partitions.conf",
+        "opensm/qos-policy.conf",
+    ]
 
 
 def test_member_order_in_the_snapshot_does_not_change_the_file():
     snapshot = two_tenant_snapshot()
-    shuffled = dataclasses.replace(snapshot, partitions=tuple(
-        dataclasses.replace(p, members=tuple(reversed(p.members)))
-        for p in reversed(snapshot.partitions)))
+    shuffled = dataclasses.replace(
+        snapshot,
+        partitions=tuple(
+            dataclasses.replace(p, members=tuple(reversed(p.members)))
+            for p in reversed(snapshot.partitions)
+        ),
+    )
 
-    assert render_partitions_conf(shuffled).split("\n")[2:] == render_partitions_conf(
-        snapshot).split("\n")[2:]
+    assert (
+        render_partitions_conf(shuffled).split("\n")[2:]
+        == render_partitions_conf(snapshot).split("\n")[2:]
+    )
 
 
 def test_partitions_conf_has_the_explicit_default_and_one_member_per_line():
@@ -72,7 +82,8 @@ def test_partitions_conf_has_the_explicit_default_and_one_member_per_line():
     assert DEFAULT_STATEMENT in text.splitlines()
     member_lines = [line for line in text.splitlines() if line.startswith("    ")]
     assert len(member_lines) == 12
-    assert all(re.fullmatch(r"    0x[0-9a-f]{16}=(full|limited)( ;|,)", line) for line in member_lines)
+    pattern = re.compile(r"    0x[0-9a-f]{16}=(full|limited)( ;|,)")
+    assert all(pattern.fullmatch(line) for line in member_lines)
 
 
 def test_partition_without_members_is_left_out():
@@ -82,8 +93,11 @@ def test_partition_without_members_is_left_out():
 
 
 def test_a_thousand_member_partition_keeps_every_line_under_the_opensm_limit():
-    big = Partition(0x0120, Owner.tenant("big"),
-                    tuple(Member(0x0002C90300100000 + i, True) for i in range(1000)))
+    big = Partition(
+        0x0120,
+        Owner.tenant("big"),
+        tuple(Member(0x0002C90300100000 + i, True) for i in range(1000)),
+    )
 
     text = render_partitions_conf(with_partitions(two_tenant_snapshot(), big))
 
@@ -103,9 +117,15 @@ def test_qos_policy_never_uses_ipoib_pkey_rules():
 def test_options_enable_qos_enforcement_and_key_protection():
     lines = render_opensm_options(two_tenant_snapshot(), KEYS).splitlines()
 
-    for expected in ("qos TRUE", "part_enforce both", "m_key_protection_level 2",
-                     "m_key 0x1122334455667788", "sm_key 0x0a0b0c0d0e0f1011",
-                     "sa_key 0x2122232425262728", "max_op_vls 4"):
+    for expected in (
+        "qos TRUE",
+        "part_enforce both",
+        "m_key_protection_level 2",
+        "m_key 0x1122334455667788",
+        "sm_key 0x0a0b0c0d0e0f1011",
+        "sa_key 0x2122232425262728",
+        "max_op_vls 4",
+    ):
         assert expected in lines
     assert not any(line.startswith("qos_max_vls") for line in lines)  # no effect in OpenSM 3.3
 
@@ -117,12 +137,15 @@ def test_vlarb_low_weights_come_from_the_classes():
     assert "qos_vlarb_low 0:16,1:16,3:128" in lines
 
 
-@pytest.mark.parametrize("keys", [
-    {"m_key": 0, "sm_key": 5, "sa_key": 5},
-    {"m_key": 7, "sm_key": 1, "sa_key": 5},
-    {"m_key": 7, "sm_key": 5, "sa_key": 0},
-    {"m_key": 2**64, "sm_key": 5, "sa_key": 5},
-])
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"m_key": 0, "sm_key": 5, "sa_key": 5},
+        {"m_key": 7, "sm_key": 1, "sa_key": 5},
+        {"m_key": 7, "sm_key": 5, "sa_key": 0},
+        {"m_key": 2**64, "sm_key": 5, "sa_key": 5},
+    ],
+)
 def test_default_or_disabled_management_keys_are_refused(keys):
     with pytest.raises(ValidationError):
         SubnetManagerKeys(**keys)
@@ -130,3 +153,15 @@ def test_default_or_disabled_management_keys_are_refused(keys):
 
 def test_keys_never_show_in_repr():
     assert "1122334455667788" not in repr(KEYS) and "287454020" not in repr(KEYS)
+
+
+def test_bundle_refuses_a_partitions_file_that_opensm_would_discard(monkeypatch):
+    # Safety net: if a renderer defect ever produced a file OpenSM falls back from, emit nothing.
+    import policies.render_opensm as render
+
+    monkeypatch.setattr(
+        render, "render_partitions_conf", lambda _s: "Default=0x7fff : 0002c9=full ;\n"
+    )
+
+    with pytest.raises(ArtifactHazardError, match=r"guid-without-0x|bad-member"):
+        render_opensm_artifacts(two_tenant_snapshot(), KEYS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from policies.model import DEFAULT_PKEY, Grant, Node, NodeRole, Owner, Partition
-from policies.verify import Rule, verify_isolation
+from policies.verify import Rule, Verdict, verify_isolation
 from tests.policies.snapshots import (
     guid,
     member,
@@ -15,7 +15,7 @@ from tests.policies.snapshots import (
 )
 
 
-def rules_of(verdict):  # type: ignore[no-untyped-def]
+def rules_of(verdict: Verdict) -> set[Rule]:
     return {c.rule for c in verdict.counterexamples}
 
 
@@ -44,15 +44,22 @@ def test_two_tenants_in_one_partition_is_a_cross_tenant_counterexample_naming_bo
     assert example.pkey == 0x0103
     assert example.a is not None and example.b is not None
     assert (example.a.owner, example.a.node, example.a.guid) == (
-        Owner.tenant("acme"), "gpu0001", guid("gpu0001"))
+        Owner.tenant("acme"),
+        "gpu0001",
+        guid("gpu0001"),
+    )
     assert (example.b.owner, example.b.node, example.b.guid) == (
-        Owner.tenant("globex"), "gpu0003", guid("gpu0003"))
+        Owner.tenant("globex"),
+        "gpu0003",
+        guid("gpu0003"),
+    )
 
 
 def test_limited_members_of_two_tenants_cannot_reach_each_other():
     # IBA: limited <-> limited never communicates (reference/infiniband.md §1.3).
-    shared = Partition(0x0103, Owner.tenant("acme"),
-                       (member("gpu0001", full=False), member("gpu0003", full=False)))
+    shared = Partition(
+        0x0103, Owner.tenant("acme"), (member("gpu0001", full=False), member("gpu0003", full=False))
+    )
 
     verdict = verify_isolation(with_partitions(two_tenant_snapshot(), shared))
 
@@ -60,8 +67,9 @@ def test_limited_members_of_two_tenants_cannot_reach_each_other():
 
 
 def test_limited_tenant_port_with_a_full_foreign_port_is_a_counterexample():
-    shared = Partition(0x0103, Owner.tenant("acme"),
-                       (member("gpu0001", full=False), member("gpu0003", full=True)))
+    shared = Partition(
+        0x0103, Owner.tenant("acme"), (member("gpu0001", full=False), member("gpu0003", full=True))
+    )
 
     verdict = verify_isolation(with_partitions(two_tenant_snapshot(), shared))
 
@@ -78,7 +86,9 @@ def test_service_membership_without_a_grant_is_refuted():
     [example] = verdict.counterexamples
     assert example.pkey == 0x0100
     assert {example.a.owner, example.b.owner} == {  # type: ignore[union-attr]
-        Owner.tenant("acme"), Owner.service("storage")}
+        Owner.tenant("acme"),
+        Owner.service("storage"),
+    }
 
 
 def test_tenant_port_full_in_the_default_partition_is_refuted():
@@ -101,7 +111,8 @@ def test_management_port_full_in_the_default_partition_is_expected():
 def test_node_held_by_two_tenants_is_refuted():
     nodes = tuple(
         Node(n.name, n.role, (Owner.tenant("acme"), Owner.tenant("globex")))
-        if n.name == "gpu0002" else n
+        if n.name == "gpu0002"
+        else n
         for n in two_tenant_nodes()
     )
 
@@ -143,24 +154,29 @@ def test_invalid_out_of_range_and_duplicated_keys_are_refuted():
     examples = {(c.rule, c.pkey) for c in verify_isolation(snapshot).counterexamples}
 
     assert examples == {
-        (Rule.PKEY_INVALID, 0x7FFF), (Rule.PKEY_INVALID, 0x8104), (Rule.PKEY_INVALID, 0x0000),
-        (Rule.PKEY_OUT_OF_RANGE, 0x0300), (Rule.PKEY_DUPLICATE, 0x0101),
+        (Rule.PKEY_INVALID, 0x7FFF),
+        (Rule.PKEY_INVALID, 0x8104),
+        (Rule.PKEY_INVALID, 0x0000),
+        (Rule.PKEY_OUT_OF_RANGE, 0x0300),
+        (Rule.PKEY_DUPLICATE, 0x0101),
     }
 
 
 def test_unknown_member_port_is_refuted():
-    stray = Partition(0x0103, Owner.tenant("acme"), (member("gpu0001"),) + (
-        dataclasses.replace(member("gpu0001"), guid=0xDEAD),))
+    unknown = dataclasses.replace(member("gpu0001"), guid=0xDEAD)
+    stray = Partition(0x0103, Owner.tenant("acme"), (member("gpu0001"), unknown))
 
-    assert Rule.UNKNOWN_MEMBER in rules_of(verify_isolation(with_partitions(
-        two_tenant_snapshot(), stray)))
+    assert Rule.UNKNOWN_MEMBER in rules_of(
+        verify_isolation(with_partitions(two_tenant_snapshot(), stray))
+    )
 
 
 def test_free_node_in_a_tenant_partition_is_refuted():
     leak = Partition(0x0103, Owner.tenant("acme"), (member("gpu0001"), member("gpu0004")))
 
     assert rules_of(verify_isolation(with_partitions(two_tenant_snapshot(), leak))) == {
-        Rule.UNASSIGNED_MEMBER}
+        Rule.UNASSIGNED_MEMBER
+    }
 
 
 def test_granting_two_tenants_the_same_service_does_not_connect_them():
@@ -174,7 +190,9 @@ def test_granting_two_tenants_the_same_service_does_not_connect_them():
 
     assert verdict.holds
     assert {(str(e.source), str(e.target)) for e in verdict.reachability} == {
-        ("tenant:acme", "service:storage"), ("tenant:globex", "service:storage")}
+        ("tenant:acme", "service:storage"),
+        ("tenant:globex", "service:storage"),
+    }
 
 
 def test_verdict_carries_the_snapshot_digest_which_changes_with_state():
@@ -189,8 +207,9 @@ def test_verdict_carries_the_snapshot_digest_which_changes_with_state():
 def test_counterexamples_are_capped_per_rule():
     from policies.verify import MAX_COUNTEREXAMPLES_PER_RULE
 
-    snapshot = with_partitions(two_tenant_snapshot(), *(
-        Partition(0x7FFF, Owner.tenant(f"t{i}"), ()) for i in range(150)))
+    snapshot = with_partitions(
+        two_tenant_snapshot(), *(Partition(0x7FFF, Owner.tenant(f"t{i}"), ()) for i in range(150))
+    )
 
     invalid = [c for c in verify_isolation(snapshot).counterexamples if c.rule is Rule.PKEY_INVALID]
 
