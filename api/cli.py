@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -28,10 +28,7 @@ FabricOption = Annotated[str, typer.Option("--fabric", help="Fabric name")]
 
 def _settings(db: str | None) -> Settings:
     settings = load_settings()
-    if db:
-        os.environ["ISOFABRIC_DATABASE_URL"] = db
-        settings = load_settings()
-    return settings
+    return replace(settings, database_url=db) if db else settings
 
 
 def _uow(db: str | None) -> UnitOfWork:

@@ -1,0 +1,91 @@
+"""The isofabric command line against a SQLite file holding the demo state."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import DEMO_TOPOLOGY, app
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.demo import load_demo
+from tenancy.settings import Settings
+from tenancy.uow import UnitOfWork
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = make_engine(url)
+    prepare_database(engine)
+    assert load_demo(UnitOfWork(engine, Settings(database_url=url)), DEMO_TOPOLOGY.read_text())
+    engine.dispose()
+    return url
+
+
+def test_db_upgrade_creates_a_usable_database(tmp_path):
+    result = runner.invoke(app, ["db", "upgrade", "--db", f"sqlite:///{tmp_path / 'new.db'}"])
+
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "new.db").exists()
+
+
+def test_render_writes_the_three_files_and_a_manifest_with_their_digests(demo_db, tmp_path):
+    out = tmp_path / "bundle"
+
+    result = runner.invoke(
+        app, ["render", "--fabric", "ib-east", "--out", str(out), "--db", demo_db]
+    )
+
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [f["path"] for f in manifest["files"]] == [
+        "opensm/opensm.conf",
+        "opensm/partitions.conf",
+        "opensm/qos-policy.conf",
+    ]
+    for entry in manifest["files"]:
+        content = (out / entry["path"]).read_bytes()
+        assert hashlib.sha256(content).hexdigest() == entry["sha256"]
+        assert len(content) == entry["bytes"]
+    assert manifest["snapshot_digest"].startswith("sha256:")
+    assert (out / "opensm" / "opensm.conf").stat().st_mode & 0o077 == 0  # holds the keys
+
+
+def test_verify_prints_the_verdict_and_exits_zero_when_isolated(demo_db):
+    result = runner.invoke(app, ["verify", "--fabric", "ib-east", "--db", demo_db])
+
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(result.output)
+    assert verdict["holds"] is True
+    assert {
+        "from": "tenant:acme",
+        "to": "service:storage",
+        "segment": "0x0100",
+        "allowed": True,
+    } in verdict["reachability"]
+
+
+def test_check_partitions_accepts_a_rendered_file(demo_db, tmp_path):
+    runner.invoke(app, ["render", "--fabric", "ib-east", "--out", str(tmp_path), "--db", demo_db])
+
+    result = runner.invoke(app, ["check-partitions", str(tmp_path / "opensm/partitions.conf")])
+
+    assert result.exit_code == 0, result.output
+    assert "0 critical" in result.output
+
+
+def test_check_partitions_fails_on_a_file_opensm_would_fall_back_from(tmp_path):
+    bad = tmp_path / "partitions.conf"
+    bad.write_text("Default=0x7fff : ALL=limited ;\nacme=0x0101 : 0002c90300a1b2c4=full ;\n")
+
+    result = runner.invoke(app, ["check-partitions", str(bad)])
+
+    assert result.exit_code == 1
+    assert "line 2" in result.output and "critical" in result.output
