@@ -138,6 +138,9 @@ _MAX_PORTS = 255
 # A real line is < 300 characters (clean_nodedesc cuts a NodeDescription at 63); the cap bounds the
 # regexes' backtracking on one line, so parsing stays linear in the size of the input.
 _MAX_LINE = 1024
+# SHARP: Quantum switches expose their in-network aggregation engine as a CA with this fixed
+# NodeDescription (managed by the SM and the aggregation manager); it is no tenant host.
+SHARP_AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"
 
 
 @dataclass(slots=True)
@@ -271,6 +274,8 @@ def _ca_record(state: _State, line: str, number: int) -> None:
     if not line.startswith("Ca"):
         _chassis_line(state, line, number)  # "Chassis N" under -g
         return
+    if _aggregation_node(state, line, number):
+        return
     match = _CA_RE.fullmatch(line) or _refuse_ca(line, number)
     ports_text, guid_text, hostname, hca = match.groups()
     guid = int(guid_text, 16)
@@ -290,6 +295,20 @@ def _refuse_ca(line: str, number: int) -> NoReturn:
     if loose is not None and _HEX_GUID.fullmatch(loose["guid"]):
         _explain_node_description(loose["desc"], number)
     _refuse(_CA_LOOSE, line, number, "Ca record")
+
+
+def _aggregation_node(state: _State, line: str, number: int) -> bool:
+    """Record a SHARP aggregation node as a skipped record; False if `line` is not one."""
+    loose = _CA_LOOSE.fullmatch(line)
+    if loose is None or loose["desc"] != SHARP_AGGREGATION_NODE:
+        return False
+    if not _HEX_GUID.fullmatch(loose["guid"]):
+        return False
+    ports = re.match(r"Ca\s+(\d+)", line)
+    state.record = _Record(
+        "AN", int(loose["guid"], 16), _port_count(ports[1] if ports else "1", number)
+    )
+    return True
 
 
 def _explain_node_description(desc: str, number: int) -> None:

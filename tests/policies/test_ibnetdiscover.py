@@ -297,7 +297,7 @@ def test_a_guid_that_is_not_hex_is_refused_on_its_line(number, text):
         "gpu0001  mlx5_0",
         " gpu0001 mlx5_0",
         "MT4123 ConnectX6 Mellanox Technologies",
-        "Mellanox Technologies Aggregation Node",
+        "Mellanox Technologies Aggregation Nodes",
     ],
 )
 def test_a_ca_description_that_is_not_hostname_and_hca_is_refused(description):
@@ -456,3 +456,12 @@ def test_twenty_thousand_ports_parse_in_linear_time():
     assert len(topology.ca_ports) == 20_000
     assert topology.ca_ports[-1].switch_name == "leaf19968"
     assert elapsed < 2.0  # about 0.2 s; a quadratic step would take minutes
+
+
+def test_sharp_aggregation_nodes_are_skipped_not_refused():
+    text = document((GPU_CA_LINE, ca_record("Mellanox Technologies Aggregation Node")))
+
+    topology = parse_ibnetdiscover(text)
+
+    assert all(p.hostname != "mellanox" for p in topology.ca_ports)
+    assert len(topology.ca_ports) == len(parse_ibnetdiscover(document()).ca_ports) - 1
