@@ -179,8 +179,7 @@ def list_allocations(
 
 
 def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> AllocationView:
-    fabric = session.get(m.Fabric, allocation.fabric_id)
-    assert fabric is not None
+    fabric = _fabric_of(session, allocation.fabric_id)
     segment = active_segment(session, m.pk(fabric), tenant_id=m.pk(tenant))
     return _allocation_view(
         allocation, tenant, fabric, _allocation_nodes(session, allocation.id), segment
@@ -206,7 +205,15 @@ def release_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) ->
     """Free the allocation's nodes; the tenant's partition goes with its last allocation."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
-        _release(tx, tenant, _allocation_of(tx.session, tenant, allocation_id))
+        allocation = _allocation_of(tx.session, tenant, allocation_id)
+        _release(tx, tenant, allocation)
+        ensure_isolated(tx, _fabric_of(tx.session, allocation.fabric_id))
+
+
+def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:
+    fabric = session.get(m.Fabric, fabric_id)
+    assert fabric is not None  # a foreign key guarantees it
+    return fabric
 
 
 def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
@@ -233,7 +240,22 @@ def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
 
 
 def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
-    """Release all of a tenant's allocations and revoke all its grants (offboarding)."""
+    """Release all of a tenant's allocations and grants (offboarding); verify every fabric."""
+    touched = {
+        row[0]
+        for row in fetch_all(
+            tx.session,
+            core_select(col(m.Allocation.fabric_id))
+            .where(col(m.Allocation.tenant_id) == tenant.id)
+            .union(core_select(col(m.Grant.fabric_id)).where(col(m.Grant.tenant_id) == tenant.id)),
+        )
+    }
+    _release_everything(tx, tenant)
+    for fabric_id in sorted(touched):
+        ensure_isolated(tx, _fabric_of(tx.session, fabric_id))
+
+
+def _release_everything(tx: Tx, tenant: m.Tenant) -> None:
     for allocation in list(
         tx.session.exec(
             select(m.Allocation).where(

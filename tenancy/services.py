@@ -170,3 +170,6 @@ def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
         grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)
         grant.revoked_at = tx.now
         tx.session.add(grant)
+        fabric = tx.session.get(m.Fabric, grant.fabric_id)
+        assert fabric is not None  # a foreign key guarantees it
+        ensure_isolated(tx, fabric)

@@ -1,7 +1,8 @@
 """Verification and artifacts for a fabric, and the verify-before-commit guard.
 
-Every use case that adds reachability (allocations, grants, services, topology, roles) calls
-`ensure_isolated` before its transaction commits: a refused change raises and rolls back whole.
+Every mutating use case calls `ensure_isolated` on each fabric it touched before its transaction
+commits: a refused change raises and rolls back whole. (Removals cannot add reachability, but
+they are verified too, so every committed state is a verified one.)
 """
 
 from __future__ import annotations
