@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import Depends, FastAPI
 from sqlalchemy import Engine
 
-from api.deps import require_token
+from api.auth import BearerTokenAuth
+from api.deps import bearer_scheme
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
 from api.routes_fabrics import router as fabrics_router
@@ -33,8 +34,10 @@ def create_app(
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
     for router in (fabrics_router, tenants_router):
-        app.include_router(router, dependencies=[Depends(require_token)])
+        app.include_router(router, dependencies=[Depends(bearer_scheme)])
+    # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BearerTokenAuth, token=settings.admin_token)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

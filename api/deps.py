@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
-from policies.errors import AuthenticationError
 from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from tenancy.uow import UnitOfWork
 
@@ -21,21 +19,9 @@ def get_uow(request: Request) -> UnitOfWork:
 
 Uow = Annotated[UnitOfWork, Depends(get_uow)]
 
-_bearer = HTTPBearer(auto_error=False, description="ISOFABRIC_ADMIN_TOKEN, when it is set")
-
-
-def require_token(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """When ISOFABRIC_ADMIN_TOKEN is set, every /v1 request must carry it as a bearer token."""
-    expected = request.app.state.uow.settings.admin_token
-    if expected is None:
-        return
-    if credentials is None:
-        raise AuthenticationError("this service requires 'Authorization: Bearer <token>'")
-    if not hmac.compare_digest(credentials.credentials.encode(), expected.encode()):
-        raise AuthenticationError("the bearer token is not valid")
+# Documents the scheme in OpenAPI (/docs "Authorize"); the check itself is api/auth.py, which
+# runs before the body is read.
+bearer_scheme = HTTPBearer(auto_error=False, description="ISOFABRIC_ADMIN_TOKEN, when it is set")
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,12 @@ def get_artifact(
     artifact, digest = verification.get_artifact(uow, fabric, path)
     etag = f'"{artifact.sha256}"'
     headers = {"ETag": etag, "X-Snapshot-Digest": digest, "Cache-Control": "no-cache"}
-    if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
+    if if_none_match is not None and _matches(if_none_match, etag):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
     return Response(artifact.content, media_type="text/plain; charset=utf-8", headers=headers)
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    """RFC 9110 §13.1.2: weak comparison, and '*' matches any current representation."""
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag in tags

@@ -15,6 +15,7 @@ from policies.model import FabricKind, NodeRole, format_pkey
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.keys import claim_pkey, release_segment
+from tenancy.locks import lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import (
@@ -65,7 +66,7 @@ def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> Alloc
     """
     with uow.transaction() as tx:
         tenant = require_active(tenant_named(tx.session, tenant_name))
-        fabric = require_infiniband(fabric_named(tx.session, spec.fabric))
+        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, spec.fabric)))
         nodes = (
             _named_free_nodes(tx.session, fabric, spec.nodes)
             if spec.nodes is not None
@@ -206,8 +207,12 @@ def release_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) ->
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         allocation = _allocation_of(tx.session, tenant, allocation_id)
+        fabric = lock_fabric(tx.session, _fabric_of(tx.session, allocation.fabric_id))
+        tx.session.refresh(allocation)  # it may have been released while we waited
+        if allocation.released_at is not None:
+            raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
         _release(tx, tenant, allocation)
-        ensure_isolated(tx, _fabric_of(tx.session, allocation.fabric_id))
+        ensure_isolated(tx, fabric)
 
 
 def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:
@@ -250,9 +255,11 @@ def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
             .union(core_select(col(m.Grant.fabric_id)).where(col(m.Grant.tenant_id) == tenant.id)),
         )
     }
+    fabrics = [_fabric_of(tx.session, fabric_id) for fabric_id in sorted(touched)]
+    lock_fabrics(tx.session, fabrics)
     _release_everything(tx, tenant)
-    for fabric_id in sorted(touched):
-        ensure_isolated(tx, _fabric_of(tx.session, fabric_id))
+    for fabric in fabrics:
+        ensure_isolated(tx, fabric)
 
 
 def _release_everything(tx: Tx, tenant: m.Tenant) -> None:

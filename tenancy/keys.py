@@ -9,7 +9,7 @@ quarantine has passed, so a key is never handed to a new owner while old configs
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import delete
 from sqlalchemy import select as core_select
@@ -77,16 +77,9 @@ def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
         delete(m.Segment).where(
             col(m.Segment.fabric_id) == fabric_id,
             col(m.Segment.state) == "quarantined",
-            col(m.Segment.released_at) <= _db_time(cutoff, tx.session),
+            col(m.Segment.released_at) <= cutoff,
         )
     )
-
-
-def _db_time(moment: datetime, session: Session) -> datetime:
-    # SQLite stores naive ISO strings; compare like with like.
-    if session.get_bind().dialect.name == "sqlite":
-        return moment.astimezone(UTC).replace(tzinfo=None)
-    return moment
 
 
 def release_segment(tx: Tx, segment: m.Segment) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sqlalchemy import Column, DateTime, Index, UniqueConstraint, text
+from sqlalchemy import Column, DateTime, Dialect, Index, TypeDecorator, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
@@ -25,8 +25,31 @@ def pk(row: HasId) -> int:
     return row.id
 
 
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    SQLite has no time zone type: it stores the wall-clock text and returns naive datetimes, so
+    values are normalised to UTC on the way in and tagged as UTC on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; use UTC-aware ones")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _ts(nullable: bool = False) -> Column[datetime]:
-    return Column(DateTime(timezone=True), nullable=nullable)
+    return Column(UtcDateTime(), nullable=nullable)
 
 
 class Fabric(SQLModel, table=True):

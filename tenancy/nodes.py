@@ -12,6 +12,7 @@ from policies.errors import ConflictError
 from policies.model import NodeRole
 from tenancy import models as m
 from tenancy.db import fetch_all
+from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import NodePatch, NodeView, Page, PortView
@@ -118,7 +119,7 @@ def get_node(uow: UnitOfWork, fabric_name: str, node_name: str) -> NodeView:
 def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: NodePatch) -> NodeView:
     """Change a node's role; a node someone holds cannot become storage or management."""
     with uow.transaction() as tx:
-        fabric = fabric_named(tx.session, fabric_name)
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         node = node_named(tx.session, fabric, node_name)
         held = tx.session.get(m.NodeAssignment, node.id)
         if held is not None and held.allocation_id and patch.role != NodeRole.COMPUTE.value:

@@ -24,6 +24,7 @@ from tenancy.allocations import (
 )
 from tenancy.db import fetch_all
 from tenancy.keys import claim_pkey
+from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import GrantCreate, GrantView, Page, ServiceCreate, ServiceView
@@ -34,7 +35,7 @@ from tenancy.verification import ensure_isolated
 def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> ServiceView:
     """Create a shared service on free storage or compute nodes, with its own partition."""
     with uow.transaction() as tx:
-        fabric = require_infiniband(fabric_named(tx.session, fabric_name))
+        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, fabric_name)))
         if tx.session.exec(
             select(m.Service).where(m.Service.fabric_id == fabric.id, m.Service.name == spec.name)
         ).first():
@@ -100,7 +101,7 @@ def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> Grant
     """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
     with uow.transaction() as tx:
         tenant = require_active(tenant_named(tx.session, tenant_name))
-        fabric = require_infiniband(fabric_named(tx.session, spec.fabric))
+        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, spec.fabric)))
         service = service_named(tx.session, fabric, spec.service)
         if tx.session.exec(
             select(m.Grant).where(
@@ -168,8 +169,12 @@ def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
     """Withdraw a grant: the tenant's ports leave the service partition."""
     with uow.transaction() as tx:
         grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)
-        grant.revoked_at = tx.now
-        tx.session.add(grant)
         fabric = tx.session.get(m.Fabric, grant.fabric_id)
         assert fabric is not None  # a foreign key guarantees it
+        lock_fabric(tx.session, fabric)
+        tx.session.refresh(grant)  # it may have been revoked while we waited
+        if grant.revoked_at is not None:
+            raise NotFoundError(f"grant '{grant_id}' was revoked meanwhile", resource="grant")
+        grant.revoked_at = tx.now
+        tx.session.add(grant)
         ensure_isolated(tx, fabric)

@@ -19,6 +19,7 @@ from policies.model import FabricKind, format_guid
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.fabrics import count_where
+from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
 from tenancy.schemas import TopologyImportResult, TopologyPortChange
 from tenancy.uow import UnitOfWork
@@ -32,7 +33,7 @@ def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImp
     """
     discovered = parse_ibnetdiscover(text)
     with uow.transaction() as tx:
-        fabric = fabric_named(tx.session, fabric_name)
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         if fabric.kind != FabricKind.INFINIBAND:
             raise ValidationError(f"fabric '{fabric_name}' is not an InfiniBand fabric")
         fabric_id = m.pk(fabric)

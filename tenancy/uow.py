@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from policies.errors import ConflictError
 from tenancy.db import session_scope
 from tenancy.settings import Settings
 
@@ -43,5 +45,13 @@ class UnitOfWork:
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        with session_scope(self.engine) as session:
-            yield Tx(session, self.clock(), self.settings)
+        try:
+            with session_scope(self.engine) as session:
+                yield Tx(session, self.clock(), self.settings)
+        except IntegrityError as error:
+            # The unique constraints are the backstop against concurrent writers: a request that
+            # lost such a race changed nothing and may simply be retried.
+            raise ConflictError(
+                "the request conflicts with a concurrent change (a name, node or key was taken "
+                "meanwhile); nothing was changed, retry it"
+            ) from error

@@ -1,0 +1,284 @@
+"""/v1/tenants/{tenant}/allocations: exclusive nodes, the tenant's partition, pool exhaustion."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.builders import (
+    TEXT_PLAIN,
+    assert_problem,
+    created,
+    example_topology,
+    ok,
+)
+
+ACME_ALLOCATIONS = "/v1/tenants/acme/allocations"
+
+
+def allocate(client: TestClient, tenant: str, **spec: Any) -> httpx2.Response:
+    return client.post(f"/v1/tenants/{tenant}/allocations", json={"fabric": "ib-east", **spec})
+
+
+def onboard_tenant(
+    client: TestClient, name: str, kind: str = "external", qos_class: str = "bronze"
+) -> None:
+    created(client.post("/v1/tenants", json={"name": name, "kind": kind, "qos_class": qos_class}))
+
+
+def test_allocating_named_nodes_returns_201_with_the_nodes_and_a_new_partition(client, onboarded):
+    onboard_tenant(client, "initech")
+
+    body = created(allocate(client, "initech", nodes=["gpu0008", "gpu0007"]))
+
+    assert uuid.UUID(body["id"])
+    assert body == {
+        "id": body["id"],
+        "tenant": "initech",
+        "fabric": "ib-east",
+        "nodes": ["gpu0007", "gpu0008"],
+        "segment": {"kind": "ib_partition", "pkey": "0x0104"},
+        "created_at": "2026-03-01T12:00:00Z",
+        "released_at": None,
+    }
+
+
+def test_allocating_by_count_picks_free_compute_nodes_in_name_order(client, onboarded):
+    onboard_tenant(client, "initech")
+
+    body = created(allocate(client, "initech", count=2))
+
+    assert body["nodes"] == ["gpu0007", "gpu0008"]
+    assert body["segment"] == {"kind": "ib_partition", "pkey": "0x0104"}
+
+
+def test_a_tenants_second_allocation_reuses_its_partition(client, onboarded):
+    body = created(allocate(client, "acme", nodes=["gpu0007"]))
+
+    assert body["segment"] == {"kind": "ib_partition", "pkey": "0x0101"}
+    partitions = client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text
+    assert partitions.count("tenant_acme=") == 1
+    acme = partitions.split("tenant_acme=0x0101")[1].split(";")[0]
+    assert "0x000000000010001b=full" in acme  # gpu0007 mlx5_0
+
+
+def test_allocated_nodes_show_their_tenant_and_are_no_longer_free(client, onboarded):
+    created(allocate(client, "acme", nodes=["gpu0007"]))
+
+    free = ok(client.get("/v1/fabrics/ib-east/nodes", params={"free": "true", "role": "compute"}))
+    node = ok(client.get("/v1/fabrics/ib-east/nodes/gpu0007"))
+
+    assert [n["name"] for n in free["data"]] == ["gpu0008"]
+    assert node["tenant"] == "acme"
+
+
+def test_an_allocation_reads_back_by_id(client, onboarded):
+    allocation_id = onboarded.allocation_ids["research"]
+
+    body = ok(client.get(f"/v1/tenants/research/allocations/{allocation_id}"))
+
+    assert (body["id"], body["nodes"], body["segment"]["pkey"]) == (
+        allocation_id,
+        ["gpu0003", "gpu0004"],
+        "0x0102",
+    )
+
+
+def test_an_allocation_is_not_visible_under_another_tenant(client, onboarded):
+    allocation_id = onboarded.allocation_ids["research"]
+
+    assert_problem(client.get(f"/v1/tenants/acme/allocations/{allocation_id}"), 404, "not-found")
+
+
+def test_a_node_already_allocated_is_a_409_naming_it_and_changes_nothing(
+    client, onboarded, db_dump
+):
+    before = db_dump()
+
+    body = assert_problem(allocate(client, "globex", nodes=["gpu0008", "gpu0001"]), 409, "conflict")
+
+    assert "gpu0001" in body["detail"]
+    assert db_dump() == before
+
+
+def test_a_new_tenant_asking_for_an_allocated_node_gets_no_partition(client, onboarded, db_dump):
+    onboard_tenant(client, "initech")
+    before = db_dump()
+
+    assert_problem(allocate(client, "initech", nodes=["gpu0003"]), 409, "conflict")
+
+    assert db_dump() == before
+    assert (
+        "tenant_initech"
+        not in client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text
+    )
+
+
+@pytest.mark.parametrize("node", ["sm01", "stor01"])
+def test_a_management_or_storage_node_is_not_allocatable(client, onboarded, db_dump, node):
+    before = db_dump()
+
+    body = assert_problem(allocate(client, "acme", nodes=[node]), 409, "conflict")
+
+    assert node in body["detail"]
+    assert db_dump() == before
+
+
+def test_asking_for_more_free_nodes_than_exist_is_a_409_and_changes_nothing(
+    client, onboarded, db_dump
+):
+    before = db_dump()
+
+    body = assert_problem(allocate(client, "acme", count=3), 409, "conflict")
+
+    assert body["available"] == 2
+    assert db_dump() == before
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"nodes": ["gpu0007"], "count": 1},
+        {},
+        {"nodes": []},
+        {"count": 0},
+        {"count": -1},
+        {"nodes": ["gpu0007", "gpu0007"]},
+        {"nodes": ["gpu0007\n"]},
+        {"nodes": ["gpu0007;gpu0008"]},
+        {"nodes": ["gpu 0007"]},
+        {"nodes": "gpu0007"},
+        {"count": 1, "fabric": "ib east"},
+        {"count": 1, "exclusive": True},
+    ],
+    ids=repr,
+)
+def test_an_invalid_allocation_request_is_a_422_and_changes_nothing(
+    client, onboarded, db_dump, spec
+):
+    before = db_dump()
+
+    assert_problem(allocate(client, "acme", **spec), 422, "validation-error")
+    assert db_dump() == before
+
+
+@pytest.mark.parametrize(
+    ("tenant", "spec", "named"),
+    [
+        ("initech", {"count": 1}, "initech"),
+        ("acme", {"count": 1, "fabric": "ib-nowhere"}, "ib-nowhere"),
+        ("acme", {"nodes": ["gpu0999"]}, "gpu0999"),
+    ],
+    ids=["unknown-tenant", "unknown-fabric", "unknown-node"],
+)
+def test_allocating_with_an_unknown_name_is_a_404_naming_it(
+    client, onboarded, db_dump, tenant, spec, named
+):
+    before = db_dump()
+
+    body = assert_problem(allocate(client, tenant, **spec), 404, "not-found")
+
+    assert named in body["detail"]
+    assert db_dump() == before
+
+
+def test_releasing_an_allocation_is_a_204_and_frees_its_nodes(client, onboarded):
+    allocation_id = onboarded.allocation_ids["globex"]
+
+    response = client.delete(f"/v1/tenants/globex/allocations/{allocation_id}")
+
+    assert response.status_code == 204
+    assert response.content == b""
+    free = ok(client.get("/v1/fabrics/ib-east/nodes", params={"free": "true", "role": "compute"}))
+    assert [n["name"] for n in free["data"]] == ["gpu0005", "gpu0006", "gpu0007", "gpu0008"]
+    assert ok(client.get("/v1/tenants/globex/allocations")) == {
+        "data": [],
+        "count": 0,
+        "next": None,
+    }
+
+
+def test_a_released_allocation_is_gone_and_releasing_it_again_is_a_404(client, onboarded, db_dump):
+    path = f"/v1/tenants/globex/allocations/{onboarded.allocation_ids['globex']}"
+    assert client.delete(path).status_code == 204
+    before = db_dump()
+
+    assert_problem(client.get(path), 404, "not-found")
+    assert_problem(client.delete(path), 404, "not-found")
+    assert db_dump() == before
+
+
+def test_releasing_a_tenants_last_allocation_takes_its_key_out_of_partitions_conf(
+    client, onboarded
+):
+    client.delete(f"/v1/tenants/globex/allocations/{onboarded.allocation_ids['globex']}")
+
+    partitions = client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text
+
+    assert "tenant_globex" not in partitions
+    assert "=0x0103" not in partitions
+
+
+def test_a_key_released_with_the_last_allocation_is_quarantined(client, onboarded, clock):
+    client.delete(f"/v1/tenants/globex/allocations/{onboarded.allocation_ids['globex']}")
+    onboard_tenant(client, "initech")
+
+    assert created(allocate(client, "initech", count=1))["segment"]["pkey"] == "0x0104"
+    assert created(allocate(client, "globex", count=1))["segment"]["pkey"] == "0x0105"
+
+
+def test_releasing_another_tenants_allocation_is_a_404_and_changes_nothing(
+    client, onboarded, db_dump
+):
+    before = db_dump()
+
+    response = client.delete(f"/v1/tenants/acme/allocations/{onboarded.allocation_ids['globex']}")
+
+    assert_problem(response, 404, "not-found")
+    assert db_dump() == before
+
+
+def test_an_exhausted_pkey_range_is_a_409_pool_exhausted_and_changes_nothing(client, db_dump):
+    created(
+        client.post(
+            "/v1/fabrics",
+            json={
+                "name": "ib-tiny",
+                "kind": "infiniband",
+                "pkey_range": {"first": "0x0100", "last": "0x0101"},
+            },
+        )
+    )
+    ok(client.put("/v1/fabrics/ib-tiny/topology", content=example_topology(), headers=TEXT_PLAIN))
+    for name in ("acme", "research", "globex"):
+        onboard_tenant(client, name)
+    assert (
+        created(allocate(client, "acme", fabric="ib-tiny", count=1))["segment"]["pkey"] == "0x0100"
+    )
+    assert (
+        created(allocate(client, "research", fabric="ib-tiny", count=1))["segment"]["pkey"]
+        == "0x0101"
+    )
+    before = db_dump()
+
+    body = assert_problem(
+        allocate(client, "globex", fabric="ib-tiny", count=1), 409, "pool-exhausted"
+    )
+
+    assert "0x0100-0x0101" in body["detail"]
+    assert db_dump() == before
+
+
+def test_allocations_of_a_tenant_are_listed_with_count(client, onboarded):
+    created(allocate(client, "acme", nodes=["gpu0008"]))
+
+    page = ok(client.get(ACME_ALLOCATIONS))
+
+    assert page["count"] == 2
+    assert page["next"] is None
+    assert sorted(a["nodes"] for a in page["data"]) == [["gpu0001", "gpu0002"], ["gpu0008"]]
+    assert {a["segment"]["pkey"] for a in page["data"]} == {"0x0101"}

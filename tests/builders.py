@@ -1,0 +1,348 @@
+"""Reusable builders for the tenancy and API suites: literal fabric data, a controllable clock,
+the standard onboarded fabric (through HTTP or through the use cases), topology text surgery,
+problem+json assertions and a whole-database dump for "nothing changed" checks."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from sqlalchemy import Engine, select, text
+from sqlmodel import SQLModel
+
+import tenancy.models  # noqa: F401  (registers every table on SQLModel.metadata)
+from tenancy import allocations, fabrics, nodes, services, tenants, topology
+from tenancy.schemas import (
+    AllocationCreate,
+    FabricCreate,
+    GrantCreate,
+    NodePatch,
+    PKeyRange,
+    ServiceCreate,
+    TenantCreate,
+)
+from tenancy.uow import UnitOfWork
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_TOPOLOGY_PATH = REPO / "examples" / "ib-east.ibnetdiscover"
+
+FABRIC = "ib-east"
+PKEY_RANGE = {"first": "0x0100", "last": "0x7ffe"}
+TEXT_PLAIN = {"content-type": "text/plain"}
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
+DEFAULT_PARTITION_LINE = "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;"
+ARTIFACT_PATHS = ("opensm/opensm.conf", "opensm/partitions.conf", "opensm/qos-policy.conf")
+QUARANTINE_SECONDS = 24 * 3600
+
+# ib-east: every host of the sample and its CA port GUIDs (port GUID = node GUID + 1).
+PORT_GUIDS = {
+    "sm01": ("0x0000000000100001",),
+    "gpu0001": ("0x0000000000100003", "0x0000000000100005"),
+    "gpu0002": ("0x0000000000100007", "0x0000000000100009"),
+    "gpu0003": ("0x000000000010000b", "0x000000000010000d"),
+    "gpu0004": ("0x000000000010000f", "0x0000000000100011"),
+    "gpu0005": ("0x0000000000100013", "0x0000000000100015"),
+    "gpu0006": ("0x0000000000100017", "0x0000000000100019"),
+    "gpu0007": ("0x000000000010001b", "0x000000000010001d"),
+    "gpu0008": ("0x000000000010001f", "0x0000000000100021"),
+    "stor01": ("0x0000000000100023",),
+    "stor02": ("0x0000000000100025",),
+}
+ROLES = {"sm01": "management", "stor01": "storage", "stor02": "storage"}
+SERVICE = "storage"
+SERVICE_NODES = ("stor01", "stor02")
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    name: str
+    kind: str
+    qos_class: str
+    nodes: tuple[str, ...]
+
+
+TENANTS = (
+    TenantSpec("acme", "external", "gold", ("gpu0001", "gpu0002")),
+    TenantSpec("research", "internal", "silver", ("gpu0003", "gpu0004")),
+    TenantSpec("globex", "external", "bronze", ("gpu0005", "gpu0006")),
+)
+GRANTED = ("acme",)
+# What onboarding hands out, lowest key first: the service is created before the tenants.
+SERVICE_PKEY = "0x0100"
+TENANT_PKEYS = {"acme": "0x0101", "research": "0x0102", "globex": "0x0103"}
+FREE_COMPUTE_NODES = ("gpu0007", "gpu0008")
+
+
+def example_topology() -> str:
+    return EXAMPLE_TOPOLOGY_PATH.read_text()
+
+
+# --- time ------------------------------------------------------------------------------------
+
+
+@dataclass
+class FakeClock:
+    """A clock tests move by hand; the unit of work reads it once per transaction."""
+
+    now: datetime = field(default_factory=lambda: datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+# --- database --------------------------------------------------------------------------------
+
+Dump = dict[str, list[tuple[Any, ...]]]
+
+
+def dump_database(engine: Engine) -> Dump:
+    """Every row of every table, in a stable order: equal dumps mean nothing changed."""
+    with engine.connect() as connection:
+        return {
+            table.name: sorted((tuple(row) for row in connection.execute(select(table))), key=repr)
+            for table in SQLModel.metadata.sorted_tables
+        }
+
+
+def rows(engine: Engine, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """The result of one SQL query, as plain tuples."""
+    with engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(text(sql), params)]
+
+
+# --- HTTP ------------------------------------------------------------------------------------
+
+
+def assert_problem(
+    response: httpx2.Response, status: int, type_suffix: str | None = None
+) -> dict[str, Any]:
+    """An RFC 9457 problem with every standard member; returns the body for further checks."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM_JSON
+    body: dict[str, Any] = response.json()
+    assert body.keys() >= PROBLEM_MEMBERS, body
+    assert body["status"] == status
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert isinstance(body["type"], str) and body["type"]
+    assert body["instance"] == response.request.url.path
+    if type_suffix is not None:
+        assert body["type"].endswith(type_suffix), body["type"]
+    return body
+
+
+def created(response: httpx2.Response) -> dict[str, Any]:
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def ok(response: httpx2.Response) -> dict[str, Any]:
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def walk_pages(client: httpx2.Client, path: str, limit: int, **params: Any) -> list[dict[str, Any]]:
+    """Every page of a list endpoint, following `next` until it is null."""
+    pages, cursor = [], None
+    for _ in range(1000):
+        query = {**params, "limit": limit, **({"cursor": cursor} if cursor else {})}
+        page = ok(client.get(path, params=query))
+        pages.append(page)
+        cursor = page["next"]
+        if cursor is None:
+            return pages
+    raise AssertionError(f"{path} never ends")
+
+
+@dataclass(frozen=True)
+class Onboarded:
+    """What the standard onboarding created on ib-east."""
+
+    fabric: str
+    allocation_ids: dict[str, str]
+    grant_ids: dict[str, str]
+
+
+def api_create_fabric(
+    client: httpx2.Client, name: str = FABRIC, topology_text: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    body = created(
+        client.post(
+            "/v1/fabrics",
+            json={"name": name, "kind": "infiniband", "pkey_range": PKEY_RANGE, **spec},
+        )
+    )
+    ok(
+        client.put(
+            f"/v1/fabrics/{name}/topology",
+            content=example_topology() if topology_text is None else topology_text,
+            headers=TEXT_PLAIN,
+        )
+    )
+    return body
+
+
+def api_onboard(client: httpx2.Client) -> Onboarded:
+    """ib-east from the sample; sm01 management, stor01/02 storage behind service 'storage';
+    acme (external, gold), research (internal, silver), globex (external, bronze) with 2 nodes
+    each; storage granted to acme."""
+    api_create_fabric(client)
+    for node, role in ROLES.items():
+        ok(client.patch(f"/v1/fabrics/{FABRIC}/nodes/{node}", json={"role": role}))
+    created(
+        client.post(
+            f"/v1/fabrics/{FABRIC}/services", json={"name": SERVICE, "nodes": list(SERVICE_NODES)}
+        )
+    )
+    allocation_ids = {}
+    for spec in TENANTS:
+        created(
+            client.post(
+                "/v1/tenants",
+                json={"name": spec.name, "kind": spec.kind, "qos_class": spec.qos_class},
+            )
+        )
+        allocation = created(
+            client.post(
+                f"/v1/tenants/{spec.name}/allocations",
+                json={"fabric": FABRIC, "nodes": list(spec.nodes)},
+            )
+        )
+        allocation_ids[spec.name] = allocation["id"]
+    grant_ids = {
+        name: created(
+            client.post(f"/v1/tenants/{name}/grants", json={"fabric": FABRIC, "service": SERVICE})
+        )["id"]
+        for name in GRANTED
+    }
+    return Onboarded(FABRIC, allocation_ids, grant_ids)
+
+
+# --- use cases (no HTTP) ---------------------------------------------------------------------
+
+
+def fabric_spec(
+    name: str = FABRIC, first: str = "0x0100", last: str = "0x7ffe", **extra: Any
+) -> FabricCreate:
+    return FabricCreate(
+        name=name, kind="infiniband", pkey_range=PKeyRange(first=first, last=last), **extra
+    )
+
+
+def uow_create_fabric(
+    uow: UnitOfWork, name: str = FABRIC, topology_text: str | None = None, **spec: Any
+) -> None:
+    fabrics.create_fabric(uow, fabric_spec(name, **spec))
+    topology.import_topology(
+        uow, name, example_topology() if topology_text is None else topology_text
+    )
+
+
+def uow_onboard(uow: UnitOfWork) -> Onboarded:
+    """The same onboarding as `api_onboard`, through the tenancy use cases."""
+    uow_create_fabric(uow)
+    for node, role in ROLES.items():
+        nodes.set_node_role(uow, FABRIC, node, NodePatch(role=role))
+    services.create_service(uow, FABRIC, ServiceCreate(name=SERVICE, nodes=list(SERVICE_NODES)))
+    allocation_ids = {}
+    for spec in TENANTS:
+        tenants.create_tenant(
+            uow, TenantCreate(name=spec.name, kind=spec.kind, qos_class=spec.qos_class)
+        )
+        view = allocations.allocate(
+            uow, spec.name, AllocationCreate(fabric=FABRIC, nodes=list(spec.nodes))
+        )
+        allocation_ids[spec.name] = view.id
+    grant_ids = {
+        name: services.grant_service(uow, name, GrantCreate(fabric=FABRIC, service=SERVICE)).id
+        for name in GRANTED
+    }
+    return Onboarded(FABRIC, allocation_ids, grant_ids)
+
+
+# --- ibnetdiscover text ----------------------------------------------------------------------
+
+
+def _blocks(text: str) -> list[list[str]]:
+    blocks: list[list[str]] = [[]]
+    for line in text.split("\n"):
+        if line == "":
+            blocks.append([])
+        else:
+            blocks[-1].append(line)
+    return [block for block in blocks if block]
+
+
+def without_hosts(text: str, hosts: Iterable[str]) -> str:
+    """The sample as ibnetdiscover prints it once `hosts` are unplugged: their Ca records and the
+    switch port lines that lead to them are gone."""
+    gone = tuple(f'"{host} ' for host in hosts)
+
+    def mentions(line: str) -> bool:
+        return any(name in line for name in gone)
+
+    kept = [
+        [line for line in block if not (line.startswith("[") and mentions(line))]
+        for block in _blocks(text)
+        if not any(line.startswith("Ca") and mentions(line) for line in block)
+    ]
+    return "\n\n".join("\n".join(block) for block in kept) + "\n"
+
+
+def replace_line(text: str, number: int, new: str | Callable[[str], str]) -> str:
+    """`text` with its 1-based line `number` replaced (or rewritten by a function)."""
+    lines = text.split("\n")
+    lines[number - 1] = new(lines[number - 1]) if callable(new) else new
+    return "\n".join(lines)
+
+
+def line_number(text: str, prefix: str) -> int:
+    """The 1-based number of the first line that starts with `prefix`."""
+    return next(n for n, line in enumerate(text.split("\n"), start=1) if line.startswith(prefix))
+
+
+def generated_topology(hosts: Sequence[str]) -> str:
+    """ibnetdiscover output of one leaf switch with one single-port HCA per host."""
+    if not 1 <= len(hosts) <= 255:
+        raise ValueError("one switch has 1..255 ports")
+    switch = "0000000000200000"
+    lines = [
+        "vendid=0x0",
+        "devid=0x0",
+        "sysimgguid=0x200000",
+        "switchguid=0x200000(200000)",
+        f'Switch\t{len(hosts)} "S-{switch}"\t\t# "leaf01" base port 0 lid 1 lmc 0',
+    ]
+    for index, host in enumerate(hosts, start=1):
+        node, port = 0x100000 + 2 * index, 0x100001 + 2 * index
+        lines.append(
+            f'[{index}]\t"H-{node:016x}"[1]({port:x}) \t\t# "{host} mlx5_0" lid {index + 1} 4xSDR'
+        )
+    for index, host in enumerate(hosts, start=1):
+        node, port = 0x100000 + 2 * index, 0x100001 + 2 * index
+        lines += [
+            "",
+            "vendid=0x0",
+            "devid=0x0",
+            f"sysimgguid={node:#x}",
+            f"caguid={node:#x}",
+            f'Ca\t1 "H-{node:016x}"\t\t# "{host} mlx5_0"',
+            f'[1]({port:x}) \t"S-{switch}"[{index}]\t\t'
+            f'# lid {index + 1} lmc 0 "leaf01" lid 1 4xSDR',
+        ]
+    return "\n".join(lines) + "\n"
