@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     verdict = verify_isolation(snapshot)
     print(f"snapshot {snapshot.digest}: isolation {'holds' if verdict.holds else 'BROKEN'}")
     for edge in verdict.reachability:
-        print(f"  {edge.source} <-> {edge.target} via 0x{edge.pkey:04x} allowed={edge.allowed}")
+        print(f"  {edge.source} <-> {edge.target} via 0x{edge.segment:04x} allowed={edge.allowed}")
     for example in verdict.counterexamples:
         print(f"  {example.rule}: {example.message}")
     print(render_partitions_conf(snapshot), end="")

@@ -59,22 +59,28 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class Counterexample:
-    """A concrete refutation of `rule`: the endpoints involved and the partition that links them."""
+    """A concrete refutation of `rule`: the endpoints involved and the segment that links them.
+
+    `segment` is the partition's P_Key on InfiniBand and the VNI on RoCE.
+    """
 
     rule: Rule
     message: str
-    pkey: int | None = None
+    segment: int | None = None
     a: Endpoint | None = None
     b: Endpoint | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ReachabilityEdge:
-    """`source` and `target` can communicate through partition `pkey`; `allowed` is the intent."""
+    """`source` and `target` can communicate through `segment`; `allowed` is the intent.
+
+    `segment` is a P_Key on InfiniBand and an L3VNI on RoCE.
+    """
 
     source: Owner
     target: Owner
-    pkey: int
+    segment: int
     allowed: bool
 
 
@@ -195,7 +201,7 @@ def _edge(index: _Index, a: Owner, a_guid: int, b: Owner, b_guid: int, pkey: int
 
 def _edge_order(witnessed: Witnessed) -> tuple[tuple[int, str], tuple[int, str], int, int, int]:
     edge, a_guid, b_guid = witnessed
-    return edge.source.sort_key, edge.target.sort_key, edge.pkey, a_guid, b_guid
+    return edge.source.sort_key, edge.target.sort_key, edge.segment, a_guid, b_guid
 
 
 def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Counterexample]:
@@ -206,8 +212,8 @@ def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Countere
         yield Counterexample(
             rule,
             f"{edge.source} and {edge.target} can communicate through partition "
-            f"{format_pkey(edge.pkey)}",
-            edge.pkey,
+            f"{format_pkey(edge.segment)}",
+            edge.segment,
             index.endpoint(a_guid),
             index.endpoint(b_guid),
         )

@@ -61,7 +61,7 @@ def verdict_view(verdict: Verdict) -> VerificationView:
             EdgeView(
                 source=str(e.source),
                 target=str(e.target),
-                segment=format_pkey(e.pkey),
+                segment=format_pkey(e.segment),
                 allowed=e.allowed,
             )
             for e in verdict.reachability
@@ -74,7 +74,7 @@ def counterexample_view(example: Counterexample) -> CounterexampleView:
     return CounterexampleView(
         rule=example.rule.value,
         message=example.message,
-        partition=format_pkey(example.pkey) if example.pkey is not None else None,
+        partition=format_pkey(example.segment) if example.segment is not None else None,
         a=_endpoint_view(example.a),
         b=_endpoint_view(example.b),
     )

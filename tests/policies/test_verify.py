@@ -24,7 +24,7 @@ def test_planned_fabric_is_isolated_and_reports_only_granted_edges():
 
     assert verdict.holds
     assert verdict.counterexamples == ()
-    edges = [(str(e.source), str(e.target), e.pkey, e.allowed) for e in verdict.reachability]
+    edges = [(str(e.source), str(e.target), e.segment, e.allowed) for e in verdict.reachability]
     assert edges == [("tenant:acme", "service:storage", 0x0100, True)]
 
 
@@ -41,7 +41,7 @@ def test_two_tenants_in_one_partition_is_a_cross_tenant_counterexample_naming_bo
 
     assert not verdict.holds
     [example] = [c for c in verdict.counterexamples if c.rule is Rule.CROSS_TENANT]
-    assert example.pkey == 0x0103
+    assert example.segment == 0x0103
     assert example.a is not None and example.b is not None
     assert (example.a.owner, example.a.node, example.a.guid) == (
         Owner.tenant("acme"),
@@ -84,7 +84,7 @@ def test_service_membership_without_a_grant_is_refuted():
 
     assert rules_of(verdict) == {Rule.SERVICE_WITHOUT_GRANT}
     [example] = verdict.counterexamples
-    assert example.pkey == 0x0100
+    assert example.segment == 0x0100
     assert {example.a.owner, example.b.owner} == {  # type: ignore[union-attr]
         Owner.tenant("acme"),
         Owner.service("storage"),
@@ -99,7 +99,7 @@ def test_tenant_port_full_in_the_default_partition_is_refuted():
     assert Rule.DEFAULT_PARTITION_FULL in rules_of(verdict)
     assert Rule.CROSS_TENANT in rules_of(verdict)
     example = next(c for c in verdict.counterexamples if c.rule is Rule.DEFAULT_PARTITION_FULL)
-    assert example.pkey == DEFAULT_PKEY and example.a.node == "gpu0003"  # type: ignore[union-attr]
+    assert example.segment == DEFAULT_PKEY and example.a.node == "gpu0003"  # type: ignore[union-attr]
 
 
 def test_management_port_full_in_the_default_partition_is_expected():
@@ -151,7 +151,7 @@ def test_invalid_out_of_range_and_duplicated_keys_are_refuted():
         Partition(0x0101, Owner.tenant("t-duplicate"), ()),
     )
 
-    examples = {(c.rule, c.pkey) for c in verify_isolation(snapshot).counterexamples}
+    examples = {(c.rule, c.segment) for c in verify_isolation(snapshot).counterexamples}
 
     assert examples == {
         (Rule.PKEY_INVALID, 0x7FFF),
