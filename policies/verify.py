@@ -46,15 +46,65 @@ class Rule(StrEnum):
     PKEY_OUT_OF_RANGE = "pkey-out-of-range"
     PKEY_DUPLICATE = "pkey-duplicate"
     UNKNOWN_MEMBER = "unknown-member-port"
+    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce_verify (reference/roce.md §7).
+    VNI_DUPLICATE = "vni-duplicate"
+    VNI_OUT_OF_RANGE = "vni-out-of-range"
+    VLAN_DUPLICATE = "vlan-duplicate"
+    VLAN_OUT_OF_RANGE = "vlan-out-of-range"
+    VRF_INVALID = "vrf-invalid"
+    RD_INVALID = "rd-invalid"
+    PORT_SHARED = "port-shared"
+    ROUTE_LEAK = "route-leak"
+    SUBNET_OVERLAP = "subnet-overlap"
+    SUBNET_OUTSIDE_POOL = "subnet-outside-pool"
+    NIC_UNKNOWN_PORT = "nic-unknown-port"
+    QOS_PFC_ON_LOSSY = "qos-pfc-on-lossy"
+    QOS_LOSSLESS_LIMIT = "qos-lossless-limit"
+    QOS_ECN_MISSING = "qos-ecn-missing"
+    QOS_CNP_CONFLICT = "qos-cnp-conflict"
+    QOS_DSCP_DUPLICATE = "qos-dscp-duplicate"
+    QOS_ETS_OVERCOMMIT = "qos-ets-overcommit"
+    MTU_BUDGET = "mtu-budget"
+
+
+# The rules a verdict evaluates, per fabric kind; the reachability and node rules are shared.
+_SHARED_RULES = (
+    Rule.CROSS_TENANT,
+    Rule.SERVICE_WITHOUT_GRANT,
+    Rule.UNASSIGNED_MEMBER,
+    Rule.CROSS_SERVICE,
+)
+IB_RULES: tuple[Rule, ...] = (
+    *_SHARED_RULES,
+    Rule.DEFAULT_PARTITION_FULL,
+    Rule.NODE_SHARED,
+    Rule.MANAGEMENT_ASSIGNED,
+    Rule.PKEY_BUDGET,
+    Rule.PKEY_INVALID,
+    Rule.PKEY_OUT_OF_RANGE,
+    Rule.PKEY_DUPLICATE,
+    Rule.UNKNOWN_MEMBER,
+)
+ROCE_RULES: tuple[Rule, ...] = (
+    *_SHARED_RULES,
+    Rule.NODE_SHARED,
+    Rule.MANAGEMENT_ASSIGNED,
+    *(rule for rule in Rule if rule not in IB_RULES),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One side of a counterexample: a port, the host it is on, and who owns it."""
+    """One side of a counterexample: a port, the host it is on, and who owns it.
+
+    On RoCE `guid` is 0 and `port` names the switch port the host is cabled to
+    (``leaf01:Ethernet0``).
+    """
 
     guid: int
     node: str
     owner: Owner
+    port: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +142,7 @@ class Verdict:
     snapshot_digest: str
     counterexamples: tuple[Counterexample, ...]
     reachability: tuple[ReachabilityEdge, ...]
-    rules: tuple[Rule, ...] = tuple(Rule)
+    rules: tuple[Rule, ...] = IB_RULES
 
 
 class _Index:
@@ -145,6 +195,7 @@ def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
         snapshot_digest=snapshot.digest,
         counterexamples=tuple(found),
         reachability=tuple(edge for edge, _, _ in edges),
+        rules=IB_RULES,
     )
 
 

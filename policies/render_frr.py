@@ -1,0 +1,291 @@
+"""Render a RoCE leaf's FRR ``frr.conf``: L3VNI VRFs, the EVPN underlay session and tenant VRFs.
+
+One file per leaf, a pure function of the snapshot (byte-identical for the same state). It holds
+what isolation depends on, all explicit (reference/roce.md §4, §7):
+
+* zebra ``vrf Vrf<l3vni>`` / ``vni <l3vni>`` only for segments with host ports on the leaf;
+* the default BGP instance: BGP unnumbered to the spines (peer-group FABRIC), the loopback and
+  VTEP /32s, ``advertise-all-vni`` and one ``vni`` block per L2VNI with an explicit RD and RTs;
+* one BGP instance per VRF exporting its connected subnet as EVPN type-5 routes with an explicit
+  RD, its own RT, and one extra ``route-target import`` per grant (the audited route leaks).
+
+Route targets are type 0 ``rt_asn:VNI`` and identical on every leaf: with an eBGP underlay and
+per-leaf ASNs, FRR's automatic RTs (``ASN:VNI``) differ per leaf and manual RTs switch the auto RT
+off for that VNI (frr#10027), so every RT is written out. RDs are type 1: ``<loopback>:<rd_index>``
+for the IP-VRF and ``<vtep>:<rd_index>`` for the L2VNI's MAC-VRF, so that both are unique on the
+device (RFC 7432 §7.9). FRR's auto RDs (``router-id:<internal index>``) could collide with them.
+
+On SONiC this file is what FRR loads only with ``docker_routing_config_mode`` ``split-unified``:
+in ``split`` mode docker-fpm-frr's ``docker_init.sh`` deletes ``/etc/frr/frr.conf`` and the
+daemons read per-daemon files; in ``split-unified`` it appends ``no fpm use-next-hop-groups`` and
+``fpm address 127.0.0.1`` when missing and writes ``service integrated-vtysh-config`` to
+vtysh.conf (so that line is not repeated here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
+from policies.frr_parser import MAX_VNI, MAX_VRF_NAME, Severity, parse_frr_conf, value_kind
+from policies.model import Grant, Owner
+from policies.roce_model import RoceSnapshot, Switch, SwitchRole, VrfSegment, route_target
+
+_RD_INDEX_LIMIT = 2**16  # type-1 RD: IPv4 administrator, 16-bit assigned number
+_ASN2_LIMIT = 2**16  # type-0 RT: 2-byte ASN administrator
+PEER_GROUP = "FABRIC"
+
+
+@dataclass(frozen=True, slots=True)
+class _LeafVrf:
+    """One segment as this leaf renders it: RDs, own RTs and the granted imports."""
+
+    segment: VrfSegment
+    rd: str
+    l2_rd: str
+    rt: str
+    l2_rt: str
+    leaks: tuple[tuple[str, str], ...]  # (route target, the grant that allows it)
+
+
+def render_frr_conf(snapshot: RoceSnapshot, leaf: str) -> str:
+    """Render the frr.conf of leaf `leaf`.
+
+    Contract: deterministic text; VRFs and VRF BGP instances sorted by L3VNI, L2VNI blocks by
+    L2VNI, all present only for segments with a host port on the leaf (a NIC of a node the
+    segment's owner holds); every RD is type 1 and unique in the file; every RT is type 0
+    ``rt_asn:VNI``; a VRF imports only its own RT plus the RTs of the segments a grant pairs it
+    with. The text is parsed back with `parse_frr_conf` before it is returned.
+
+    Raises:
+        NotFoundError: if no switch is named `leaf`.
+        ValidationError: if `leaf` is a spine or has no VTEP, or a VNI, VRF name, RD or RT is out
+            of range, VNIs or RDs collide, or a segment imports an RT no grant backs.
+        ArtifactHazardError: if the rendered text has an error finding (an engine defect).
+    """
+    switch = _leaf(snapshot, leaf)
+    _check_unique_vnis(snapshot.segments)
+    vrfs = tuple(_leaf_vrf(snapshot, switch, s) for s in _segments_on(snapshot, leaf))
+    _check_unique_rds(vrfs, leaf)
+    lines = [
+        *_header(snapshot, switch),
+        *_zebra_vrfs(vrfs),
+        *_default_instance(switch, _fabric_ports(snapshot, leaf), vrfs),
+    ]
+    for vrf in vrfs:
+        lines += _vrf_instance(switch, vrf)
+    text = "\n".join([*lines, "end"]) + "\n"
+    _refuse_hazards(text, leaf)
+    return text
+
+
+def _leaf(snapshot: RoceSnapshot, name: str) -> Switch:
+    switch = next((s for s in snapshot.switches if s.name == name), None)
+    if switch is None:
+        raise NotFoundError(f"switch {name!r} is not in fabric {snapshot.fabric.name}")
+    if switch.role is not SwitchRole.LEAF or switch.vtep is None:
+        raise ValidationError(f"{name} is not a leaf with a VTEP: only leaves get EVPN frr.conf")
+    if not 0 < switch.asn < 2**32:
+        raise ValidationError(f"{name}: ASN {switch.asn} is not in 1..4294967295")
+    return switch
+
+
+def _segments_on(snapshot: RoceSnapshot, leaf: str) -> list[VrfSegment]:
+    """Segments whose owner holds a node with a NIC on `leaf`, sorted by L3VNI."""
+    owners_of = {n.name: n.owners for n in snapshot.nodes}
+    present: set[Owner] = set()
+    for nic in snapshot.nics:
+        if nic.switch == leaf:
+            present.update(owners_of.get(nic.node, ()))
+    return sorted((s for s in snapshot.segments if s.owner in present), key=lambda s: s.l3vni)
+
+
+def _fabric_ports(snapshot: RoceSnapshot, leaf: str) -> list[str]:
+    ports = {link.a_port for link in snapshot.links if link.a_switch == leaf}
+    ports |= {link.b_port for link in snapshot.links if link.b_switch == leaf}
+    return sorted(ports, key=_port_order)
+
+
+def _port_order(name: str) -> tuple[str, int]:
+    """``Ethernet8`` before ``Ethernet16``: by prefix, then by number."""
+    stem = name.rstrip("0123456789")
+    return (stem, int(name[len(stem) :] or 0))
+
+
+def _leaf_vrf(snapshot: RoceSnapshot, switch: Switch, segment: VrfSegment) -> _LeafVrf:
+    _check_segment(segment)
+    rt_asn = snapshot.fabric.rt_asn
+    if not 0 < rt_asn < _ASN2_LIMIT:
+        raise ValidationError(f"rt_asn {rt_asn} is not a 2-byte ASN (type-0 RT)")
+    return _LeafVrf(
+        segment=segment,
+        rd=_rd(switch.loopback, segment),
+        l2_rd=_rd(switch.vtep, segment),
+        rt=_rt(route_target(rt_asn, segment.l3vni)),
+        l2_rt=_rt(route_target(rt_asn, segment.l2vni)),
+        leaks=_leaks(snapshot, segment),
+    )
+
+
+def _check_segment(segment: VrfSegment) -> None:
+    for what, vni in (("L3VNI", segment.l3vni), ("L2VNI", segment.l2vni)):
+        if not 1 <= vni <= MAX_VNI:
+            raise ValidationError(f"{segment.owner}: {what} {vni} is not in 1..{MAX_VNI}")
+    if segment.vrf != f"Vrf{segment.l3vni}" or len(segment.vrf) > MAX_VRF_NAME:
+        raise ValidationError(f"{segment.owner}: VRF {segment.vrf!r} must be Vrf{segment.l3vni}")
+    if not 0 <= segment.rd_index < _RD_INDEX_LIMIT:
+        raise ValidationError(f"{segment.owner}: rd_index {segment.rd_index} does not fit 16 bits")
+
+
+def _check_unique_vnis(segments: tuple[VrfSegment, ...]) -> None:
+    # RTs are rt_asn:VNI for L2 and L3 VNIs alike: a VNI used twice would share an RT (a leak).
+    vnis = [vni for s in segments for vni in (s.l3vni, s.l2vni)]
+    duplicates = sorted({vni for vni in vnis if vnis.count(vni) > 1})
+    if duplicates:
+        raise ValidationError(f"VNI {', '.join(map(str, duplicates))} is used more than once")
+
+
+def _rd(address: object, segment: VrfSegment) -> str:
+    rd = f"{address}:{segment.rd_index}"
+    if value_kind(rd) != "type1":
+        raise ValidationError(f"{segment.owner}: RD {rd!r} is not a type-1 IPv4:NN16 RD")
+    return rd
+
+
+def _rt(rt: str) -> str:
+    if value_kind(rt) != "type0":
+        raise ValidationError(f"route target {rt!r} is not a type-0 ASN2:NN32 RT")
+    return rt
+
+
+def _leaks(snapshot: RoceSnapshot, segment: VrfSegment) -> tuple[tuple[str, str], ...]:
+    """Each extra import of `segment` with the grant that allows it, sorted by RT."""
+    allowed = _granted_imports(snapshot, segment.owner)
+    own = route_target(snapshot.fabric.rt_asn, segment.l3vni)
+    leaks = []
+    for rt in sorted(set(segment.imports) - {own}):
+        if rt not in allowed:
+            raise ValidationError(f"{segment.vrf} ({segment.owner}) imports {rt}: no grant")
+        leaks.append((_rt(rt), allowed[rt]))
+    return tuple(leaks)
+
+
+def _granted_imports(snapshot: RoceSnapshot, owner: Owner) -> dict[str, str]:
+    """RT -> grant label for every segment a grant pairs with `owner` (both directions)."""
+    by_owner = {s.owner: s for s in snapshot.segments}
+    allowed: dict[str, str] = {}
+    for grant in sorted(snapshot.grants, key=lambda g: (g.tenant, g.service)):
+        tenant, service = Owner.tenant(grant.tenant), Owner.service(grant.service)
+        peer = service if owner == tenant else tenant if owner == service else None
+        if peer in by_owner:
+            label = _grant_label(grant)
+            allowed.setdefault(route_target(snapshot.fabric.rt_asn, by_owner[peer].l3vni), label)
+    return allowed
+
+
+def _grant_label(grant: Grant) -> str:
+    return f"grant {Owner.tenant(grant.tenant)} -> {Owner.service(grant.service)}"
+
+
+def _check_unique_rds(vrfs: tuple[_LeafVrf, ...], leaf: str) -> None:
+    # RFC 7432 §7.9: an RD is unique per MAC-VRF / IP-VRF per PE. Equal loopback and VTEP, or
+    # equal rd_index on two segments, would make two VRFs of this leaf share one.
+    rds = [rd for vrf in vrfs for rd in (vrf.rd, vrf.l2_rd)]
+    duplicates = sorted({rd for rd in rds if rds.count(rd) > 1})
+    if duplicates:
+        raise ValidationError(f"{leaf}: RD {', '.join(duplicates)} would be used twice")
+
+
+def _header(snapshot: RoceSnapshot, switch: Switch) -> list[str]:
+    return [
+        f"! frr.conf for {switch.name} of fabric {snapshot.fabric.name}, rendered by isofabric;"
+        " do not edit.",
+        f"! snapshot {snapshot.digest}",
+        "! SONiC: docker_routing_config_mode split-unified (frr.conf is removed in split mode).",
+        "frr defaults datacenter",
+        f"hostname {switch.name}",
+        "!",
+    ]
+
+
+def _zebra_vrfs(vrfs: tuple[_LeafVrf, ...]) -> Iterator[str]:
+    for vrf in vrfs:
+        # zebra: the VRF's L3VNI; SONiC also needs VRF|vni and the L3VNI VLAN's tunnel map.
+        yield from (f"vrf {vrf.segment.vrf}", f" vni {vrf.segment.l3vni}", "exit-vrf", "!")
+
+
+def _default_instance(switch: Switch, ports: list[str], vrfs: tuple[_LeafVrf, ...]) -> list[str]:
+    networks = sorted({f"{switch.loopback}/32", f"{switch.vtep}/32"})
+    return [
+        f"router bgp {switch.asn}",
+        f" bgp router-id {switch.loopback}",
+        " no bgp ebgp-requires-policy",
+        " no bgp default ipv4-unicast",
+        f" neighbor {PEER_GROUP} peer-group",
+        f" neighbor {PEER_GROUP} remote-as external",
+        *(f" neighbor {port} interface peer-group {PEER_GROUP}" for port in ports),
+        " !",
+        " address-family ipv4 unicast",
+        f"  neighbor {PEER_GROUP} activate",
+        *(f"  network {network}" for network in networks),
+        " exit-address-family",
+        " !",
+        " address-family l2vpn evpn",
+        f"  neighbor {PEER_GROUP} activate",
+        # bgpd: per-VNI rd/route-target are rejected unless advertise-all-vni comes first.
+        "  advertise-all-vni",
+        *(line for vrf in sorted(vrfs, key=_l2vni) for line in _l2vni_block(vrf)),
+        " exit-address-family",
+        "exit",
+        "!",
+    ]
+
+
+def _l2vni(vrf: _LeafVrf) -> int:
+    return vrf.segment.l2vni
+
+
+def _l2vni_block(vrf: _LeafVrf) -> list[str]:
+    return [
+        f"  vni {vrf.segment.l2vni}",
+        f"   rd {vrf.l2_rd}",
+        f"   route-target import {vrf.l2_rt}",
+        f"   route-target export {vrf.l2_rt}",
+        "  exit-vni",
+    ]
+
+
+def _vrf_instance(switch: Switch, vrf: _LeafVrf) -> list[str]:
+    leaks = [
+        line for rt, label in vrf.leaks for line in (f"  ! {label}", f"  route-target import {rt}")
+    ]
+    return [
+        f"router bgp {switch.asn} vrf {vrf.segment.vrf}",
+        f" ! {vrf.segment.owner}, L2VNI {vrf.segment.l2vni}, subnet {vrf.segment.subnet}",
+        f" bgp router-id {switch.loopback}",
+        " !",
+        " address-family ipv4 unicast",
+        "  redistribute connected",
+        " exit-address-family",
+        " !",
+        " address-family l2vpn evpn",
+        "  advertise ipv4 unicast",
+        f"  rd {vrf.rd}",
+        f"  route-target import {vrf.rt}",
+        *leaks,
+        f"  route-target export {vrf.rt}",
+        " exit-address-family",
+        "exit",
+        "!",
+    ]
+
+
+def _refuse_hazards(text: str, leaf: str) -> None:
+    errors = [f for f in parse_frr_conf(text).findings if f.severity is Severity.ERROR]
+    if errors:
+        first = errors[0]
+        raise ArtifactHazardError(
+            f"refusing to emit frr.conf for {leaf}: line {first.line}: {first.code}: "
+            f"{first.message}"
+        )
