@@ -49,13 +49,11 @@ async def _no_receive() -> dict[str, Any]:
     return {"type": "http.disconnect"}
 
 
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
 async def read_text_body(request: Request) -> str:
-    """The body of a text/plain request as text; other media types get 415, bad UTF-8 422."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "text/plain":
-        raise HTTPException(
-            415, f"this endpoint takes text/plain (ibnetdiscover output), not '{media_type}'"
-        )
     raw = await request.body()
     try:
         text = raw.decode("utf-8")

@@ -26,6 +26,7 @@ from policies.errors import (
     IsolationViolationError,
     NotFoundError,
     PoolExhaustedError,
+    UnsupportedMediaTypeError,
     ValidationError,
 )
 
@@ -52,6 +53,7 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
+    UnsupportedMediaTypeError: ProblemType("unsupported-media-type", 415, "Unsupported media type"),
     ValidationError: ProblemType("validation-error", 422, "Invalid value"),
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
     ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
@@ -119,8 +121,16 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     )
 
 
+# Tags of discriminated request unions (POST /v1/fabrics by "kind"): pydantic puts the tag in
+# the error location, but it is not a member of the document the client sent.
+UNION_TAGS = frozenset({"infiniband", "roce"})
+
+
 def _pointer(location: Any) -> str:
     """RFC 6901 pointer into the request ('/body/name', '/query/limit')."""
+    location = list(location)
+    if len(location) > 1 and location[0] == "body" and location[1] in UNION_TAGS:
+        del location[1]
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in location]
     return "/" + "/".join(parts) if parts else ""
 

@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response, status
 
 from api.deps import Listing, Uow
-from api.limits import read_text_body
+from api.limits import media_type, read_text_body
 from tenancy import fabrics, nodes, services, topology, verification
 from tenancy.schemas import (
+    AnyFabricCreate,
     ArtifactsView,
-    FabricCreate,
     FabricView,
     NodePatch,
     NodeView,
@@ -22,12 +22,18 @@ from tenancy.schemas import (
     VerificationView,
 )
 
+INVENTORY_DOC = (
+    '{"switches":[{"name","role":"leaf|spine","asn","loopback","vtep","ports":[{"name","lanes",'
+    '"speed","cable_length"}]}],"links":[{"a":"leaf01:Ethernet248","b":"spine01:Ethernet0"}],'
+    '"nodes":[{"name","nics":[{"name","switch","port"}]}]}'
+)
+
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create_fabric(spec: FabricCreate, uow: Uow) -> FabricView:
-    """Register an InfiniBand fabric with its P_Key range."""
+def create_fabric(spec: AnyFabricCreate, uow: Uow) -> FabricView:
+    """Register an InfiniBand fabric (P_Key range) or a RoCE fabric (VLAN/VNI/prefix pools)."""
     return fabrics.create_fabric(uow, spec)
 
 
@@ -52,15 +58,18 @@ def get_fabric(fabric: str, uow: Uow) -> FabricView:
                 "text/plain": {
                     "schema": {"type": "string"},
                     "example": 'Ca\t1 "H-0002c90300a1b2c4"\t# "gpu0001 mlx5_0"',
-                }
+                },
+                "application/json": {"schema": {"type": "object", "description": INVENTORY_DOC}},
+                "application/yaml": {"schema": {"type": "string"}},
             },
         }
     },
 )
 async def put_topology(fabric: str, request: Request, uow: Uow) -> TopologyImportResult:
-    """Import `ibnetdiscover` output (text/plain) and reconcile the fabric's inventory."""
+    """Reconcile the fabric's inventory: `ibnetdiscover` output (text/plain) on InfiniBand, an
+    inventory document (application/json or application/yaml) on RoCE."""
     text = await read_text_body(request)
-    return topology.import_topology(uow, fabric, text)
+    return topology.import_document(uow, fabric, media_type(request), text)
 
 
 @router.get("/{fabric}/nodes")

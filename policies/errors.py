@@ -3,6 +3,7 @@
     IsofabricError
     ├── InputFormatError          a document (ibnetdiscover text, partitions.conf) does not parse
     ├── ValidationError           a value is outside what the domain allows
+    │   └── UnsupportedMediaTypeError  the body's format does not fit the target resource
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
@@ -65,3 +66,7 @@ class AuthenticationError(IsofabricError):
 
 class ArtifactHazardError(IsofabricError):
     """A rendered artifact failed its own safety check (an engine defect, never user input)."""
+
+
+class UnsupportedMediaTypeError(ValidationError):
+    """The request body's format does not fit the resource (e.g. JSON for an InfiniBand fabric)."""

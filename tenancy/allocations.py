@@ -10,9 +10,10 @@ from sqlalchemy import func
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
-from policies.errors import ConflictError, NotFoundError, ValidationError
+from policies.errors import ConflictError, NotFoundError
 from policies.model import FabricKind, NodeRole, format_pkey
 from tenancy import models as m
+from tenancy import roce
 from tenancy.db import fetch_all
 from tenancy.keys import claim_pkey, release_segment
 from tenancy.locks import lock_fabric, lock_fabrics
@@ -22,16 +23,11 @@ from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
     Page,
+    RoceSegmentView,
     SegmentView,
 )
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import ensure_isolated
-
-
-def require_infiniband(fabric: m.Fabric) -> m.Fabric:
-    if fabric.kind != FabricKind.INFINIBAND:
-        raise ValidationError(f"fabric '{fabric.name}' is not an InfiniBand fabric")
-    return fabric
 
 
 def require_active(tenant: m.Tenant) -> m.Tenant:
@@ -51,8 +47,44 @@ def active_segment(
     return session.exec(query).first()
 
 
-def segment_view(segment: m.Segment | None) -> SegmentView:
+def segment_view(
+    session: Session,
+    fabric: m.Fabric,
+    *,
+    tenant_id: int | None = None,
+    service_id: int | None = None,
+) -> SegmentView | RoceSegmentView:
+    """The owner's segment on the fabric: its partition, or on RoCE its VRF segment."""
+    if fabric.kind == FabricKind.ROCE:
+        view = roce.vrf_segment_view(session, fabric, tenant_id=tenant_id, service_id=service_id)
+        if view is not None:
+            return view
+    segment = active_segment(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
     return SegmentView(pkey=format_pkey(segment.value) if segment else "")
+
+
+def ensure_segment(
+    tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
+) -> None:
+    """Claim the owner's segment on first use: a P_Key, or on RoCE a whole VRF segment."""
+    owner = {"tenant_id": tenant_id, "service_id": service_id}
+    if fabric.kind == FabricKind.ROCE:
+        if not roce.has_vrf_segment(tx.session, fabric, **owner):
+            roce.claim_vrf_segment(tx, fabric, **owner)
+    elif active_segment(tx.session, m.pk(fabric), **owner) is None:
+        claim_pkey(tx, fabric, **owner)
+
+
+def release_segments(tx: Tx, fabric_id: int, tenant: m.Tenant) -> None:
+    """Quarantine every identifier the tenant holds on the fabric."""
+    for segment in tx.session.exec(
+        select(m.Segment).where(
+            m.Segment.fabric_id == fabric_id,
+            m.Segment.tenant_id == tenant.id,
+            m.Segment.state == "active",
+        )
+    ):
+        release_segment(tx, segment)
 
 
 # --- allocations -------------------------------------------------------------------------------
@@ -66,15 +98,13 @@ def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> Alloc
     """
     with uow.transaction() as tx:
         tenant = require_active(tenant_named(tx.session, tenant_name))
-        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, spec.fabric)))
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
         nodes = (
             _named_free_nodes(tx.session, fabric, spec.nodes)
             if spec.nodes is not None
             else _pick_free_nodes(tx.session, fabric, spec.count or 0)
         )
-        segment = active_segment(tx.session, m.pk(fabric), tenant_id=m.pk(tenant))
-        if segment is None:
-            segment = claim_pkey(tx, fabric, tenant_id=m.pk(tenant))
+        ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
         allocation = m.Allocation(
             id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
         )
@@ -82,6 +112,7 @@ def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> Alloc
         tx.session.flush()
         assign_nodes(tx.session, nodes, allocation_id=allocation.id)
         ensure_isolated(tx, fabric)
+        segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
         return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
 
 
@@ -141,14 +172,14 @@ def _allocation_view(
     tenant: m.Tenant,
     fabric: m.Fabric,
     nodes: list[str],
-    segment: m.Segment | None,
+    segment: SegmentView | RoceSegmentView,
 ) -> AllocationView:
     return AllocationView(
         id=allocation.id,
         tenant=tenant.name,
         fabric=fabric.name,
         nodes=sorted(nodes),
-        segment=segment_view(segment),
+        segment=segment,
         created_at=allocation.created_at,
         released_at=allocation.released_at,
     )
@@ -181,7 +212,7 @@ def list_allocations(
 
 def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> AllocationView:
     fabric = _fabric_of(session, allocation.fabric_id)
-    segment = active_segment(session, m.pk(fabric), tenant_id=m.pk(tenant))
+    segment = segment_view(session, fabric, tenant_id=m.pk(tenant))
     return _allocation_view(
         allocation, tenant, fabric, _allocation_nodes(session, allocation.id), segment
     )
@@ -239,9 +270,8 @@ def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
             col(m.Allocation.released_at).is_(None),
         ),
     )[0][0]
-    segment = active_segment(tx.session, allocation.fabric_id, tenant_id=m.pk(tenant))
-    if remaining == 0 and segment is not None:
-        release_segment(tx, segment)
+    if remaining == 0:
+        release_segments(tx, allocation.fabric_id, tenant)
 
 
 def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:

@@ -7,17 +7,26 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, SQLModel, col, select
 
 from policies.errors import ConflictError
-from policies.model import format_pkey
+from policies.model import FabricKind, format_pkey
 from tenancy import models as m
+from tenancy import roce
 from tenancy.db import fetch_all
 from tenancy.lookups import fabric_named
 from tenancy.pagination import decode_cursor, next_cursor
-from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange
-from tenancy.uow import UnitOfWork
+from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
+from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import create_subnet_manager_secret
 
 
-def fabric_view(fabric: m.Fabric) -> FabricView:
+def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
+    if fabric.kind == FabricKind.ROCE:
+        settings = roce.settings_row(session, fabric)
+        return FabricView(
+            name=fabric.name,
+            kind=fabric.kind,
+            created_at=fabric.created_at,
+            **roce.settings_view(settings).model_dump(),
+        )
     return FabricView(
         name=fabric.name,
         kind=fabric.kind,
@@ -29,23 +38,31 @@ def fabric_view(fabric: m.Fabric) -> FabricView:
     )
 
 
-def create_fabric(uow: UnitOfWork, spec: FabricCreate) -> FabricView:
-    """Register a fabric; its name is unique and its P_Key range fixed at creation."""
+def create_fabric(uow: UnitOfWork, spec: FabricCreate | RoceFabricCreate) -> FabricView:
+    """Register a fabric; its name is unique and its pools are fixed at creation."""
     with uow.transaction() as tx:
         if tx.session.exec(select(m.Fabric).where(m.Fabric.name == spec.name)).first():
             raise ConflictError(f"fabric '{spec.name}' already exists", name=spec.name)
-        fabric = m.Fabric(
-            name=spec.name,
-            kind=spec.kind,
-            pkey_first=int(spec.pkey_range.first, 16),
-            pkey_last=int(spec.pkey_range.last, 16),
-            pkeys_per_port=spec.pkeys_per_port,
-            created_at=tx.now,
-        )
-        tx.session.add(fabric)
-        tx.session.flush()
-        create_subnet_manager_secret(tx.session, fabric)
-        return fabric_view(fabric)
+        if isinstance(spec, RoceFabricCreate):
+            fabric = roce.create_fabric_rows(tx, spec)
+        else:
+            fabric = _create_ib_fabric(tx, spec)
+        return fabric_view(tx.session, fabric)
+
+
+def _create_ib_fabric(tx: Tx, spec: FabricCreate) -> m.Fabric:
+    fabric = m.Fabric(
+        name=spec.name,
+        kind=spec.kind,
+        pkey_first=int(spec.pkey_range.first, 16),
+        pkey_last=int(spec.pkey_range.last, 16),
+        pkeys_per_port=spec.pkeys_per_port,
+        created_at=tx.now,
+    )
+    tx.session.add(fabric)
+    tx.session.flush()
+    create_subnet_manager_secret(tx.session, fabric)
+    return fabric
 
 
 def count_rows(session: Session, model: type[SQLModel]) -> int:
@@ -72,14 +89,14 @@ def list_fabrics(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[Fabric
             query = query.where(col(m.Fabric.name) > after)
         rows = list(tx.session.exec(query.limit(limit + 1)))
         total = count_rows(tx.session, m.Fabric)
-    page = rows[:limit]
-    return Page(
-        data=[fabric_view(f) for f in page],
-        count=total,
-        next=next_cursor([f.name for f in page], limit, len(rows) > limit),
-    )
+        page = rows[:limit]
+        return Page(
+            data=[fabric_view(tx.session, f) for f in page],
+            count=total,
+            next=next_cursor([f.name for f in page], limit, len(rows) > limit),
+        )
 
 
 def get_fabric(uow: UnitOfWork, name: str) -> FabricView:
     with uow.transaction() as tx:
-        return fabric_view(fabric_named(tx.session, name))
+        return fabric_view(tx.session, fabric_named(tx.session, name))

@@ -9,6 +9,7 @@ quarantine has passed, so a key is never handed to a new owner while old configs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import delete
@@ -26,6 +27,24 @@ from tenancy.uow import Tx
 MAX_CLAIM_ATTEMPTS = 20
 
 
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """An identifier pool of a fabric: `kind` names the uniqueness scope, `purpose` the use."""
+
+    kind: str
+    purpose: str
+    first: int
+    last: int
+    label: str
+
+    def show(self, value: int) -> str:
+        return format_pkey(value) if self.kind == "pkey" else str(value)
+
+
+def pkey_pool(fabric: m.Fabric) -> Pool:
+    return Pool("pkey", "pkey", fabric.pkey_first, fabric.pkey_last, "P_Key")
+
+
 def claim_pkey(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> m.Segment:
@@ -34,19 +53,37 @@ def claim_pkey(
     Raises:
         PoolExhaustedError: every key of the range is active or still quarantined.
     """
+    return claim(tx, fabric, pkey_pool(fabric), tenant_id=tenant_id, service_id=service_id)
+
+
+def claim(
+    tx: Tx,
+    fabric: m.Fabric,
+    pool: Pool,
+    *,
+    tenant_id: int | None = None,
+    service_id: int | None = None,
+) -> m.Segment:
+    """Claim the lowest free value of `pool` on the fabric for a tenant or a service.
+
+    Raises:
+        PoolExhaustedError: every value of the pool is active or still quarantined.
+    """
     fabric_id = m.pk(fabric)
     _expire_quarantine(tx, fabric_id)
     for _ in range(MAX_CLAIM_ATTEMPTS):
-        value = lowest_free(fabric.pkey_first, fabric.pkey_last, _claimed(tx.session, fabric_id))
+        value = lowest_free(pool.first, pool.last, _claimed(tx.session, fabric_id, pool.kind))
         if value is None:
             raise PoolExhaustedError(
-                f"no free P_Key left in {format_pkey(fabric.pkey_first)}-"
-                f"{format_pkey(fabric.pkey_last)} on fabric '{fabric.name}' (released keys are "
-                f"quarantined for {tx.settings.pkey_quarantine_seconds} s)",
+                f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
+                f"on fabric '{fabric.name}' (released values are quarantined for "
+                f"{tx.settings.pkey_quarantine_seconds} s)",
                 fabric=fabric.name,
             )
         segment = m.Segment(
             fabric_id=fabric_id,
+            kind=pool.kind,
+            purpose=pool.purpose,
             value=value,
             tenant_id=tenant_id,
             service_id=service_id,
@@ -56,16 +93,16 @@ def claim_pkey(
             with tx.session.begin_nested():
                 tx.session.add(segment)
         except IntegrityError:
-            continue  # another transaction claimed this key (or this tenant's partition) first
+            continue  # another transaction claimed this value (or this owner's slot) first
         return segment
-    raise ConflictError("could not claim a P_Key under contention; retry the request")
+    raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
 
 
-def _claimed(session: Session, fabric_id: int) -> set[int]:
+def _claimed(session: Session, fabric_id: int, kind: str) -> set[int]:
     rows = fetch_all(
         session,
         core_select(col(m.Segment.value)).where(
-            col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == "pkey"
+            col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == kind
         ),
     )
     return {row[0] for row in rows}

@@ -56,6 +56,7 @@ class Fabric(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, index=True, max_length=63)
     kind: str = Field(max_length=16)
+    # InfiniBand only (0 on RoCE fabrics, whose pools live in roce_fabric_settings).
     pkey_first: int
     pkey_last: int
     pkeys_per_port: int = 128
@@ -100,6 +101,75 @@ class QosClass(SQLModel, table=True):
     ib_rate: int
     ib_mtu: int
     vlarb_weight: int
+    roce_dscp: int = 0
+    roce_tc: int = 0
+    lossless: bool = False
+    ets_weight: int = 10
+    ecn_min_bytes: int = 153_600
+    ecn_max_bytes: int = 1_536_000
+    ecn_probability: int = 5
+
+
+class RoceFabricSettings(SQLModel, table=True):
+    """Pools and limits of a RoCE fabric (one row per RoCE fabric)."""
+
+    __tablename__ = "roce_fabric_settings"
+    fabric_id: int = Field(foreign_key="fabric.id", primary_key=True)
+    vlan_first: int
+    vlan_last: int
+    l2vni_first: int
+    l2vni_last: int
+    l3vni_first: int
+    l3vni_last: int
+    tenant_prefix_pool: str = Field(max_length=18)
+    tenant_prefix_length: int
+    rt_asn: int
+    host_mtu: int
+    underlay_mtu: int
+    anycast_gateway_mac: str = Field(max_length=17)
+    max_lossless_priorities: int
+
+
+class RoceSwitch(SQLModel, table=True):
+    __tablename__ = "roce_switch"
+    __table_args__ = (UniqueConstraint("fabric_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    name: str = Field(max_length=63)
+    role: str = Field(max_length=8)
+    asn: int
+    loopback: str = Field(max_length=15)
+    vtep: str | None = Field(default=None, max_length=15)
+    platform: str = Field(default="sonic", max_length=16)
+
+
+class RoceSwitchPort(SQLModel, table=True):
+    __tablename__ = "roce_switch_port"
+    __table_args__ = (UniqueConstraint("switch_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    switch_id: int = Field(foreign_key="roce_switch.id", index=True)
+    name: str = Field(max_length=32)
+    lanes: str = Field(max_length=64)
+    speed: int
+    cable_length: str = Field(default="5m", max_length=8)
+
+
+class RoceLink(SQLModel, table=True):
+    __tablename__ = "roce_link"
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    a_port_id: int = Field(foreign_key="roce_switch_port.id", unique=True)
+    b_port_id: int = Field(foreign_key="roce_switch_port.id", unique=True)
+
+
+class Nic(SQLModel, table=True):
+    """A host NIC on a leaf port; the unique port id keeps a switch port to one NIC."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    node_id: int = Field(foreign_key="node.id", index=True)
+    name: str = Field(max_length=32)
+    switch_port_id: int = Field(foreign_key="roce_switch_port.id", unique=True)
 
 
 class Tenant(SQLModel, table=True):
@@ -133,6 +203,7 @@ class Segment(SQLModel, table=True):
             "uq_segment_active_tenant",
             "fabric_id",
             "tenant_id",
+            "purpose",
             unique=True,
             sqlite_where=text("state = 'active' AND tenant_id IS NOT NULL"),
             postgresql_where=text("state = 'active' AND tenant_id IS NOT NULL"),
@@ -140,8 +211,9 @@ class Segment(SQLModel, table=True):
     )
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
-    kind: str = Field(default="pkey", max_length=16)
+    kind: str = Field(default="pkey", max_length=16)  # the pool: pkey, vlan, vni, subnet, rd
     value: int
+    purpose: str = Field(default="pkey", max_length=16)  # pkey, vlan, l3vni_vlan, l2vni, l3vni...
     state: str = Field(default="active", max_length=16)
     tenant_id: int | None = Field(default=None, foreign_key="tenant.id", index=True)
     service_id: int | None = Field(default=None, foreign_key="service.id", index=True)

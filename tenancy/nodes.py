@@ -15,7 +15,7 @@ from tenancy.db import fetch_all
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named
 from tenancy.pagination import decode_cursor, next_cursor
-from tenancy.schemas import NodePatch, NodeView, Page, PortView
+from tenancy.schemas import NicView, NodePatch, NodeView, Page, PortView
 from tenancy.uow import UnitOfWork
 from tenancy.verification import ensure_isolated
 
@@ -74,9 +74,17 @@ def list_nodes(
         rows = fetch_all(tx.session, query.order_by(col(m.Node.name)).limit(limit + 1))
         page = rows[:limit]
         ports = _ports_of(tx.session, [row[0] for row in page])
+        nics = _nics_of(tx.session, [row[0] for row in page])
     return Page(
         data=[
-            NodeView(name=name, role=role_, tenant=t, service=s, ports=ports[node_id])
+            NodeView(
+                name=name,
+                role=role_,
+                tenant=t,
+                service=s,
+                ports=ports[node_id],
+                nics=nics.get(node_id),
+            )
             for node_id, name, role_, t, s in page
         ],
         count=int(total[0][0]),
@@ -106,14 +114,39 @@ def _ports_of(session: Session, node_ids: list[int]) -> dict[int, list[PortView]
     return grouped
 
 
+def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
+    rows = fetch_all(
+        session,
+        core_select(
+            col(m.Nic.node_id), col(m.Nic.name), col(m.RoceSwitch.name), col(m.RoceSwitchPort.name)
+        )
+        .join(m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
+        .join(m.RoceSwitch, col(m.RoceSwitch.id) == col(m.RoceSwitchPort.switch_id))
+        .where(col(m.Nic.node_id).in_(node_ids))
+        .order_by(col(m.Nic.name)),
+    )
+    grouped: dict[int, list[NicView]] = defaultdict(list)
+    for node_id, nic, switch, port in rows:
+        grouped[node_id].append(NicView(name=nic, switch=switch, port=port))
+    return grouped
+
+
 def get_node(uow: UnitOfWork, fabric_name: str, node_name: str) -> NodeView:
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
         row = fetch_all(tx.session, _node_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
         ports = _ports_of(tx.session, [m.pk(node)])
+        nics = _nics_of(tx.session, [m.pk(node)])
     node_id, name, role, tenant, service = row
-    return NodeView(name=name, role=role, tenant=tenant, service=service, ports=ports[node_id])
+    return NodeView(
+        name=name,
+        role=role,
+        tenant=tenant,
+        service=service,
+        ports=ports[node_id],
+        nics=nics.get(node_id),
+    )
 
 
 def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: NodePatch) -> NodeView:

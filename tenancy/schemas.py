@@ -7,9 +7,18 @@ client sends can inject a line or a separator into an artifact.
 from __future__ import annotations
 
 from datetime import datetime
+from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from policies.model import MAX_TENANT_PKEY, MIN_PKEY, format_pkey
 
@@ -73,11 +82,28 @@ class FabricCreate(Strict):
 
 
 class FabricView(BaseModel):
+    """A fabric; InfiniBand fabrics carry the P_Key fields, RoCE fabrics the RoCE ones."""
+
     name: str
     kind: str
-    pkey_range: PKeyRange
-    pkeys_per_port: int
+    pkey_range: PKeyRange | None = None
+    pkeys_per_port: int | None = None
+    vlan_range: IntRange | None = None
+    l2vni_range: IntRange | None = None
+    l3vni_range: IntRange | None = None
+    tenant_prefix_pool: str | None = None
+    tenant_prefix_length: int | None = None
+    rt_asn: int | None = None
+    host_mtu: int | None = None
+    underlay_mtu: int | None = None
+    anycast_gateway_mac: str | None = None
+    max_lossless_priorities: int | None = None
     created_at: datetime
+
+    @model_serializer(mode="wrap")
+    def _only_this_technology(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
 
 
 class TopologyPortChange(BaseModel):
@@ -89,12 +115,23 @@ class TopologyPortChange(BaseModel):
     action: Literal["added", "removed", "kept"] = "added"
 
 
+class NicChange(BaseModel):
+    node: str
+    nic: str
+    switch: str | None = None
+    port: str | None = None
+    allocated: bool = False
+    action: Literal["added", "removed", "kept"] = "added"
+
+
 class TopologyImportResult(BaseModel):
+    """Counts after the import; `added` and `missing` list HCA ports (InfiniBand) or NICs (RoCE)."""
+
     switches: int
     nodes: int
     ports: int
-    added: list[TopologyPortChange]
-    missing: list[TopologyPortChange]
+    added: list[TopologyPortChange] | list[NicChange]
+    missing: list[TopologyPortChange] | list[NicChange]
 
 
 class PortView(BaseModel):
@@ -106,11 +143,21 @@ class PortView(BaseModel):
 
 
 class NodeView(BaseModel):
+    """A host: its HCA ports on InfiniBand, its NICs (and no ports) on RoCE."""
+
     name: str
     role: str
     tenant: str | None
     service: str | None = None
     ports: list[PortView]
+    nics: list[NicView] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_nics(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("nics") is None:
+            data.pop("nics", None)
+        return data
 
 
 class NodePatch(Strict):
@@ -128,6 +175,13 @@ class QosClassCreate(Strict):
     )
     ib_mtu: int = Field(default=4, ge=1, le=5, description="MTU code (4 = 2048, 5 = 4096)")
     vlarb_weight: int = Field(default=32, ge=1, le=255, description="VL arbitration weight")
+    roce_dscp: int = Field(default=0, ge=0, le=63, description="DSCP the class's RoCE traffic uses")
+    roce_tc: int = Field(default=0, ge=0, le=7, description="Traffic class = priority = queue")
+    lossless: bool = Field(default=False, description="PFC (and ECN) on the class's priority")
+    ets_weight: int = Field(default=10, ge=1, le=100, description="DWRR weight in percent")
+    ecn_min_bytes: int = Field(default=153_600, ge=1, description="WRED/ECN green minimum")
+    ecn_max_bytes: int = Field(default=1_536_000, ge=1, description="WRED/ECN green maximum")
+    ecn_probability: int = Field(default=5, ge=1, le=100, description="ECN marking percent")
 
 
 class QosClassView(QosClassCreate):
@@ -173,7 +227,7 @@ class AllocationView(BaseModel):
     tenant: str
     fabric: str
     nodes: list[str]
-    segment: SegmentView
+    segment: SegmentView | RoceSegmentView
     created_at: datetime
     released_at: datetime | None = None
 
@@ -187,7 +241,7 @@ class ServiceView(BaseModel):
     name: str
     fabric: str
     nodes: list[str]
-    segment: SegmentView
+    segment: SegmentView | RoceSegmentView
     created_at: datetime
 
 
@@ -201,15 +255,16 @@ class GrantView(BaseModel):
     tenant: str
     fabric: str
     service: str
-    segment: SegmentView
+    segment: SegmentView | RoceSegmentView
     created_at: datetime
     revoked_at: datetime | None = None
 
 
 class EndpointView(BaseModel):
-    guid: str
+    guid: str | None = Field(description="Port GUID on InfiniBand; null on RoCE")
     node: str
     owner: str
+    port: str | None = Field(default=None, description="RoCE: the leaf port, 'leaf01:Ethernet0'")
 
 
 class CounterexampleView(BaseModel):
@@ -252,3 +307,107 @@ class ArtifactsView(BaseModel):
 def problem_extensions(model: BaseModel) -> dict[str, Any]:
     """A model as a JSON-ready dict (used for problem+json extension members)."""
     return model.model_dump(mode="json", by_alias=True)
+
+
+# --- RoCE ------------------------------------------------------------------------------------
+
+PORT_NAME_PATTERN = r"^Ethernet[0-9]{1,4}$"
+SWITCH_PORT_REF = r"^[a-z0-9][a-z0-9._-]{0,62}:Ethernet[0-9]{1,4}$"
+MAC_PATTERN = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
+
+
+class IntRange(Strict):
+    first: int
+    last: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.first > self.last:
+            raise ValueError("first must not be above last")
+        return self
+
+
+class RoceFabricCreate(Strict):
+    name: Slug
+    kind: Literal["roce"]
+    vlan_range: IntRange = IntRange(first=100, last=3999)
+    l2vni_range: IntRange = IntRange(first=10000, last=19999)
+    l3vni_range: IntRange = IntRange(first=50000, last=59999)
+    tenant_prefix_pool: IPv4Network = IPv4Network("10.64.0.0/10")
+    tenant_prefix_length: int = Field(default=24, ge=8, le=30)
+    rt_asn: int = Field(default=65000, description="2-byte ASN of the type-0 route targets")
+    host_mtu: int = 9000
+    underlay_mtu: int = 9216
+    anycast_gateway_mac: str = Field(default="00:00:5e:00:01:01", pattern=MAC_PATTERN)
+    max_lossless_priorities: int = 2
+
+
+class RoceFabricSettingsView(BaseModel):
+    vlan_range: IntRange
+    l2vni_range: IntRange
+    l3vni_range: IntRange
+    tenant_prefix_pool: str
+    tenant_prefix_length: int
+    rt_asn: int
+    host_mtu: int
+    underlay_mtu: int
+    anycast_gateway_mac: str
+    max_lossless_priorities: int
+
+
+class InventoryPort(Strict):
+    name: str = Field(pattern=PORT_NAME_PATTERN)
+    lanes: str = Field(pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$")
+    speed: int = Field(ge=1000, le=1_600_000, description="Mb/s, as SONiC writes it")
+    cable_length: str = Field(default="5m", pattern=r"^[0-9]{1,4}m$")
+
+
+class InventorySwitch(Strict):
+    name: NodeName
+    role: Literal["leaf", "spine"]
+    asn: int = Field(ge=1, le=4_294_967_294)
+    loopback: IPv4Address
+    vtep: IPv4Address | None = None
+    platform: Literal["sonic"] = "sonic"
+    ports: list[InventoryPort] = Field(default_factory=list, max_length=1024)
+
+
+class InventoryLink(Strict):
+    a: str = Field(pattern=SWITCH_PORT_REF, examples=["leaf01:Ethernet248"])
+    b: str = Field(pattern=SWITCH_PORT_REF, examples=["spine01:Ethernet0"])
+
+
+class InventoryNic(Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,31}$")
+    switch: NodeName
+    port: str = Field(pattern=PORT_NAME_PATTERN)
+
+
+class InventoryNode(Strict):
+    name: NodeName
+    nics: list[InventoryNic] = Field(min_length=1, max_length=64)
+
+
+class RoceInventory(Strict):
+    switches: list[InventorySwitch] = Field(min_length=1, max_length=10_000)
+    links: list[InventoryLink] = Field(default_factory=list, max_length=100_000)
+    nodes: list[InventoryNode] = Field(default_factory=list, max_length=100_000)
+
+
+class RoceSegmentView(BaseModel):
+    kind: Literal["roce_vrf"] = "roce_vrf"
+    vrf: str
+    l3vni: int
+    l3vni_vlan: int
+    vlan: int
+    l2vni: int
+    subnet: str
+
+
+class NicView(BaseModel):
+    name: str
+    switch: str
+    port: str
+
+
+AnyFabricCreate = Annotated[FabricCreate | RoceFabricCreate, Field(discriminator="kind")]

@@ -16,14 +16,12 @@ from policies.errors import ConflictError, NotFoundError
 from policies.model import NodeRole
 from tenancy import models as m
 from tenancy.allocations import (
-    active_segment,
     assign_nodes,
+    ensure_segment,
     require_active,
-    require_infiniband,
     segment_view,
 )
 from tenancy.db import fetch_all
-from tenancy.keys import claim_pkey
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
 from tenancy.pagination import page_rows
@@ -35,7 +33,7 @@ from tenancy.verification import ensure_isolated
 def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> ServiceView:
     """Create a shared service on free storage or compute nodes, with its own partition."""
     with uow.transaction() as tx:
-        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, fabric_name)))
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         if tx.session.exec(
             select(m.Service).where(m.Service.fabric_id == fabric.id, m.Service.name == spec.name)
         ).first():
@@ -47,7 +45,7 @@ def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> Se
         tx.session.add(service)
         tx.session.flush()
         assign_nodes(tx.session, nodes, service_id=m.pk(service))
-        claim_pkey(tx, fabric, service_id=m.pk(service))
+        ensure_segment(tx, fabric, service_id=m.pk(service))
         ensure_isolated(tx, fabric)
         return _service_view(tx.session, service, fabric)
 
@@ -66,12 +64,12 @@ def _service_view(session: Session, service: m.Service, fabric: m.Fabric) -> Ser
         .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
         .where(col(m.NodeAssignment.service_id) == service.id),
     )
-    segment = active_segment(session, m.pk(fabric), service_id=m.pk(service))
+    segment = segment_view(session, fabric, service_id=m.pk(service))
     return ServiceView(
         name=service.name,
         fabric=fabric.name,
         nodes=sorted(r[0] for r in rows),
-        segment=segment_view(segment),
+        segment=segment,
         created_at=service.created_at,
     )
 
@@ -101,7 +99,7 @@ def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> Grant
     """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
     with uow.transaction() as tx:
         tenant = require_active(tenant_named(tx.session, tenant_name))
-        fabric = lock_fabric(tx.session, require_infiniband(fabric_named(tx.session, spec.fabric)))
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
         service = service_named(tx.session, fabric, spec.service)
         if tx.session.exec(
             select(m.Grant).where(
@@ -128,13 +126,13 @@ def _grant_view(session: Session, grant: m.Grant) -> GrantView:
     fabric = session.get(m.Fabric, grant.fabric_id)
     service = session.get(m.Service, grant.service_id)
     assert tenant is not None and fabric is not None and service is not None
-    segment = active_segment(session, m.pk(fabric), service_id=m.pk(service))
+    segment = segment_view(session, fabric, service_id=m.pk(service))
     return GrantView(
         id=grant.id,
         tenant=tenant.name,
         fabric=fabric.name,
         service=service.name,
-        segment=segment_view(segment),
+        segment=segment,
         created_at=grant.created_at,
         revoked_at=grant.revoked_at,
     )

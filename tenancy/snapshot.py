@@ -25,10 +25,10 @@ from tenancy.db import fetch_all
 def load_snapshot(session: Session, fabric: m.Fabric) -> FabricSnapshot:
     """Read the fabric's current state (including this transaction's uncommitted changes)."""
     session.flush()
-    nodes = _nodes(session, fabric)
+    nodes = nodes_of(session, fabric)
     ports = _ports(session, fabric)
     tenant_keys, service_keys = _segments(session, fabric)
-    grants = _grants(session, fabric)
+    grants = grants_of(session, fabric)
     return FabricSnapshot(
         fabric=FabricSettings(
             name=fabric.name,
@@ -45,7 +45,7 @@ def load_snapshot(session: Session, fabric: m.Fabric) -> FabricSnapshot:
     )
 
 
-def _nodes(session: Session, fabric: m.Fabric) -> tuple[Node, ...]:
+def nodes_of(session: Session, fabric: m.Fabric) -> tuple[Node, ...]:
     rows = fetch_all(
         session,
         select(col(m.Node.name), col(m.Node.role), col(m.Tenant.name), col(m.Service.name))
@@ -106,7 +106,7 @@ def _segments(
     return tenant_keys, service_keys
 
 
-def _grants(session: Session, fabric: m.Fabric) -> tuple[Grant, ...]:
+def grants_of(session: Session, fabric: m.Fabric) -> tuple[Grant, ...]:
     rows = fetch_all(
         session,
         select(col(m.Tenant.name), col(m.Service.name))

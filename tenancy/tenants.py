@@ -14,10 +14,42 @@ from tenancy.uow import UnitOfWork
 
 # Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
 # gets its own SL, hence its own VL, weighted in the low-priority VL arbitration table.
+# On RoCE: gold DSCP 26 -> TC 3 and silver DSCP 28 -> TC 4 lossless (PFC + ECN), bronze DSCP 10 ->
+# TC 1 lossy; ETS weights sum to 100 (reference/roce.md §2).
 SEEDED_QOS_CLASSES = (
-    QosClassCreate(name="gold", ib_sl=3, ib_rate=3, ib_mtu=4, vlarb_weight=128),
-    QosClassCreate(name="silver", ib_sl=2, ib_rate=3, ib_mtu=4, vlarb_weight=64),
-    QosClassCreate(name="bronze", ib_sl=1, ib_rate=3, ib_mtu=4, vlarb_weight=16),
+    QosClassCreate(
+        name="gold",
+        ib_sl=3,
+        ib_rate=3,
+        ib_mtu=4,
+        vlarb_weight=128,
+        roce_dscp=26,
+        roce_tc=3,
+        lossless=True,
+        ets_weight=50,
+    ),
+    QosClassCreate(
+        name="silver",
+        ib_sl=2,
+        ib_rate=3,
+        ib_mtu=4,
+        vlarb_weight=64,
+        roce_dscp=28,
+        roce_tc=4,
+        lossless=True,
+        ets_weight=30,
+    ),
+    QosClassCreate(
+        name="bronze",
+        ib_sl=1,
+        ib_rate=3,
+        ib_mtu=4,
+        vlarb_weight=16,
+        roce_dscp=10,
+        roce_tc=1,
+        lossless=False,
+        ets_weight=20,
+    ),
 )
 
 

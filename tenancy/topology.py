@@ -13,17 +13,60 @@ from sqlalchemy import delete, insert, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
-from policies.errors import ValidationError
+from policies.errors import UnsupportedMediaTypeError, ValidationError
 from policies.ibnetdiscover import DiscoveredCaPort, DiscoveredSwitch, parse_ibnetdiscover
 from policies.model import FabricKind, format_guid
 from tenancy import models as m
 from tenancy.db import fetch_all
+from tenancy.documents import JSON, YAML_TYPES, parse_inventory
 from tenancy.fabrics import count_where
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
-from tenancy.schemas import TopologyImportResult, TopologyPortChange
+from tenancy.roce_inventory import reconcile_inventory, validate_inventory
+from tenancy.schemas import RoceInventory, TopologyImportResult, TopologyPortChange
 from tenancy.uow import UnitOfWork
 from tenancy.verification import ensure_isolated
+
+
+def import_document(
+    uow: UnitOfWork, fabric_name: str, media_type: str, text: str
+) -> TopologyImportResult:
+    """Import an inventory in the format the fabric takes; any other format is a 415.
+
+    InfiniBand takes ibnetdiscover output (text/plain); RoCE takes an inventory document
+    (application/json or application/yaml).
+    """
+    with uow.transaction() as tx:
+        kind = fabric_named(tx.session, fabric_name).kind
+    if kind == FabricKind.INFINIBAND and media_type == "text/plain":
+        return import_topology(uow, fabric_name, text)
+    if kind == FabricKind.ROCE and (media_type == JSON or media_type in YAML_TYPES):
+        return import_roce_inventory(uow, fabric_name, parse_inventory(text, media_type))
+    wanted = (
+        "text/plain (ibnetdiscover output)"
+        if kind == FabricKind.INFINIBAND
+        else "application/json or application/yaml (an inventory document)"
+    )
+    raise UnsupportedMediaTypeError(
+        f"fabric '{fabric_name}' is {kind}: its topology is {wanted}, not '{media_type}'"
+    )
+
+
+def import_roce_inventory(
+    uow: UnitOfWork, fabric_name: str, inventory: RoceInventory
+) -> TopologyImportResult:
+    """Reconcile a RoCE fabric with an inventory document; verified before commit."""
+    validate_inventory(inventory)
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        if fabric.kind != FabricKind.ROCE:
+            raise ValidationError(
+                f"fabric '{fabric_name}' is InfiniBand: PUT ibnetdiscover output as text/plain"
+            )
+        result = reconcile_inventory(tx, fabric, inventory)
+        _drop_empty_free_nodes(tx.session, m.pk(fabric))
+        ensure_isolated(tx, fabric)
+        return result
 
 
 def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImportResult:
@@ -35,7 +78,10 @@ def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImp
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         if fabric.kind != FabricKind.INFINIBAND:
-            raise ValidationError(f"fabric '{fabric_name}' is not an InfiniBand fabric")
+            raise ValidationError(
+                f"fabric '{fabric_name}' is RoCE: PUT its inventory as application/json or "
+                "application/yaml"
+            )
         fabric_id = m.pk(fabric)
         _upsert_switches(tx.session, fabric_id, discovered.switches)
         node_ids = _ensure_nodes(tx.session, fabric_id, {p.hostname for p in discovered.ca_ports})
@@ -188,11 +234,13 @@ def _reconcile_missing(
 
 def _drop_empty_free_nodes(session: Session, fabric_id: int) -> None:
     with_ports = core_select(col(m.Port.node_id)).where(col(m.Port.fabric_id) == fabric_id)
+    with_nics = core_select(col(m.Nic.node_id)).where(col(m.Nic.fabric_id) == fabric_id)
     held = core_select(col(m.NodeAssignment.node_id))
     session.connection().execute(
         delete(m.Node).where(
             col(m.Node.fabric_id) == fabric_id,
             col(m.Node.id).not_in(with_ports),
+            col(m.Node.id).not_in(with_nics),
             col(m.Node.id).not_in(held),
         )
     )

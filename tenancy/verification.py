@@ -12,11 +12,15 @@ import secrets
 from sqlmodel import Session
 
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.model import FabricSnapshot, format_guid, format_pkey
+from policies.model import FabricKind, FabricSnapshot, format_guid, format_pkey
 from policies.render_opensm import Artifact, SubnetManagerKeys, render_opensm_artifacts
+from policies.render_roce import render_roce_artifacts
+from policies.roce_model import RoceSnapshot
+from policies.roce_verify import verify_roce
 from policies.verify import Counterexample, Endpoint, Verdict, verify_isolation
 from tenancy import models as m
 from tenancy.lookups import fabric_named
+from tenancy.roce import load_roce_snapshot
 from tenancy.schemas import (
     ArtifactFile,
     ArtifactsView,
@@ -29,18 +33,42 @@ from tenancy.settings import Settings
 from tenancy.snapshot import load_snapshot
 from tenancy.uow import Tx, UnitOfWork
 
+Snapshot = FabricSnapshot | RoceSnapshot
+
+
+def load_any_snapshot(session: Session, fabric: m.Fabric) -> Snapshot:
+    """The engine's view of the fabric, InfiniBand or RoCE."""
+    if fabric.kind == FabricKind.ROCE:
+        return load_roce_snapshot(session, fabric)
+    return load_snapshot(session, fabric)
+
+
+def verify_snapshot(snapshot: Snapshot) -> Verdict:
+    """Run the verifier that matches the fabric's technology."""
+    if isinstance(snapshot, RoceSnapshot):
+        return verify_roce(snapshot)
+    return verify_isolation(snapshot)
+
+
+def _refusal(detail: str, verdict: Verdict, kind: str) -> IsolationViolationError:
+    return IsolationViolationError(
+        detail,
+        snapshot_digest=verdict.snapshot_digest,
+        counterexamples=[
+            counterexample_view(c, kind).model_dump(mode="json") for c in verdict.counterexamples
+        ],
+    )
+
 
 def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
     """Verify the transaction's pending state; raise `IsolationViolationError` unless isolated."""
-    verdict = verify_isolation(load_snapshot(tx.session, fabric))
+    verdict = verify_snapshot(load_any_snapshot(tx.session, fabric))
     if not verdict.holds:
-        raise IsolationViolationError(
+        raise _refusal(
             f"the change would break isolation on fabric '{fabric.name}' "
             f"({len(verdict.counterexamples)} counterexample(s)); nothing was changed",
-            snapshot_digest=verdict.snapshot_digest,
-            counterexamples=[
-                counterexample_view(c).model_dump(mode="json") for c in verdict.counterexamples
-            ],
+            verdict,
+            fabric.kind,
         )
     return verdict
 
@@ -49,19 +77,25 @@ def verify_fabric(uow: UnitOfWork, fabric_name: str) -> VerificationView:
     """The fabric's current verdict with counterexamples and the reachability relation."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        return verdict_view(verify_isolation(load_snapshot(tx.session, fabric)))
+        verdict = verify_snapshot(load_any_snapshot(tx.session, fabric))
+        return verdict_view(verdict, fabric.kind)
 
 
-def verdict_view(verdict: Verdict) -> VerificationView:
+def segment_label(segment: int, kind: str) -> str:
+    """P_Keys as ``0x0101``; RoCE VNIs as decimal strings (``"50001"``)."""
+    return str(segment) if kind == FabricKind.ROCE else format_pkey(segment)
+
+
+def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> VerificationView:
     return VerificationView(
         holds=verdict.holds,
         snapshot_digest=verdict.snapshot_digest,
-        counterexamples=[counterexample_view(c) for c in verdict.counterexamples],
+        counterexamples=[counterexample_view(c, kind) for c in verdict.counterexamples],
         reachability=[
             EdgeView(
                 source=str(e.source),
                 target=str(e.target),
-                segment=format_pkey(e.segment),
+                segment=segment_label(e.segment, kind),
                 allowed=e.allowed,
             )
             for e in verdict.reachability
@@ -70,11 +104,12 @@ def verdict_view(verdict: Verdict) -> VerificationView:
     )
 
 
-def counterexample_view(example: Counterexample) -> CounterexampleView:
+def counterexample_view(example: Counterexample, kind: str) -> CounterexampleView:
+    segment = example.segment
     return CounterexampleView(
         rule=example.rule.value,
         message=example.message,
-        partition=format_pkey(example.segment) if example.segment is not None else None,
+        partition=segment_label(segment, kind) if segment is not None else None,
         a=_endpoint_view(example.a),
         b=_endpoint_view(example.b),
     )
@@ -83,23 +118,24 @@ def counterexample_view(example: Counterexample) -> CounterexampleView:
 def _endpoint_view(endpoint: Endpoint | None) -> EndpointView | None:
     if endpoint is None:
         return None
+    guid = format_guid(endpoint.guid) if endpoint.port is None else None
     return EndpointView(
-        guid=format_guid(endpoint.guid), node=endpoint.node, owner=str(endpoint.owner)
+        guid=guid, node=endpoint.node, owner=str(endpoint.owner), port=endpoint.port
     )
 
 
-def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[FabricSnapshot, tuple[Artifact, ...]]:
+def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[Snapshot, tuple[Artifact, ...]]:
     """Render the artifacts of a verified snapshot; a snapshot that does not verify is refused."""
-    snapshot = load_snapshot(tx.session, fabric)
-    verdict = verify_isolation(snapshot)
+    snapshot = load_any_snapshot(tx.session, fabric)
+    verdict = verify_snapshot(snapshot)
     if not verdict.holds:
-        raise IsolationViolationError(
+        raise _refusal(
             f"fabric '{fabric.name}' does not verify; refusing to render artifacts",
-            snapshot_digest=verdict.snapshot_digest,
-            counterexamples=[
-                counterexample_view(c).model_dump(mode="json") for c in verdict.counterexamples
-            ],
+            verdict,
+            fabric.kind,
         )
+    if isinstance(snapshot, RoceSnapshot):
+        return snapshot, render_roce_artifacts(snapshot)
     keys = subnet_manager_keys(tx.session, fabric, tx.settings)
     return snapshot, render_opensm_artifacts(snapshot, keys)
 

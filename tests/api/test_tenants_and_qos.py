@@ -27,11 +27,45 @@ BAD_NAMES = [
 def test_gold_silver_and_bronze_are_seeded_and_listed_by_name(client):
     page = ok(client.get("/v1/qos-classes"))
 
+    ecn = {"ecn_min_bytes": 153600, "ecn_max_bytes": 1536000, "ecn_probability": 5}
     assert page == {
         "data": [
-            {"name": "bronze", "ib_sl": 1, "ib_rate": 3, "ib_mtu": 4, "vlarb_weight": 16},
-            {"name": "gold", "ib_sl": 3, "ib_rate": 3, "ib_mtu": 4, "vlarb_weight": 128},
-            {"name": "silver", "ib_sl": 2, "ib_rate": 3, "ib_mtu": 4, "vlarb_weight": 64},
+            {
+                "name": "bronze",
+                "ib_sl": 1,
+                "ib_rate": 3,
+                "ib_mtu": 4,
+                "vlarb_weight": 16,
+                "roce_dscp": 10,
+                "roce_tc": 1,
+                "lossless": False,
+                "ets_weight": 20,
+                **ecn,
+            },
+            {
+                "name": "gold",
+                "ib_sl": 3,
+                "ib_rate": 3,
+                "ib_mtu": 4,
+                "vlarb_weight": 128,
+                "roce_dscp": 26,
+                "roce_tc": 3,
+                "lossless": True,
+                "ets_weight": 50,
+                **ecn,
+            },
+            {
+                "name": "silver",
+                "ib_sl": 2,
+                "ib_rate": 3,
+                "ib_mtu": 4,
+                "vlarb_weight": 64,
+                "roce_dscp": 28,
+                "roce_tc": 4,
+                "lossless": True,
+                "ets_weight": 30,
+                **ecn,
+            },
         ],
         "count": 3,
         "next": None,
@@ -41,12 +75,38 @@ def test_gold_silver_and_bronze_are_seeded_and_listed_by_name(client):
 def test_a_new_qos_class_is_created_with_defaults_and_listed(client):
     body = created(client.post("/v1/qos-classes", json={"name": "platinum", "ib_sl": 4}))
 
-    assert body == {"name": "platinum", "ib_sl": 4, "ib_rate": 3, "ib_mtu": 4, "vlarb_weight": 32}
+    assert body == {
+        "name": "platinum",
+        "ib_sl": 4,
+        "ib_rate": 3,
+        "ib_mtu": 4,
+        "vlarb_weight": 32,
+        "roce_dscp": 0,
+        "roce_tc": 0,
+        "lossless": False,
+        "ets_weight": 10,
+        "ecn_min_bytes": 153600,
+        "ecn_max_bytes": 1536000,
+        "ecn_probability": 5,
+    }
     assert ok(client.get("/v1/qos-classes"))["count"] == 4
 
 
 def test_a_qos_class_with_every_field_is_returned_as_sent(client):
-    spec = {"name": "ultra", "ib_sl": 15, "ib_rate": 21, "ib_mtu": 5, "vlarb_weight": 255}
+    spec = {
+        "name": "ultra",
+        "ib_sl": 15,
+        "ib_rate": 21,
+        "ib_mtu": 5,
+        "vlarb_weight": 255,
+        "roce_dscp": 34,
+        "roce_tc": 5,
+        "lossless": True,
+        "ets_weight": 40,
+        "ecn_min_bytes": 100000,
+        "ecn_max_bytes": 900000,
+        "ecn_probability": 10,
+    }
 
     assert created(client.post("/v1/qos-classes", json=spec)) == spec
 

@@ -49,7 +49,7 @@ def _attempt(
         outcome = Outcome(worker, tenant, request, "ok")
         if isinstance(result, AllocationView):
             outcome.allocation_id, outcome.nodes = result.id, result.nodes
-            outcome.pkey = result.segment.pkey
+            outcome.pkey = getattr(result.segment, "pkey", None)
         outcomes.append(outcome)
 
 

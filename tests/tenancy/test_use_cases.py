@@ -18,8 +18,10 @@ from policies.errors import (
 from tenancy import allocations, fabrics, models, nodes, services, tenants, topology, verification
 from tenancy.schemas import (
     AllocationCreate,
+    AllocationView,
     GrantCreate,
     NodePatch,
+    SegmentView,
     ServiceCreate,
     TenantCreate,
 )
@@ -35,6 +37,12 @@ from tests.builders import (
 )
 
 STORAGE = GrantCreate(fabric="ib-east", service="storage")
+
+
+def pkey_of(view: AllocationView) -> str:
+    """The P_Key of an InfiniBand allocation (its segment is an ib_partition)."""
+    assert isinstance(view.segment, SegmentView)
+    return view.segment.pkey
 
 
 def ib_east_nodes(*names: str) -> AllocationCreate:
@@ -81,7 +89,7 @@ def test_keys_are_claimed_lowest_first_from_the_fabric_range(uow):
     first = allocations.allocate(uow, "acme", ib_east_nodes("gpu0001"))
     second = allocations.allocate(uow, "globex", ib_east_nodes("gpu0002"))
 
-    assert (first.segment.pkey, second.segment.pkey) == ("0x0a00", "0x0a01")
+    assert (pkey_of(first), pkey_of(second)) == ("0x0a00", "0x0a01")
 
 
 # --- all or nothing ----------------------------------------------------------------------------
@@ -132,7 +140,7 @@ def test_a_use_case_that_fails_after_writing_rolls_back_every_row(
 
     assert db_dump() == before
     monkeypatch.undo()
-    assert allocations.allocate(uow, "initech", ib_east_nodes("gpu0007")).segment.pkey == "0x0104"
+    assert pkey_of(allocations.allocate(uow, "initech", ib_east_nodes("gpu0007"))) == "0x0104"
 
 
 FAILURES = [
@@ -259,7 +267,7 @@ def test_releasing_the_last_allocation_quarantines_the_key_until_the_period_has_
     clock.advance(2)
     after = allocations.allocate(uow, "hooli", ib_east_nodes("gpu0008"))
 
-    assert (during.segment.pkey, after.segment.pkey) == ("0x0104", "0x0103")
+    assert (pkey_of(during), pkey_of(after)) == ("0x0104", "0x0103")
 
 
 def test_releasing_one_of_two_allocations_keeps_the_tenants_key(uow, onboarded):
@@ -267,7 +275,7 @@ def test_releasing_one_of_two_allocations_keeps_the_tenants_key(uow, onboarded):
 
     allocations.release_allocation(uow, "acme", onboarded.allocation_ids["acme"])
 
-    assert allocations.get_allocation(uow, "acme", second.id).segment.pkey == "0x0101"
+    assert pkey_of(allocations.get_allocation(uow, "acme", second.id)) == "0x0101"
     artifact, _ = verification.get_artifact(uow, "ib-east", "opensm/partitions.conf")
     assert "tenant_acme=0x0101," in artifact.content.decode()
 

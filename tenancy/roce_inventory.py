@@ -1,0 +1,195 @@
+"""RoCE inventory import: switches, ports, links and host NICs from a JSON or YAML document.
+
+The document is checked as a whole before anything is written (unknown switches or ports, a
+port used twice, a leaf without a VTEP, duplicate addresses or names: 422 naming the item). Then
+the fabric is reconciled: switches and ports are upserted by name, links replaced, NICs added;
+NICs that vanished are removed unless their node is held, in which case they are kept and
+reported, as on InfiniBand.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from sqlalchemy import delete
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col, select
+
+from policies.errors import ValidationError
+from tenancy import models as m
+from tenancy.db import fetch_all
+from tenancy.fabrics import count_where
+from tenancy.schemas import InventorySwitch, NicChange, RoceInventory, TopologyImportResult
+from tenancy.uow import Tx
+
+
+def validate_inventory(inventory: RoceInventory) -> None:
+    """Refuse a document whose parts do not fit together; the message names the item."""
+    switches = {s.name: s for s in inventory.switches}
+    _unique("switch name", [s.name for s in inventory.switches])
+    _unique("loopback address", [str(s.loopback) for s in inventory.switches])
+    _unique("VTEP address", [str(s.vtep) for s in inventory.switches if s.vtep])
+    for switch in inventory.switches:
+        _unique(f"port of switch '{switch.name}'", [p.name for p in switch.ports])
+        if (switch.role == "leaf") != (switch.vtep is not None):
+            raise ValidationError(
+                f"switch '{switch.name}': a leaf needs a 'vtep', a spine has none"
+            )
+    used: list[str] = []
+    for index, link in enumerate(inventory.links):
+        for end in (link.a, link.b):
+            _known_port(switches, end, f"links[{index}]")
+            used.append(end)
+    _unique("node name", [n.name for n in inventory.nodes])
+    for node in inventory.nodes:
+        _unique(f"NIC of node '{node.name}'", [nic.name for nic in node.nics])
+        for nic in node.nics:
+            end = f"{nic.switch}:{nic.port}"
+            _known_port(switches, end, f"node '{node.name}' NIC '{nic.name}'")
+            if switches[nic.switch].role != "leaf":
+                raise ValidationError(
+                    f"node '{node.name}' NIC '{nic.name}' is cabled to spine "
+                    f"'{nic.switch}'; hosts attach to leaves"
+                )
+            used.append(end)
+    _unique("switch port (cabled twice)", used)
+
+
+def _known_port(switches: dict[str, InventorySwitch], end: str, where: str) -> None:
+    switch, _, port = end.partition(":")
+    found = switches.get(switch)
+    if found is None:
+        raise ValidationError(f"{where}: unknown switch '{switch}'")
+    if port not in {p.name for p in found.ports}:
+        raise ValidationError(f"{where}: switch '{switch}' has no port '{port}'")
+
+
+def _unique(what: str, values: Iterable[str]) -> None:
+    twice = sorted(v for v, n in Counter(values).items() if n > 1)
+    if twice:
+        raise ValidationError(f"duplicate {what}: {', '.join(twice)}")
+
+
+def reconcile_inventory(tx: Tx, fabric: m.Fabric, inventory: RoceInventory) -> TopologyImportResult:
+    """Write a validated inventory to the fabric; returns counts, added and missing NICs."""
+    fabric_id = m.pk(fabric)
+    port_ids = _upsert_switches(tx.session, fabric_id, inventory)
+    tx.session.connection().execute(
+        delete(m.RoceLink).where(col(m.RoceLink.fabric_id) == fabric_id)
+    )
+    for link in inventory.links:
+        tx.session.add(
+            m.RoceLink(fabric_id=fabric_id, a_port_id=port_ids[link.a], b_port_id=port_ids[link.b])
+        )
+    node_ids = _ensure_nodes(tx.session, fabric_id, [n.name for n in inventory.nodes])
+    missing = _drop_vanished_nics(tx.session, fabric_id, inventory)
+    added = _upsert_nics(tx.session, fabric_id, inventory, node_ids, port_ids)
+    tx.session.flush()
+    return TopologyImportResult(
+        switches=count_where(tx.session, m.RoceSwitch, fabric_id),
+        nodes=count_where(tx.session, m.Node, fabric_id),
+        ports=count_where(tx.session, m.Nic, fabric_id),
+        added=added,
+        missing=missing,
+    )
+
+
+def _upsert_switches(session: Session, fabric_id: int, inventory: RoceInventory) -> dict[str, int]:
+    known = {
+        s.name: s
+        for s in session.exec(select(m.RoceSwitch).where(m.RoceSwitch.fabric_id == fabric_id))
+    }
+    port_ids: dict[str, int] = {}
+    for spec in inventory.switches:
+        row = known.get(spec.name) or m.RoceSwitch(
+            fabric_id=fabric_id, name=spec.name, role=spec.role, asn=spec.asn, loopback=""
+        )
+        row.role, row.asn, row.platform = spec.role, spec.asn, spec.platform
+        row.loopback, row.vtep = str(spec.loopback), str(spec.vtep) if spec.vtep else None
+        session.add(row)
+        session.flush()
+        ports = {
+            p.name: p
+            for p in session.exec(
+                select(m.RoceSwitchPort).where(m.RoceSwitchPort.switch_id == row.id)
+            )
+        }
+        for port in spec.ports:
+            prow = ports.get(port.name) or m.RoceSwitchPort(
+                switch_id=m.pk(row), name=port.name, lanes="", speed=0
+            )
+            prow.lanes, prow.speed, prow.cable_length = port.lanes, port.speed, port.cable_length
+            session.add(prow)
+            session.flush()
+            port_ids[f"{spec.name}:{port.name}"] = m.pk(prow)
+    return port_ids
+
+
+def _ensure_nodes(session: Session, fabric_id: int, names: list[str]) -> dict[str, int]:
+    known = {n.name: n for n in session.exec(select(m.Node).where(m.Node.fabric_id == fabric_id))}
+    for name in names:
+        if name not in known:
+            known[name] = m.Node(fabric_id=fabric_id, name=name, role="compute")
+            session.add(known[name])
+    session.flush()
+    return {name: m.pk(node) for name, node in known.items()}
+
+
+def _drop_vanished_nics(
+    session: Session, fabric_id: int, inventory: RoceInventory
+) -> list[NicChange]:
+    wanted = {(n.name, nic.name) for n in inventory.nodes for nic in n.nics}
+    rows = fetch_all(
+        session,
+        core_select(col(m.Nic.id), col(m.Node.name), col(m.Nic.name), col(m.NodeAssignment.node_id))
+        .join(m.Node, col(m.Node.id) == col(m.Nic.node_id))
+        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
+        .where(col(m.Nic.fabric_id) == fabric_id),
+    )
+    missing = []
+    for nic_id, node, nic, held in rows:
+        if (node, nic) in wanted:
+            continue
+        missing.append(
+            NicChange(
+                node=node,
+                nic=nic,
+                allocated=held is not None,
+                action="kept" if held is not None else "removed",
+            )
+        )
+        if held is None:
+            session.connection().execute(delete(m.Nic).where(col(m.Nic.id) == nic_id))
+    return sorted(missing, key=lambda c: (c.node, c.nic))
+
+
+def _upsert_nics(
+    session: Session,
+    fabric_id: int,
+    inventory: RoceInventory,
+    node_ids: dict[str, int],
+    port_ids: dict[str, int],
+) -> list[NicChange]:
+    existing = {
+        (nic.node_id, nic.name): nic
+        for nic in session.exec(select(m.Nic).where(m.Nic.fabric_id == fabric_id))
+    }
+    added = []
+    for node in inventory.nodes:
+        for spec in node.nics:
+            port_id = port_ids[f"{spec.switch}:{spec.port}"]
+            row = existing.get((node_ids[node.name], spec.name))
+            if row is None:
+                row = m.Nic(
+                    fabric_id=fabric_id,
+                    node_id=node_ids[node.name],
+                    name=spec.name,
+                    switch_port_id=port_id,
+                )
+                added.append(
+                    NicChange(node=node.name, nic=spec.name, switch=spec.switch, port=spec.port)
+                )
+            row.switch_port_id = port_id
+            session.add(row)
+    return added
