@@ -22,6 +22,7 @@ app.add_typer(db_app, name="db")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_TOPOLOGY = REPO_ROOT / "examples" / "ib-east.ibnetdiscover"
+DEMO_ROCE_INVENTORY = REPO_ROOT / "examples" / "roce-west.json"
 DbOption = Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL (default: settings)")]
 FabricOption = Annotated[str, typer.Option("--fabric", help="Fabric name")]
 
@@ -53,8 +54,12 @@ def serve(
 
     settings = _settings(db)
     application = create_app(settings)
-    if demo and load_demo(application.state.uow, DEMO_TOPOLOGY.read_text()):
-        typer.echo("loaded demo data: fabric ib-east, tenants acme, research, globex")
+    uow = application.state.uow
+    if demo and load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text()):
+        typer.echo(
+            "loaded demo data: fabrics ib-east (InfiniBand) and roce-west (RoCE), "
+            "tenants acme, research, globex"
+        )
     typer.echo(
         f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs)"
     )

@@ -1,4 +1,4 @@
-"""Demo data for `isofabric serve --demo`: one fabric, three tenants, storage granted to one."""
+"""Demo data for `isofabric serve --demo`: an InfiniBand and a RoCE fabric, three tenants each."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from tenancy.schemas import (
     GrantCreate,
     NodePatch,
     PKeyRange,
+    RoceFabricCreate,
     ServiceCreate,
     TenantCreate,
 )
 from tenancy.uow import UnitOfWork
 
 DEMO_FABRIC = "ib-east"
+DEMO_ROCE_FABRIC = "roce-west"
 DEMO_TENANTS = (
     ("acme", "external", "gold"),
     ("research", "internal", "silver"),
@@ -28,27 +30,46 @@ DEMO_TENANTS = (
 )
 
 
-def load_demo(uow: UnitOfWork, topology_text: str) -> bool:
-    """Create the demo state unless the demo fabric already exists; True if it was created."""
+def _exists(uow: UnitOfWork, name: str) -> bool:
     with uow.transaction() as tx:
-        if tx.session.exec(select(m.Fabric).where(m.Fabric.name == DEMO_FABRIC)).first():
-            return False
-    fabrics.create_fabric(
-        uow,
-        FabricCreate(
-            name=DEMO_FABRIC, kind="infiniband", pkey_range=PKeyRange(first="0x0100", last="0x7ffe")
-        ),
-    )
-    topology.import_topology(uow, DEMO_FABRIC, topology_text)
-    nodes.set_node_role(uow, DEMO_FABRIC, "sm01", NodePatch(role="management"))
+        return tx.session.exec(select(m.Fabric).where(m.Fabric.name == name)).first() is not None
+
+
+def load_demo(uow: UnitOfWork, topology_text: str, roce_inventory_text: str | None = None) -> bool:
+    """Create the demo fabrics that do not exist yet; True if anything was created.
+
+    ib-east (InfiniBand, from ibnetdiscover output) and, given its inventory, roce-west (RoCE):
+    on each, tenants acme (gold), research (silver) and globex (bronze) hold two nodes and a
+    storage service on stor01/stor02 is granted to acme.
+    """
+    created = False
+    if not _exists(uow, DEMO_FABRIC):
+        fabrics.create_fabric(
+            uow,
+            FabricCreate(
+                name=DEMO_FABRIC,
+                kind="infiniband",
+                pkey_range=PKeyRange(first="0x0100", last="0x7ffe"),
+            ),
+        )
+        topology.import_topology(uow, DEMO_FABRIC, topology_text)
+        nodes.set_node_role(uow, DEMO_FABRIC, "sm01", NodePatch(role="management"))
+        _onboard(uow, DEMO_FABRIC)
+        created = True
+    if roce_inventory_text is not None and not _exists(uow, DEMO_ROCE_FABRIC):
+        fabrics.create_fabric(uow, RoceFabricCreate(name=DEMO_ROCE_FABRIC, kind="roce"))
+        topology.import_document(uow, DEMO_ROCE_FABRIC, "application/json", roce_inventory_text)
+        _onboard(uow, DEMO_ROCE_FABRIC)
+        created = True
+    return created
+
+
+def _onboard(uow: UnitOfWork, fabric: str) -> None:
     for storage in ("stor01", "stor02"):
-        nodes.set_node_role(uow, DEMO_FABRIC, storage, NodePatch(role="storage"))
-    services.create_service(
-        uow, DEMO_FABRIC, ServiceCreate(name="storage", nodes=["stor01", "stor02"])
-    )
+        nodes.set_node_role(uow, fabric, storage, NodePatch(role="storage"))
+    services.create_service(uow, fabric, ServiceCreate(name="storage", nodes=["stor01", "stor02"]))
     for name, kind, qos in DEMO_TENANTS:
         with suppress(ConflictError):  # the tenant exists (e.g. on another fabric): reuse it
             tenants.create_tenant(uow, TenantCreate(name=name, kind=kind, qos_class=qos))
-        allocations.allocate(uow, name, AllocationCreate(fabric=DEMO_FABRIC, count=2))
-    services.grant_service(uow, "acme", GrantCreate(fabric=DEMO_FABRIC, service="storage"))
-    return True
+        allocations.allocate(uow, name, AllocationCreate(fabric=fabric, count=2))
+    services.grant_service(uow, "acme", GrantCreate(fabric=fabric, service="storage"))

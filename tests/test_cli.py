@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import DEMO_TOPOLOGY, app
+from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.demo import load_demo
@@ -24,7 +24,8 @@ def demo_db(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     engine = make_engine(url)
     prepare_database(engine)
-    assert load_demo(UnitOfWork(engine, Settings(database_url=url)), DEMO_TOPOLOGY.read_text())
+    uow = UnitOfWork(engine, Settings(database_url=url))
+    assert load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
     engine.dispose()
     return url
 
@@ -89,3 +90,27 @@ def test_check_partitions_fails_on_a_file_opensm_would_fall_back_from(tmp_path):
 
     assert result.exit_code == 1
     assert "line 2" in result.output and "critical" in result.output
+
+
+def test_render_writes_every_leaf_of_the_roce_demo_fabric(demo_db, tmp_path):
+    result = runner.invoke(
+        app, ["render", "--fabric", "roce-west", "--out", str(tmp_path), "--db", demo_db]
+    )
+
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [f["path"] for f in manifest["files"]] == [
+        "frr/leaf01/frr.conf",
+        "frr/leaf02/frr.conf",
+        "sonic/leaf01/config_db.json",
+        "sonic/leaf02/config_db.json",
+    ]
+    assert json.loads((tmp_path / "sonic/leaf01/config_db.json").read_text())["VRF"]
+
+
+def test_loading_the_demo_twice_changes_nothing(demo_db):
+    engine = make_engine(demo_db)
+    uow = UnitOfWork(engine, Settings(database_url=demo_db))
+
+    assert not load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+    engine.dispose()
