@@ -9,8 +9,8 @@ Layout per leaf:
 * Identity: DEVICE_METADATA (hostname, ASN, ``LeafRouter``, ``docker_routing_config_mode
   split-unified`` so SONiC runs the single frr.conf isofabric renders (sonic-device_metadata.yang:
   "split: ... each FRR daemon has its own config file; split-unified: ... single FRR config
-  file"; docker-fpm-frr's docker_init.sh removes frr.conf in plain ``split``), ``buffer_model dynamic`` so
-  buffermgrd sizes the pools). No ``mac``: it is optional in YANG and the platform's base MAC
+  file"; docker-fpm-frr's docker_init.sh removes frr.conf in plain ``split``),
+  ``buffer_model dynamic`` so buffermgrd sizes the pools). No ``mac``: it is optional in YANG and the platform's base MAC
   (from the EEPROM) must stay; `config load` merges into CONFIG_DB (ConfigDBConnector
   mod_config), so it keeps it.
 * Underlay: PORT for every port (host ports at the fabric's host MTU, fabric ports at the

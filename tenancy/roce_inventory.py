@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import delete
 from sqlalchemy import select as core_select
@@ -139,29 +140,56 @@ def _ensure_nodes(session: Session, fabric_id: int, names: list[str]) -> dict[st
 def _drop_vanished_nics(
     session: Session, fabric_id: int, inventory: RoceInventory
 ) -> list[NicChange]:
+    """Remove NICs the document no longer lists, except those of held nodes (kept, reported).
+
+    A kept NIC still occupies its switch port, so the document may not cable another NIC there.
+    """
     wanted = {(n.name, nic.name) for n in inventory.nodes for nic in n.nics}
-    rows = fetch_all(
-        session,
-        core_select(col(m.Nic.id), col(m.Node.name), col(m.Nic.name), col(m.NodeAssignment.node_id))
-        .join(m.Node, col(m.Node.id) == col(m.Nic.node_id))
-        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
-        .where(col(m.Nic.fabric_id) == fabric_id),
-    )
+    cabled = {
+        (f"{nic.switch}:{nic.port}"): (n.name, nic.name) for n in inventory.nodes for nic in n.nics
+    }
     missing = []
-    for nic_id, node, nic, held in rows:
+    for nic_id, node, nic, held, switch, port in _nic_rows(session, fabric_id):
         if (node, nic) in wanted:
             continue
         missing.append(
             NicChange(
                 node=node,
                 nic=nic,
+                switch=switch,
+                port=port,
                 allocated=held is not None,
                 action="kept" if held is not None else "removed",
             )
         )
         if held is None:
             session.connection().execute(delete(m.Nic).where(col(m.Nic.id) == nic_id))
+        elif f"{switch}:{port}" in cabled:
+            other = cabled[f"{switch}:{port}"]
+            raise ValidationError(
+                f"switch port {switch}:{port} is cabled to node '{other[0]}' NIC '{other[1]}' in "
+                f"the document but still holds NIC '{nic}' of allocated node '{node}'"
+            )
     return sorted(missing, key=lambda c: (c.node, c.nic))
+
+
+def _nic_rows(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
+    return fetch_all(
+        session,
+        core_select(
+            col(m.Nic.id),
+            col(m.Node.name),
+            col(m.Nic.name),
+            col(m.NodeAssignment.node_id),
+            col(m.RoceSwitch.name),
+            col(m.RoceSwitchPort.name),
+        )
+        .join(m.Node, col(m.Node.id) == col(m.Nic.node_id))
+        .join(m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
+        .join(m.RoceSwitch, col(m.RoceSwitch.id) == col(m.RoceSwitchPort.switch_id))
+        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
+        .where(col(m.Nic.fabric_id) == fabric_id),
+    )
 
 
 def _upsert_nics(
@@ -171,25 +199,31 @@ def _upsert_nics(
     node_ids: dict[str, int],
     port_ids: dict[str, int],
 ) -> list[NicChange]:
+    """Insert new NICs and move re-cabled ones.
+
+    Moved NICs are deleted and re-inserted, so two NICs may swap ports in one import without
+    tripping the one-NIC-per-port constraint halfway.
+    """
     existing = {
         (nic.node_id, nic.name): nic
         for nic in session.exec(select(m.Nic).where(m.Nic.fabric_id == fabric_id))
     }
-    added = []
+    added, placed = [], []
     for node in inventory.nodes:
         for spec in node.nics:
-            port_id = port_ids[f"{spec.switch}:{spec.port}"]
-            row = existing.get((node_ids[node.name], spec.name))
+            key, port_id = (node_ids[node.name], spec.name), port_ids[f"{spec.switch}:{spec.port}"]
+            row = existing.get(key)
             if row is None:
-                row = m.Nic(
-                    fabric_id=fabric_id,
-                    node_id=node_ids[node.name],
-                    name=spec.name,
-                    switch_port_id=port_id,
-                )
                 added.append(
                     NicChange(node=node.name, nic=spec.name, switch=spec.switch, port=spec.port)
                 )
-            row.switch_port_id = port_id
-            session.add(row)
+            elif row.switch_port_id != port_id:
+                session.delete(row)
+            else:
+                continue
+            placed.append(
+                m.Nic(fabric_id=fabric_id, node_id=key[0], name=spec.name, switch_port_id=port_id)
+            )
+    session.flush()
+    session.add_all(placed)
     return added

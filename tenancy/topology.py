@@ -66,7 +66,8 @@ def import_roce_inventory(
         result = reconcile_inventory(tx, fabric, inventory)
         _drop_empty_free_nodes(tx.session, m.pk(fabric))
         ensure_isolated(tx, fabric)
-        return result
+        # Nodes left without NICs (and free) are gone now: count what remains.
+        return result.model_copy(update={"nodes": count_where(tx.session, m.Node, m.pk(fabric))})
 
 
 def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImportResult:

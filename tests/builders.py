@@ -346,3 +346,121 @@ def generated_topology(hosts: Sequence[str]) -> str:
             f'# lid {index + 1} lmc 0 "leaf01" lid 1 4xSDR',
         ]
     return "\n".join(lines) + "\n"
+
+
+# --- RoCE ------------------------------------------------------------------------------------
+
+ROCE_INVENTORY_PATH = REPO / "examples" / "roce-west.json"
+ROCE_FABRIC = "roce-west"
+# The contract's fabric (issue 3), every setting spelled out.
+ROCE_FABRIC_SPEC: dict[str, Any] = {
+    "name": ROCE_FABRIC,
+    "kind": "roce",
+    "vlan_range": {"first": 100, "last": 3999},
+    "l2vni_range": {"first": 10000, "last": 19999},
+    "l3vni_range": {"first": 50000, "last": 59999},
+    "tenant_prefix_pool": "10.64.0.0/10",
+    "tenant_prefix_length": 24,
+    "rt_asn": 65000,
+    "host_mtu": 9000,
+    "underlay_mtu": 9216,
+    "anycast_gateway_mac": "00:00:5e:00:01:01",
+    "max_lossless_priorities": 2,
+}
+APPLICATION_JSON = {"content-type": "application/json"}
+APPLICATION_YAML = {"content-type": "application/yaml"}
+ROCE_LEAVES = ("leaf01", "leaf02")
+ROCE_ARTIFACT_PATHS = tuple(
+    sorted(
+        [f"sonic/{leaf}/config_db.json" for leaf in ROCE_LEAVES]
+        + [f"frr/{leaf}/frr.conf" for leaf in ROCE_LEAVES]
+    )
+)
+ROCE_STORAGE_NODES = ("stor01", "stor02")
+# Tenants in creation order; `count` allocations pick free compute nodes in name order.
+ROCE_TENANTS = (
+    TenantSpec("acme", "external", "gold", ("gpu0001", "gpu0002")),
+    TenantSpec("research", "internal", "silver", ("gpu0003", "gpu0004")),
+    TenantSpec("globex", "external", "bronze", ("gpu0005", "gpu0006")),
+)
+ROCE_GRANTED = ("acme",)
+
+
+def roce_inventory_text() -> str:
+    """The demo inventory: leaf01/02, spine01/02, gpu0001..gpu0006, stor01/02 (eth0 on leaf01,
+    eth1 on leaf02)."""
+    return ROCE_INVENTORY_PATH.read_text()
+
+
+def roce_inventory() -> dict[str, Any]:
+    """The demo inventory as a fresh, freely mutable document."""
+    import json
+
+    document: dict[str, Any] = json.loads(roce_inventory_text())
+    return document
+
+
+@dataclass(frozen=True)
+class RoceOnboarded:
+    """What `api_onboard_roce` created on roce-west: each owner's segment as the API showed it."""
+
+    fabric: str
+    service_segment: dict[str, Any]
+    segments: dict[str, dict[str, Any]]
+    allocation_ids: dict[str, str]
+    grant_ids: dict[str, str]
+
+
+def api_create_roce_fabric(
+    client: httpx2.Client, inventory: dict[str, Any] | None = None, **settings: Any
+) -> dict[str, Any]:
+    """Create roce-west (the contract's settings, overridable) and PUT its inventory as JSON."""
+    body = created(client.post("/v1/fabrics", json={**ROCE_FABRIC_SPEC, **settings}))
+    ok(
+        client.put(
+            f"/v1/fabrics/{body['name']}/topology",
+            json=roce_inventory() if inventory is None else inventory,
+        )
+    )
+    return body
+
+
+def api_onboard_roce(
+    client: httpx2.Client, inventory: dict[str, Any] | None = None
+) -> RoceOnboarded:
+    """roce-west from the demo inventory; stor01/02 storage behind service 'storage'; acme (gold),
+    research (silver), globex (bronze) with 2 nodes each by count; storage granted to acme."""
+    api_create_roce_fabric(client, inventory)
+    for node in ROCE_STORAGE_NODES:
+        ok(client.patch(f"/v1/fabrics/{ROCE_FABRIC}/nodes/{node}", json={"role": "storage"}))
+    service = created(
+        client.post(
+            f"/v1/fabrics/{ROCE_FABRIC}/services",
+            json={"name": SERVICE, "nodes": list(ROCE_STORAGE_NODES)},
+        )
+    )
+    segments, allocation_ids = {}, {}
+    for spec in ROCE_TENANTS:
+        created(
+            client.post(
+                "/v1/tenants",
+                json={"name": spec.name, "kind": spec.kind, "qos_class": spec.qos_class},
+            )
+        )
+        allocation = created(
+            client.post(
+                f"/v1/tenants/{spec.name}/allocations",
+                json={"fabric": ROCE_FABRIC, "count": len(spec.nodes)},
+            )
+        )
+        segments[spec.name] = allocation["segment"]
+        allocation_ids[spec.name] = allocation["id"]
+    grant_ids = {
+        name: created(
+            client.post(
+                f"/v1/tenants/{name}/grants", json={"fabric": ROCE_FABRIC, "service": SERVICE}
+            )
+        )["id"]
+        for name in ROCE_GRANTED
+    }
+    return RoceOnboarded(ROCE_FABRIC, service["segment"], segments, allocation_ids, grant_ids)
