@@ -10,9 +10,9 @@ Layout per leaf:
   split-unified`` so SONiC runs the single frr.conf isofabric renders (sonic-device_metadata.yang:
   "split: ... each FRR daemon has its own config file; split-unified: ... single FRR config
   file"; docker-fpm-frr's docker_init.sh removes frr.conf in plain ``split``),
-  ``buffer_model dynamic`` so buffermgrd sizes the pools). No ``mac``: it is optional in YANG and the platform's base MAC
-  (from the EEPROM) must stay; `config load` merges into CONFIG_DB (ConfigDBConnector
-  mod_config), so it keeps it.
+  ``buffer_model dynamic`` so buffermgrd sizes the pools). No ``mac``: it is optional in YANG
+  and the platform's base MAC (from the EEPROM) must stay; `config load` merges into
+  CONFIG_DB (ConfigDBConnector mod_config), so it keeps it.
 * Underlay: PORT for every port (host ports at the fabric's host MTU, fabric ports at the
   underlay MTU; ports with neither a NIC nor a link are admin down), INTERFACE on fabric ports
   with IPv6 link-local only (BGP unnumbered), Loopback0 (router id) and Loopback1 (VTEP
