@@ -22,9 +22,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
-## bench: scale benchmarks (100k ports, 2,000 tenants); prints figures, asserts no timings
+## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
+## 500 tenants); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
+	$(BIN)/python -m tests.benchmarks.bench_roce
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)

@@ -24,6 +24,7 @@ vtysh.conf (so that line is not repeated here).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -140,8 +141,8 @@ def _check_segment(segment: VrfSegment) -> None:
 
 def _check_unique_vnis(segments: tuple[VrfSegment, ...]) -> None:
     # RTs are rt_asn:VNI for L2 and L3 VNIs alike: a VNI used twice would share an RT (a leak).
-    vnis = [vni for s in segments for vni in (s.l3vni, s.l2vni)]
-    duplicates = sorted({vni for vni in vnis if vnis.count(vni) > 1})
+    uses = Counter(vni for s in segments for vni in (s.l3vni, s.l2vni))
+    duplicates = sorted(vni for vni, count in uses.items() if count > 1)
     if duplicates:
         raise ValidationError(f"VNI {', '.join(map(str, duplicates))} is used more than once")
 
@@ -173,14 +174,27 @@ def _leaks(snapshot: RoceSnapshot, segment: VrfSegment) -> tuple[tuple[str, str]
 
 def _granted_imports(snapshot: RoceSnapshot, owner: Owner) -> dict[str, str]:
     """RT -> grant label for every segment a grant pairs with `owner` (both directions)."""
+    return _granted_imports_by_owner(snapshot).get(owner, {})
+
+
+# One entry per snapshot being rendered: every leaf of a fabric asks for the same map.
+_GRANT_CACHE: dict[int, tuple[RoceSnapshot, dict[Owner, dict[str, str]]]] = {}
+
+
+def _granted_imports_by_owner(snapshot: RoceSnapshot) -> dict[Owner, dict[str, str]]:
+    cached = _GRANT_CACHE.get(id(snapshot))
+    if cached is not None and cached[0] is snapshot:
+        return cached[1]
     by_owner = {s.owner: s for s in snapshot.segments}
-    allowed: dict[str, str] = {}
+    allowed: dict[Owner, dict[str, str]] = {}
     for grant in sorted(snapshot.grants, key=lambda g: (g.tenant, g.service)):
-        tenant, service = Owner.tenant(grant.tenant), Owner.service(grant.service)
-        peer = service if owner == tenant else tenant if owner == service else None
-        if peer in by_owner:
-            label = _grant_label(grant)
-            allowed.setdefault(route_target(snapshot.fabric.rt_asn, by_owner[peer].l3vni), label)
+        pair = (Owner.tenant(grant.tenant), Owner.service(grant.service))
+        for owner, peer in (pair, pair[::-1]):
+            if peer in by_owner:
+                rt = route_target(snapshot.fabric.rt_asn, by_owner[peer].l3vni)
+                allowed.setdefault(owner, {}).setdefault(rt, _grant_label(grant))
+    _GRANT_CACHE.clear()
+    _GRANT_CACHE[id(snapshot)] = (snapshot, allowed)
     return allowed
 
 

@@ -34,6 +34,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from policies.errors import NotFoundError, ValidationError
@@ -86,9 +87,12 @@ PFCWD_POLL_MS = "200"
 PFCWD_PORT = {"action": "drop", "detection_time": "200", "restoration_time": "200"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Leaf:
-    """What rendering one leaf needs: the switch, its port roles, owners and classes."""
+    """What rendering one leaf needs: the switch, its port roles, owners and classes.
+
+    The derived lookups are computed once per leaf (a 256-port leaf asks them thousands of times).
+    """
 
     snapshot: RoceSnapshot
     switch: Switch
@@ -96,12 +100,25 @@ class _Leaf:
     fabric_ports: tuple[str, ...]
     classes: tuple[RoceQos, ...]
 
+    @cached_property
+    def segment_of(self) -> dict[Owner, VrfSegment]:
+        """Each owner's segment."""
+        return {s.owner: s for s in self.snapshot.segments}
+
+    @cached_property
+    def _ports_by_owner(self) -> dict[Owner | None, tuple[str, ...]]:
+        grouped: dict[Owner | None, list[str]] = {}
+        for port in self.qos_ports:
+            if port in self.host_ports:
+                grouped.setdefault(self.host_ports[port], []).append(port)
+        return {owner: tuple(ports) for owner, ports in grouped.items()}
+
     @property
     def lossless_tcs(self) -> tuple[int, ...]:
         """The PFC-enabled traffic classes, ascending."""
         return tuple(sorted(c.tc for c in self.classes if c.lossless))
 
-    @property
+    @cached_property
     def qos_ports(self) -> tuple[str, ...]:
         """Every port that carries RoCE traffic (host and fabric), in port order."""
         used = set(self.host_ports) | set(self.fabric_ports)
@@ -116,7 +133,7 @@ class _Leaf:
 
     def ports_of(self, owner: Owner) -> tuple[str, ...]:
         """The owner's host ports on this leaf, in port order."""
-        return tuple(p for p in self.qos_ports if self.host_ports.get(p) == owner)
+        return self._ports_by_owner.get(owner, ())
 
 
 def render_config_db(snapshot: RoceSnapshot, leaf: str) -> ConfigDb:
@@ -313,7 +330,7 @@ def _ingress_map(leaf: _Leaf, port: str) -> str:
     if port in leaf.fabric_ports:
         return FABRIC_MAP
     owner = leaf.host_ports.get(port)
-    segment = next((s for s in leaf.snapshot.segments if s.owner == owner), None)
+    segment = leaf.segment_of.get(owner) if owner is not None else None
     qos = next(
         (c for c in leaf.classes if segment is not None and c.name == segment.qos_class), None
     )
