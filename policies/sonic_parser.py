@@ -26,6 +26,8 @@ pfc-without-ecn          warning   a ``pfc_enable`` priority whose queue has no 
                                    ECN-marks green traffic: congestion turns into PFC pauses that
                                    spread to other tenants' flows
 pfc-on-cnp               warning   PFC enabled on the CNP priority 6 (CNPs must never be paused)
+pfc-without-watchdog     warning   a port with ``pfc_enable`` but no PFC_WD entry: a PFC storm
+                                   from a stuck host pauses the fabric with no recovery
 cnp-queue-not-strict     warning   the CNP queue 6 of a QoS port is not scheduled STRICT
 =======================  ========  ==============================================================
 """
@@ -141,6 +143,7 @@ class ParsedConfigDb:
     queues: tuple[QueueConfig, ...]
     wred_profiles: dict[str, WredProfile]
     findings: tuple[Finding, ...] = ()
+    pfc_watchdog_ports: tuple[str, ...] = ()
 
 
 def parse_config_db(text: str) -> ParsedConfigDb:
@@ -168,6 +171,7 @@ def parse_config_db(text: str) -> ParsedConfigDb:
         tunnel_maps=_tunnel_maps(_table(document, "VXLAN_TUNNEL_MAP")),
         vlan_interfaces=_vlan_interfaces(_table(document, "VLAN_INTERFACE")),
         port_qos=_port_qos(_table(document, "PORT_QOS_MAP")),
+        pfc_watchdog_ports=tuple(sorted(set(_table(document, "PFC_WD")) - {"GLOBAL"})),
         dscp_to_tc_maps=_dscp_maps(_table(document, "DSCP_TO_TC_MAP")),
         schedulers={
             name: str(fields.get("type", _DEFAULT_SCHEDULER_TYPE)).upper()
@@ -387,6 +391,14 @@ def _qos_findings(parsed: ParsedConfigDb) -> Iterator[Finding]:
         if entry.port == "global":
             continue
         yield from _pfc_findings(parsed, entry, queues)
+        if entry.pfc_enable and entry.port not in parsed.pfc_watchdog_ports:
+            # reference/roce.md §7: PFC_WD on every PFC port (sonic-utilities pfcwd defaults).
+            yield _warning(
+                "pfc-without-watchdog",
+                f"{entry.port} enables PFC on {','.join(map(str, entry.pfc_enable))} but has no "
+                f"PFC watchdog",
+                f"PFC_WD|{entry.port}",
+            )
         cnp = queues.get((entry.port, CNP_TC))
         kind = parsed.schedulers.get(cnp.scheduler or "") if cnp else None
         if kind != "STRICT":

@@ -59,6 +59,10 @@ LEAF: dict[str, Any] = {
         "Ethernet0|3": {"scheduler": "scheduler.roce", "wred_profile": "ROCE_LOSSLESS"},
         "Ethernet0|6": {"scheduler": "scheduler.cnp"},
     },
+    "PFC_WD": {
+        "GLOBAL": {"POLL_INTERVAL": "200"},
+        "Ethernet0": {"action": "drop", "detection_time": "200", "restoration_time": "200"},
+    },
 }
 
 
@@ -118,6 +122,7 @@ def test_queue_and_port_qos_keys_with_port_lists_expand_per_port():
             "Ethernet0,Ethernet8|3": {"wred_profile": "ROCE_LOSSLESS"},
             "Ethernet0,Ethernet8|6": {"scheduler": "scheduler.cnp"},
         },
+        PFC_WD={"Ethernet0": {"action": "drop"}, "Ethernet8": {"action": "drop"}},
     )
 
     parsed = parse_config_db(text)
@@ -260,3 +265,12 @@ def test_malformed_json_names_the_line():
 def test_documents_of_the_wrong_shape_are_input_format_errors(text: str, where: str):
     with pytest.raises(InputFormatError, match=where):
         parse_config_db(text)
+
+
+def test_pfc_without_a_watchdog_on_the_port():
+    text = leaf(PFC_WD={"GLOBAL": {"POLL_INTERVAL": "200"}})
+
+    finding = only(text, "pfc-without-watchdog")
+
+    assert (finding.severity, finding.key) == (Severity.WARNING, "PFC_WD|Ethernet0")
+    assert codes(text) == ["pfc-without-watchdog"]
