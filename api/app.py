@@ -9,6 +9,7 @@ from api.auth import BearerTokenAuth
 from api.deps import bearer_scheme
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
+from api.routes_audit import router as audit_router
 from api.routes_fabrics import router as fabrics_router
 from api.routes_tenants import router as tenants_router
 from tenancy.bootstrap import prepare_database
@@ -33,7 +34,7 @@ def create_app(
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
-    for router in (fabrics_router, tenants_router):
+    for router in (fabrics_router, tenants_router, audit_router):
         app.include_router(router, dependencies=[Depends(bearer_scheme)])
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -1,5 +1,5 @@
 """Use cases for node allocations, shared services and grants: the mutations that change who can
-reach whom. Each additive change is verified before commit (`ensure_isolated`)."""
+reach whom. Each change is verified and audited before commit (`commit_gate`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tenancy.schemas import (
     SegmentView,
 )
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import ensure_isolated
+from tenancy.verification import commit_gate
 
 
 def require_active(tenant: m.Tenant) -> m.Tenant:
@@ -111,7 +111,9 @@ def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> Alloc
         tx.session.add(allocation)
         tx.session.flush()
         assign_nodes(tx.session, nodes, allocation_id=allocation.id)
-        ensure_isolated(tx, fabric)
+        commit_gate(
+            tx, fabric, "allocation.create", f"tenants/{tenant.name}/allocations/{allocation.id}"
+        )
         segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
         return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
 
@@ -243,7 +245,9 @@ def release_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) ->
         if allocation.released_at is not None:
             raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
         _release(tx, tenant, allocation)
-        ensure_isolated(tx, fabric)
+        commit_gate(
+            tx, fabric, "allocation.delete", f"tenants/{tenant.name}/allocations/{allocation.id}"
+        )
 
 
 def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:
@@ -289,7 +293,7 @@ def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
     lock_fabrics(tx.session, fabrics)
     _release_everything(tx, tenant)
     for fabric in fabrics:
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "tenant.release", f"tenants/{tenant.name}")
 
 
 def _release_everything(tx: Tx, tenant: m.Tenant) -> None:

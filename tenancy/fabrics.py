@@ -15,7 +15,7 @@ from tenancy.lookups import fabric_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import create_subnet_manager_secret
+from tenancy.verification import commit_gate, create_subnet_manager_secret
 
 
 def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
@@ -47,6 +47,7 @@ def create_fabric(uow: UnitOfWork, spec: FabricCreate | RoceFabricCreate) -> Fab
             fabric = roce.create_fabric_rows(tx, spec)
         else:
             fabric = _create_ib_fabric(tx, spec)
+        commit_gate(tx, fabric, "fabric.create", f"fabrics/{fabric.name}")
         return fabric_view(tx.session, fabric)
 
 

@@ -265,3 +265,43 @@ class SubnetManagerSecret(SQLModel, table=True):
     m_key: str = Field(max_length=18)
     sm_key: str = Field(max_length=18)
     sa_key: str = Field(max_length=18)
+
+
+class AuditEntry(SQLModel, table=True):
+    """One mutation, appended in the same transaction as the change; the leaves of the
+    RFC 9162 Merkle tree (leaf = hash of the entry's RFC 8785 canonical JSON)."""
+
+    __tablename__ = "audit_entry"
+    index: int = Field(primary_key=True)
+    time: datetime = Field(sa_column=_ts())
+    principal: str = Field(max_length=128)
+    role: str = Field(max_length=32)
+    action: str = Field(max_length=64)
+    target: str = Field(max_length=512)
+    request_id: str | None = Field(default=None, max_length=64)
+    fabric: str | None = Field(default=None, max_length=63, index=True)
+    digest_before: str | None = Field(default=None, max_length=71)
+    digest_after: str | None = Field(default=None, max_length=71)
+    leaf_hash: str = Field(max_length=64)
+
+
+class AuditCheckpoint(SQLModel, table=True):
+    """A signed tree head (C2SP signed note) over the first `size` entries."""
+
+    __tablename__ = "audit_checkpoint"
+    size: int = Field(primary_key=True)
+    root_hash: str = Field(max_length=44)
+    note: str
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
+class SigningKey(SQLModel, table=True):
+    """Ed25519 keys the service signs with; one is active, retired ones stay published."""
+
+    __tablename__ = "signing_key"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128)
+    private_pem: str
+    public_pem: str
+    status: str = Field(default="active", max_length=16)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())

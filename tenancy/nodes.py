@@ -17,7 +17,7 @@ from tenancy.lookups import fabric_named, node_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import NicView, NodePatch, NodeView, Page, PortView
 from tenancy.uow import UnitOfWork
-from tenancy.verification import ensure_isolated
+from tenancy.verification import commit_gate
 
 # The typed row of _node_query: node id, name, role, holding tenant, holding service.
 NodeSelect = Select[int | None, str, str, str, str]
@@ -163,5 +163,5 @@ def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: Node
             )
         node.role = patch.role
         tx.session.add(node)
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "node.update", f"fabrics/{fabric.name}/nodes/{node.name}")
     return get_node(uow, fabric_name, node_name)

@@ -27,7 +27,7 @@ from tenancy.lookups import fabric_named, node_named, service_named, tenant_name
 from tenancy.pagination import page_rows
 from tenancy.schemas import GrantCreate, GrantView, Page, ServiceCreate, ServiceView
 from tenancy.uow import UnitOfWork
-from tenancy.verification import ensure_isolated
+from tenancy.verification import commit_gate
 
 
 def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> ServiceView:
@@ -46,7 +46,7 @@ def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> Se
         tx.session.flush()
         assign_nodes(tx.session, nodes, service_id=m.pk(service))
         ensure_segment(tx, fabric, service_id=m.pk(service))
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "service.create", f"fabrics/{fabric.name}/services/{service.name}")
         return _service_view(tx.session, service, fabric)
 
 
@@ -117,7 +117,7 @@ def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> Grant
             created_at=tx.now,
         )
         tx.session.add(grant)
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "grant.create", f"tenants/{tenant.name}/grants/{grant.id}")
         return _grant_view(tx.session, grant)
 
 
@@ -175,4 +175,4 @@ def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
             raise NotFoundError(f"grant '{grant_id}' was revoked meanwhile", resource="grant")
         grant.revoked_at = tx.now
         tx.session.add(grant)
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "grant.delete", f"tenants/{tenant_name}/grants/{grant.id}")

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 DEFAULT_DATABASE_URL = "sqlite:///./isofabric.db"
 DEFAULT_QUARANTINE_SECONDS = 24 * 3600
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# C2SP checkpoint origin (and signing key name): unique per log, no spaces.
+DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,7 @@ class Settings:
     opensm_sm_key: int | None = None
     opensm_sa_key: int | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    audit_origin: str = DEFAULT_AUDIT_ORIGIN
 
     def __repr__(self) -> str:
         # Tokens and subnet keys must never reach a log line.
@@ -53,4 +56,5 @@ def load_settings() -> Settings:
         opensm_sm_key=_int_env("ISOFABRIC_OPENSM_SM_KEY", None),
         opensm_sa_key=_int_env("ISOFABRIC_OPENSM_SA_KEY", None),
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
+        audit_origin=os.environ.get("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
     )

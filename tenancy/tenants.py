@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError
+from tenancy import audit
 from tenancy import models as m
 from tenancy.allocations import release_tenant_everywhere
 from tenancy.lookups import qos_class_named, tenant_named
@@ -72,6 +73,7 @@ def create_qos_class(uow: UnitOfWork, spec: QosClassCreate) -> QosClassView:
         row = m.QosClass(**spec.model_dump())
         tx.session.add(row)
         tx.session.flush()
+        audit.record(tx, "qos-class.create", f"qos-classes/{row.name}")
         return qos_view(row)
 
 
@@ -107,6 +109,7 @@ def create_tenant(uow: UnitOfWork, spec: TenantCreate) -> TenantView:
         tenant = m.Tenant(name=spec.name, kind=spec.kind, qos_class_id=m.pk(qos), created_at=tx.now)
         tx.session.add(tenant)
         tx.session.flush()
+        audit.record(tx, "tenant.create", f"tenants/{tenant.name}")
         return tenant_view(tenant, qos.name)
 
 
@@ -151,4 +154,5 @@ def offboard_tenant(uow: UnitOfWork, name: str) -> TenantView:
         tenant.offboarded_at = tx.now
         tx.session.add(tenant)
         tx.session.flush()
+        audit.record(tx, "tenant.offboard", f"tenants/{tenant.name}")
         return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])

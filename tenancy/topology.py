@@ -25,7 +25,7 @@ from tenancy.lookups import fabric_named
 from tenancy.roce_inventory import reconcile_inventory, validate_inventory
 from tenancy.schemas import RoceInventory, TopologyImportResult, TopologyPortChange
 from tenancy.uow import UnitOfWork
-from tenancy.verification import ensure_isolated
+from tenancy.verification import commit_gate
 
 
 def import_document(
@@ -65,7 +65,7 @@ def import_roce_inventory(
             )
         result = reconcile_inventory(tx, fabric, inventory)
         _drop_empty_free_nodes(tx.session, m.pk(fabric))
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
         # Nodes left without NICs (and free) are gone now: count what remains.
         return result.model_copy(update={"nodes": count_where(tx.session, m.Node, m.pk(fabric))})
 
@@ -90,7 +90,7 @@ def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImp
         seen = {format_guid(p.guid) for p in discovered.ca_ports}
         missing = _reconcile_missing(tx.session, fabric_id, seen)
         _drop_empty_free_nodes(tx.session, fabric_id)
-        ensure_isolated(tx, fabric)
+        commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
         return TopologyImportResult(
             switches=count_where(tx.session, m.Switch, fabric_id),
             nodes=count_where(tx.session, m.Node, fabric_id),

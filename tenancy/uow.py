@@ -27,12 +27,26 @@ def system_clock() -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
+class Principal:
+    """Who asks: recorded with every mutation in the audit log."""
+
+    name: str
+    role: str
+
+
+# The command line and in-process callers act as the operator of the local installation.
+SYSTEM = Principal("system", "operator")
+
+
+@dataclass(frozen=True, slots=True)
 class Tx:
     """What a use case sees inside its transaction."""
 
     session: Session
     now: datetime
     settings: Settings
+    principal: Principal = SYSTEM
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +56,14 @@ class UnitOfWork:
     engine: Engine
     settings: Settings
     clock: Clock = system_clock
+    principal: Principal = SYSTEM
+    request_id: str | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         try:
             with session_scope(self.engine) as session:
-                yield Tx(session, self.clock(), self.settings)
+                yield Tx(session, self.clock(), self.settings, self.principal, self.request_id)
         except IntegrityError as error:
             # The unique constraints are the backstop against concurrent writers: a request that
             # lost such a race changed nothing and may simply be retried.

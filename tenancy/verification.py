@@ -18,6 +18,7 @@ from policies.render_roce import render_roce_artifacts
 from policies.roce_model import RoceSnapshot
 from policies.roce_verify import verify_roce
 from policies.verify import Counterexample, Endpoint, Verdict, verify_isolation
+from tenancy import audit
 from tenancy import models as m
 from tenancy.lookups import fabric_named
 from tenancy.roce import load_roce_snapshot
@@ -70,6 +71,14 @@ def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
             verdict,
             fabric.kind,
         )
+    return verdict
+
+
+def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
+    """Verify the pending change (`ensure_isolated`), then record it in the audit log with the
+    digest of the verified state; both happen in the change's own transaction."""
+    verdict = ensure_isolated(tx, fabric)
+    audit.record(tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest)
     return verdict
 
 

@@ -129,10 +129,10 @@ def test_a_use_case_that_fails_after_writing_rolls_back_every_row(
     tenants.create_tenant(uow, TenantCreate(name="initech", kind="internal"))
     before = db_dump()
 
-    def explode(tx, fabric):
+    def explode(tx, fabric, action, target):
         raise RuntimeError("the verifier crashed")
 
-    monkeypatch.setattr(allocations, "ensure_isolated", explode)
+    monkeypatch.setattr(allocations, "commit_gate", explode)
 
     # By then the key is claimed, the allocation inserted and both nodes assigned (flushed).
     with pytest.raises(RuntimeError):

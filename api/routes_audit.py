@@ -1,0 +1,40 @@
+"""Routes under /v1/audit: the entries, signed checkpoints and Merkle proofs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api.deps import Listing, Uow
+from tenancy import audit
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+
+@router.get("/entries")
+def list_entries(uow: Uow, listing: Listing) -> dict[str, Any]:
+    """Audit entries in index order: time, principal, role, action, target, request id, digests."""
+    return audit.list_entries(uow, listing.limit, listing.cursor)
+
+
+@router.get("/checkpoint")
+def get_checkpoint(uow: Uow) -> dict[str, Any]:
+    """A signed checkpoint (C2SP signed note, Ed25519) of the whole log: keep it to audit later."""
+    return audit.checkpoint(uow)
+
+
+@router.get("/proofs/inclusion")
+def inclusion_proof(
+    uow: Uow, index: Annotated[int, Query(ge=0)], size: Annotated[int, Query(ge=1)]
+) -> dict[str, Any]:
+    """RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
+    return audit.inclusion(uow, index, size)
+
+
+@router.get("/proofs/consistency")
+def consistency_proof(
+    uow: Uow, first: Annotated[int, Query(ge=1)], second: Annotated[int, Query(ge=1)]
+) -> dict[str, Any]:
+    """RFC 9162 consistency proof between the trees of `first` and `second` entries."""
+    return audit.consistency(uow, first, second)

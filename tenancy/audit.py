@@ -1,0 +1,266 @@
+"""The tamper-evident audit log: one entry per mutation, in the same transaction as the change.
+
+Entries are the leaves of an RFC 9162 Merkle tree (leaf = SHA-256(0x00 || RFC 8785 JSON of the
+entry)); signed checkpoints (C2SP signed notes, Ed25519) commit to the tree's size and root, so
+an auditor who keeps one can later prove that no entry up to it was edited or removed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import UTC
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlalchemy import func, text
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col, select
+
+from policies.errors import NotFoundError, ValidationError
+from policies.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
+from policies.signed_note import checkpoint_text, sign_note
+from tenancy import models as m
+from tenancy.audit_verify import LogReport, load_public_key, parse_export, verify_log
+from tenancy.db import fetch_all
+from tenancy.pagination import decode_cursor, next_cursor
+from tenancy.uow import Tx, UnitOfWork
+
+# First key of pg_advisory_xact_lock(int, int) for the log ("AU"): appends take the next index.
+AUDIT_LOCK = (0x4155, 0)
+
+
+def entry_document(entry: m.AuditEntry) -> dict[str, Any]:
+    """The entry as hashed and exported: RFC 3339 UTC time, nulls kept."""
+    return {
+        "index": entry.index,
+        "time": entry.time.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "principal": entry.principal,
+        "role": entry.role,
+        "action": entry.action,
+        "target": entry.target,
+        "request_id": entry.request_id,
+        "fabric": entry.fabric,
+        "digest_before": entry.digest_before,
+        "digest_after": entry.digest_after,
+    }
+
+
+def record(
+    tx: Tx,
+    action: str,
+    target: str,
+    *,
+    fabric: str | None = None,
+    digest_after: str | None = None,
+) -> m.AuditEntry:
+    """Append one entry for a mutation; it commits or rolls back with the change itself."""
+    if tx.session.get_bind().dialect.name == "postgresql":
+        tx.session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": AUDIT_LOCK[0], "b": AUDIT_LOCK[1]}
+        )
+    last = fetch_all(tx.session, core_select(func.max(col(m.AuditEntry.index))))[0][0]
+    entry = m.AuditEntry(
+        index=0 if last is None else last + 1,
+        time=tx.now,
+        principal=tx.principal.name,
+        role=tx.principal.role,
+        action=action,
+        target=target,
+        request_id=tx.request_id,
+        fabric=fabric,
+        digest_before=_last_digest(tx.session, fabric),
+        digest_after=digest_after,
+        leaf_hash="",
+    )
+    entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
+    tx.session.add(entry)
+    tx.session.flush()
+    return entry
+
+
+def _last_digest(session: Session, fabric: str | None) -> str | None:
+    """The fabric's digest after its previous audited change (the state this change starts from)."""
+    if fabric is None:
+        return None
+    query = (
+        select(m.AuditEntry)
+        .where(m.AuditEntry.fabric == fabric, col(m.AuditEntry.digest_after).is_not(None))
+        .order_by(col(m.AuditEntry.index).desc())
+        .limit(1)
+    )
+    previous = session.exec(query).first()
+    return previous.digest_after if previous else None
+
+
+def entries(session: Session) -> list[m.AuditEntry]:
+    return list(session.exec(select(m.AuditEntry).order_by(col(m.AuditEntry.index))))
+
+
+def list_entries(uow: UnitOfWork, limit: int, cursor: str | None) -> dict[str, Any]:
+    """A page of entries in index order, in the list envelope."""
+    after = decode_cursor(cursor)
+    with uow.transaction() as tx:
+        query = select(m.AuditEntry).order_by(col(m.AuditEntry.index))
+        if after is not None:
+            query = query.where(m.AuditEntry.index > _index(after))
+        rows = list(tx.session.exec(query.limit(limit + 1)))
+        total = fetch_all(tx.session, core_select(func.count()).select_from(m.AuditEntry))[0][0]
+    page = rows[:limit]
+    return {
+        "data": [entry_document(e) for e in page],
+        "count": int(total),
+        "next": next_cursor([str(e.index) for e in page], limit, len(rows) > limit),
+    }
+
+
+def _index(text_value: str) -> int:
+    if not text_value.isdigit():
+        raise ValidationError("cursor is not valid", parameter="cursor")
+    return int(text_value)
+
+
+# --- signing key and checkpoints ---------------------------------------------------------------
+
+
+def active_key(session: Session, origin: str) -> tuple[str, Ed25519PrivateKey]:
+    """The active signing key, created on first use so every replica signs with the same one."""
+    row = session.exec(select(m.SigningKey).where(m.SigningKey.status == "active")).first()
+    if row is None:
+        row = _new_key(origin)
+        session.add(row)
+        session.flush()
+    key = serialization.load_pem_private_key(row.private_pem.encode(), password=None)
+    assert isinstance(key, Ed25519PrivateKey)
+    return row.name, key
+
+
+def _new_key(name: str) -> m.SigningKey:
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public_pem = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return m.SigningKey(name=name, private_pem=private_pem, public_pem=public_pem)
+
+
+def leaf_hashes(session: Session) -> list[bytes]:
+    rows = fetch_all(
+        session, core_select(col(m.AuditEntry.leaf_hash)).order_by(col(m.AuditEntry.index))
+    )
+    return [bytes.fromhex(row[0]) for row in rows]
+
+
+def checkpoint(uow: UnitOfWork) -> dict[str, Any]:
+    """A signed checkpoint of the whole log, stored so that later verifications can use it."""
+    origin = uow.settings.audit_origin
+    with uow.transaction() as tx:
+        hashes = leaf_hashes(tx.session)
+        stored = tx.session.get(m.AuditCheckpoint, len(hashes))
+        if stored is None:
+            name, key = active_key(tx.session, origin)
+            root = root_hash(hashes)
+            note = sign_note(checkpoint_text(origin, len(hashes), root), name, key)
+            stored = m.AuditCheckpoint(
+                size=len(hashes), root_hash=_b64(root), note=note, created_at=tx.now
+            )
+            tx.session.add(stored)
+        return {
+            "origin": origin,
+            "size": stored.size,
+            "root_hash": stored.root_hash,
+            "note": stored.note,
+        }
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def inclusion(uow: UnitOfWork, index: int, size: int) -> dict[str, Any]:
+    """The RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
+    with uow.transaction() as tx:
+        hashes = leaf_hashes(tx.session)
+    _check_size(size, len(hashes))
+    if not 0 <= index < size:
+        raise ValidationError(f"index must be in 0..{size - 1}", parameter="index")
+    return {
+        "index": index,
+        "size": size,
+        "leaf_hash": _b64(hashes[index]),
+        "path": [_b64(h) for h in inclusion_proof(hashes[:size], index)],
+    }
+
+
+def consistency(uow: UnitOfWork, first: int, second: int) -> dict[str, Any]:
+    """The RFC 9162 consistency proof between the trees of `first` and `second` entries."""
+    with uow.transaction() as tx:
+        hashes = leaf_hashes(tx.session)
+    _check_size(second, len(hashes))
+    if not 0 < first <= second:
+        raise ValidationError("first must be in 1..second", parameter="first")
+    return {
+        "first": first,
+        "second": second,
+        "first_root": _b64(root_hash(hashes[:first])),
+        "second_root": _b64(root_hash(hashes[:second])),
+        "path": [_b64(h) for h in consistency_proof(hashes[:second], first)],
+    }
+
+
+def _check_size(size: int, available: int) -> None:
+    if not 0 < size <= available:
+        raise NotFoundError(
+            f"the log has {available} entries; no tree of size {size}", resource="audit-tree"
+        )
+
+
+def stored_checkpoints(session: Session) -> Sequence[m.AuditCheckpoint]:
+    return list(session.exec(select(m.AuditCheckpoint).order_by(col(m.AuditCheckpoint.size))))
+
+
+def public_keys(session: Session) -> list[tuple[str, str, str]]:
+    """(name, public PEM, status) of every signing key, active first."""
+    rows = session.exec(select(m.SigningKey).order_by(col(m.SigningKey.id)))
+    return [(r.name, r.public_pem, r.status) for r in rows]
+
+
+# --- export and verification --------------------------------------------------------------------
+
+
+def export_lines(uow: UnitOfWork) -> list[str]:
+    """The log as JSON Lines: each entry document plus its stored `leaf_hash` (hex)."""
+    with uow.transaction() as tx:
+        rows = entries(tx.session)
+    return [
+        json.dumps({**entry_document(e), "leaf_hash": e.leaf_hash}, sort_keys=True) for e in rows
+    ]
+
+
+def verify(
+    uow: UnitOfWork,
+    *,
+    log_text: str | None = None,
+    kept: str | None = None,
+    key_pem: str | None = None,
+) -> LogReport:
+    """Verify the database's log (or an exported one) against every stored checkpoint and,
+    if given, a checkpoint the auditor kept; keys are the service's unless `key_pem` is given."""
+    with uow.transaction() as tx:
+        documents = (
+            [{**entry_document(e), "leaf_hash": e.leaf_hash} for e in entries(tx.session)]
+            if log_text is None
+            else parse_export(log_text)
+        )
+        notes = [c.note for c in stored_checkpoints(tx.session)]
+        keys = {name: load_public_key(pem) for name, pem, _ in public_keys(tx.session)}
+    if key_pem is not None:
+        key = load_public_key(key_pem)
+        keys = dict.fromkeys(keys or [uow.settings.audit_origin], key)
+    return verify_log(documents, notes, keys, kept)

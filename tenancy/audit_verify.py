@@ -1,0 +1,153 @@
+"""Offline verification of the audit log: recompute the Merkle tree and check every checkpoint.
+
+Works on the database or on an exported log (JSON Lines, one entry per line with its
+`leaf_hash`). Edited entries are found by their leaf hash, removed entries by a gap in the
+indexes, and entries removed at the end by a checkpoint (stored, or kept by the auditor) that is
+larger than the log or whose root no longer matches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from policies.merkle import entry_leaf_hash, root_hash
+from policies.signed_note import Checkpoint, verify_note
+
+from policies.errors import InputFormatError, ValidationError
+
+HASHED_FIELDS = (
+    "index",
+    "time",
+    "principal",
+    "role",
+    "action",
+    "target",
+    "request_id",
+    "fabric",
+    "digest_before",
+    "digest_after",
+)
+
+
+@dataclass
+class LogReport:
+    """The outcome of a verification: `ok`, the log size, and every problem found."""
+
+    size: int
+    problems: list[str] = field(default_factory=list)
+    first_bad_index: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def bad(self, index: int | None, message: str) -> None:
+        self.problems.append(message)
+        if index is not None and (self.first_bad_index is None or index < self.first_bad_index):
+            self.first_bad_index = index
+
+
+def parse_export(text: str) -> list[dict[str, Any]]:
+    """Entries of an exported log (JSON Lines); a line that is not JSON names its number."""
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise InputFormatError(f"not JSON: {error.msg}", line=number) from error
+    return lines
+
+
+def verify_log(
+    entries: Sequence[dict[str, Any]],
+    checkpoints: Iterable[str],
+    keys: dict[str, Ed25519PublicKey],
+    kept: str | None = None,
+) -> LogReport:
+    """Recompute the tree from `entries` and check it against signed checkpoint notes.
+
+    Args:
+        entries: Entry documents in index order, each with its stored `leaf_hash` (hex).
+        checkpoints: Signed notes the service stored.
+        keys: Verifier keys by key name (active and retired).
+        kept: A checkpoint note the auditor kept from an earlier time, if any.
+    """
+    report = LogReport(size=len(entries))
+    hashes = _leaf_hashes(entries, report)
+    for note in checkpoints:
+        _check_checkpoint(note, hashes, keys, report, "stored checkpoint")
+    if kept is not None:
+        _check_checkpoint(kept, hashes, keys, report, "kept checkpoint")
+    return report
+
+
+def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[bytes]:
+    hashes = []
+    for position, entry in enumerate(entries):
+        if entry.get("index") != position:
+            report.bad(position, f"entry {position} is missing (found index {entry.get('index')})")
+        recomputed = entry_leaf_hash({k: entry.get(k) for k in HASHED_FIELDS})
+        if entry.get("leaf_hash") not in (None, recomputed.hex()):
+            report.bad(
+                position,
+                f"entry {position} was altered: its content no longer matches its leaf hash",
+            )
+        hashes.append(recomputed)
+    return hashes
+
+
+def _check_checkpoint(
+    note: str, hashes: list[bytes], keys: dict[str, Ed25519PublicKey], report: LogReport, what: str
+) -> None:
+    checkpoint = _verified(note, keys, report, what)
+    if checkpoint is None:
+        return
+    if checkpoint.size > len(hashes):
+        report.bad(
+            len(hashes),
+            f"{what} of size {checkpoint.size} is larger than the log "
+            f"({len(hashes)} entries): entries were removed at the end",
+        )
+    elif root_hash(hashes[: checkpoint.size]) != checkpoint.root:
+        report.bad(
+            None,
+            f"{what} of size {checkpoint.size} does not match the log: an entry "
+            f"below index {checkpoint.size} was altered or removed",
+        )
+
+
+def _verified(
+    note: str, keys: dict[str, Ed25519PublicKey], report: LogReport, what: str
+) -> Checkpoint | None:
+    name = _signer(note)
+    key = keys.get(name or "")
+    if key is None:
+        report.bad(None, f"{what}: no known key named {name!r}")
+        return None
+    try:
+        return verify_note(note, name or "", key)
+    except ValidationError as error:
+        report.bad(None, f"{what}: {error.detail}")
+        return None
+
+
+def _signer(note: str) -> str | None:
+    """The key name on the first signature line ("— <name> <base64>")."""
+    for line in note.splitlines():
+        if line.startswith("\u2014 "):
+            parts = line.split(" ")
+            return parts[1] if len(parts) == 3 else None
+    return None
+
+
+def load_public_key(pem: str) -> Ed25519PublicKey:
+    key = serialization.load_pem_public_key(pem.encode())
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValidationError("the public key is not an Ed25519 key")
+    return key

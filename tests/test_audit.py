@@ -1,0 +1,205 @@
+"""The tamper-evident audit log: entries per mutation, signed checkpoints, proofs, verification."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from policies.merkle import verify_consistency, verify_inclusion
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.demo import load_demo
+from tenancy.settings import Settings
+from tenancy.uow import UnitOfWork
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    engine = make_engine(url)
+    prepare_database(engine)
+    load_demo(
+        UnitOfWork(engine, Settings(database_url=url)),
+        DEMO_TOPOLOGY.read_text(),
+        DEMO_ROCE_INVENTORY.read_text(),
+    )
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def client(demo_url: str) -> TestClient:
+    return TestClient(create_app(Settings(database_url=demo_url)))
+
+
+def verify(url: str, *extra: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["audit", "verify", "--db", url, *extra])
+    return result.exit_code, result.output
+
+
+def sql(url: str, statement: str) -> None:
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text(statement))
+    engine.dispose()
+
+
+def test_every_mutation_is_an_entry_with_principal_action_target_and_digests(client):
+    page = client.get("/v1/audit/entries", params={"limit": 1000}).json()
+
+    actions = [e["action"] for e in page["data"]]
+    assert page["count"] == len(actions) > 20
+    assert [e["index"] for e in page["data"]] == list(range(len(actions)))
+    assert actions[0] == "fabric.create"
+    assert {
+        "topology.import",
+        "service.create",
+        "tenant.create",
+        "allocation.create",
+        "grant.create",
+    } <= set(actions)
+    grant = next(e for e in page["data"] if e["action"] == "grant.create")
+    assert grant["target"].startswith("tenants/acme/grants/")
+    assert grant["digest_after"].startswith("sha256:") and grant["digest_before"].startswith(
+        "sha256:"
+    )
+    assert grant["principal"] == "system" and grant["role"] == "operator"
+
+
+def test_an_api_mutation_records_the_caller_and_its_request_id(client):
+    response = client.post(
+        "/v1/tenants",
+        json={"name": "initech", "kind": "internal"},
+        headers={"X-Request-ID": "req-42"},
+    )
+    assert response.status_code == 201
+
+    last = client.get("/v1/audit/entries", params={"limit": 1000}).json()["data"][-1]
+
+    assert (last["action"], last["target"], last["request_id"]) == (
+        "tenant.create",
+        "tenants/initech",
+        "req-42",
+    )
+    assert (last["principal"], last["role"]) == ("anonymous", "operator")
+
+
+def test_a_refused_mutation_leaves_no_entry(client):
+    before = client.get("/v1/audit/entries").json()["count"]
+
+    response = client.post("/v1/tenants/acme/allocations", json={"fabric": "ib-east", "count": 99})
+
+    assert response.status_code == 409
+    assert client.get("/v1/audit/entries").json()["count"] == before
+
+
+def test_inclusion_and_consistency_proofs_verify_against_the_checkpoints(client):
+    first = client.get("/v1/audit/checkpoint").json()
+    client.post("/v1/tenants", json={"name": "initech", "kind": "internal"})
+    second = client.get("/v1/audit/checkpoint").json()
+    assert second["size"] == first["size"] + 1
+    assert second["note"].startswith(f"{second['origin']}\n{second['size']}\n")
+
+    proof = client.get(
+        "/v1/audit/proofs/consistency", params={"first": first["size"], "second": second["size"]}
+    ).json()
+    inclusion = client.get(
+        "/v1/audit/proofs/inclusion", params={"index": 3, "size": second["size"]}
+    ).json()
+
+    b64 = base64.b64decode
+    assert proof["first_root"] == first["root_hash"]
+    assert verify_consistency(
+        first["size"],
+        second["size"],
+        b64(first["root_hash"]),
+        b64(second["root_hash"]),
+        [b64(p) for p in proof["path"]],
+    )
+    assert verify_inclusion(
+        b64(inclusion["leaf_hash"]),
+        3,
+        second["size"],
+        [b64(p) for p in inclusion["path"]],
+        b64(second["root_hash"]),
+    )
+
+
+def test_a_proof_for_a_tree_larger_than_the_log_is_a_404_problem(client):
+    size = client.get("/v1/audit/entries").json()["count"]
+
+    response = client.get("/v1/audit/proofs/inclusion", params={"index": 0, "size": size + 1})
+
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_an_untouched_log_verifies(client, demo_url):
+    client.get("/v1/audit/checkpoint")
+
+    code, output = verify(demo_url)
+
+    assert code == 0, output
+    assert "OK:" in output
+
+
+def test_an_edited_entry_fails_verification_naming_its_index(client, demo_url):
+    client.get("/v1/audit/checkpoint")
+    sql(demo_url, "UPDATE audit_entry SET principal = 'mallory' WHERE \"index\" = 7")
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert "entry 7 was altered" in output and "first bad index: 7" in output
+
+
+def test_a_deleted_entry_fails_verification_naming_its_index(client, demo_url):
+    client.get("/v1/audit/checkpoint")
+    sql(demo_url, 'DELETE FROM audit_entry WHERE "index" = 5')
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert "first bad index: 5" in output
+
+
+def test_entries_deleted_at_the_end_are_caught_by_the_checkpoint_the_auditor_kept(
+    client, demo_url, tmp_path
+):
+    kept = tmp_path / "checkpoint.json"
+    kept.write_text(json.dumps(client.get("/v1/audit/checkpoint").json()))
+    sql(demo_url, "DELETE FROM audit_checkpoint")
+    sql(demo_url, 'DELETE FROM audit_entry WHERE "index" = (SELECT MAX("index") FROM audit_entry)')
+
+    assert verify(demo_url)[0] == 0  # the log alone looks fine ...
+    code, output = verify(demo_url, "--checkpoint", str(kept))
+
+    assert code == 1  # ... but not against what the auditor kept
+    assert "removed at the end" in output
+
+
+def test_an_exported_log_verifies_and_an_edited_export_does_not(client, demo_url, tmp_path):
+    client.get("/v1/audit/checkpoint")
+    export = runner.invoke(app, ["audit", "export", "--db", demo_url]).output
+    log = tmp_path / "audit.jsonl"
+    log.write_text(export)
+    assert verify(demo_url, "--log", str(log))[0] == 0
+
+    lines = export.splitlines()
+    entry = json.loads(lines[2])
+    entry["target"] = "tenants/somebody-else"
+    lines[2] = json.dumps(entry)
+    log.write_text("\n".join(lines) + "\n")
+    code, output = verify(demo_url, "--log", str(log))
+
+    assert code == 1 and "first bad index: 2" in output
