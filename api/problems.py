@@ -8,14 +8,17 @@ and unexpected failures, is ``application/problem+json`` with ``type``, ``title`
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from policies.errors import (
     ArtifactHazardError,
@@ -140,9 +143,32 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
     detail = error.detail if isinstance(error.detail, str) else None
     if error.status_code == 404 and detail == "Not Found":
         detail = f"no route matches {request.method} {request.url.path}"
-    return problem_response(
-        request, error.status_code, detail=detail, headers=dict(error.headers or {})
-    )
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        # RFC 9110 §15.5.6: Allow lists every method of the resource; Starlette names only the
+        # first route that matched the path.
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem_response(request, error.status_code, detail=detail, headers=headers)
+
+
+def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
+    """Every endpoint route, looking into included routers (FastAPI wraps them)."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _leaf_routes(included.routes)
+        else:
+            yield route
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in _leaf_routes(request.app.router.routes):
+        route_methods = getattr(route, "methods", None)
+        match, _ = route.matches({**request.scope, "method": next(iter(route_methods or {"GET"}))})
+        if match is Match.FULL:
+            methods |= set(route_methods or {"GET"})
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
@@ -158,7 +184,53 @@ async def _unexpected(request: Request, error: Exception) -> JSONResponse:
 
 
 def install_problem_handlers(app: FastAPI) -> None:
+    document_problems(app)
     app.add_exception_handler(IsofabricError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)
+
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "RFC 9457 problem details; domain errors add extension members.",
+    "required": ["type", "title", "status", "detail", "instance"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+    },
+    "additionalProperties": True,
+}
+PROBLEM_RESPONSE: dict[str, Any] = {
+    "description": "Problem (RFC 9457)",
+    "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
+
+
+def document_problems(app: FastAPI) -> None:
+    """Declare in OpenAPI what every operation really returns on errors: problem+json for 4XX.
+
+    FastAPI documents its own validation errors as application/json; the handlers above answer
+    every error as application/problem+json, so the schema says that instead.
+    """
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
+                PROBLEM_SCHEMA
+            )
+            for path_item in schema.get("paths", {}).values():
+                for operation in path_item.values():
+                    responses = operation.setdefault("responses", {})
+                    responses.pop("422", None)
+                    responses["4XX"] = PROBLEM_RESPONSE
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -15,10 +15,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from policies.merkle import entry_leaf_hash, root_hash
-from policies.signed_note import Checkpoint, verify_note
 
 from policies.errors import InputFormatError, ValidationError
+from policies.merkle import entry_leaf_hash, root_hash
+from policies.signed_note import Checkpoint, verify_note
 
 HASHED_FIELDS = (
     "index",

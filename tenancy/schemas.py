@@ -13,9 +13,11 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StrictBool,
     model_serializer,
     model_validator,
 )
@@ -177,7 +179,7 @@ class QosClassCreate(Strict):
     vlarb_weight: int = Field(default=32, ge=1, le=255, description="VL arbitration weight")
     roce_dscp: int = Field(default=0, ge=0, le=63, description="DSCP the class's RoCE traffic uses")
     roce_tc: int = Field(default=0, ge=0, le=7, description="Traffic class = priority = queue")
-    lossless: bool = Field(default=False, description="PFC (and ECN) on the class's priority")
+    lossless: StrictBool = Field(default=False, description="PFC (and ECN) on the class's priority")
     ets_weight: int = Field(default=10, ge=1, le=100, description="DWRR weight in percent")
     ecn_min_bytes: int = Field(default=153_600, ge=1, description="WRED/ECN green minimum")
     ecn_max_bytes: int = Field(default=1_536_000, ge=1, description="WRED/ECN green maximum")
@@ -311,6 +313,16 @@ def problem_extensions(model: BaseModel) -> dict[str, Any]:
 
 # --- RoCE ------------------------------------------------------------------------------------
 
+
+def _text_only(value: Any) -> Any:
+    # ipaddress accepts integers (and bools, which are ints): an address must be written as text.
+    if not isinstance(value, str | IPv4Address | IPv4Network):
+        raise ValueError("must be a string in dotted-quad notation")
+    return value
+
+
+Ipv4Text = Annotated[IPv4Address, BeforeValidator(_text_only)]
+Ipv4NetworkText = Annotated[IPv4Network, BeforeValidator(_text_only)]
 PORT_NAME_PATTERN = r"^Ethernet[0-9]{1,4}$"
 SWITCH_PORT_REF = r"^[a-z0-9][a-z0-9._-]{0,62}:Ethernet[0-9]{1,4}$"
 MAC_PATTERN = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
@@ -333,7 +345,7 @@ class RoceFabricCreate(Strict):
     vlan_range: IntRange = IntRange(first=100, last=3999)
     l2vni_range: IntRange = IntRange(first=10000, last=19999)
     l3vni_range: IntRange = IntRange(first=50000, last=59999)
-    tenant_prefix_pool: IPv4Network = IPv4Network("10.64.0.0/10")
+    tenant_prefix_pool: Ipv4NetworkText = IPv4Network("10.64.0.0/10")
     tenant_prefix_length: int = Field(default=24, ge=8, le=30)
     rt_asn: int = Field(default=65000, description="2-byte ASN of the type-0 route targets")
     host_mtu: int = 9000
@@ -366,8 +378,8 @@ class InventorySwitch(Strict):
     name: NodeName
     role: Literal["leaf", "spine"]
     asn: int = Field(ge=1, le=4_294_967_294)
-    loopback: IPv4Address
-    vtep: IPv4Address | None = None
+    loopback: Ipv4Text
+    vtep: Ipv4Text | None = None
     platform: Literal["sonic"] = "sonic"
     ports: list[InventoryPort] = Field(default_factory=list, max_length=1024)
 
