@@ -6,12 +6,13 @@ from fastapi import Depends, FastAPI
 from sqlalchemy import Engine
 
 from api.auth import BearerTokenAuth
-from api.deps import bearer_scheme
+from api.deps import authorize, bearer_scheme
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
 from api.routes_audit import router as audit_router
 from api.routes_fabrics import router as fabrics_router
 from api.routes_tenants import router as tenants_router
+from api.routes_tokens import router as tokens_router
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings, load_settings
@@ -34,11 +35,12 @@ def create_app(
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
-    for router in (fabrics_router, tenants_router, audit_router):
-        app.include_router(router, dependencies=[Depends(bearer_scheme)])
+    for router in (fabrics_router, tenants_router, audit_router, tokens_router):
+        # Every /v1 route is authorized against the RBAC policy (policies/authz.py).
+        app.include_router(router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(BearerTokenAuth, token=settings.admin_token)
+    app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

@@ -21,6 +21,8 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 audit_app = typer.Typer(help="The tamper-evident audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")
+token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_TOPOLOGY = REPO_ROOT / "examples" / "ib-east.ibnetdiscover"
@@ -181,6 +183,63 @@ def _note_of(path: Path) -> str:
         note: str = json.loads(raw)["note"]
         return note
     return raw
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[
+        str, typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer")
+    ],
+    name: Annotated[str, typer.Option("--name", help="A label for the token")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The tenant (tenant roles only)")
+    ] = None,
+    expires_in: Annotated[
+        int | None, typer.Option("--expires-in", help="Lifetime in seconds (default: none)")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Mint an API token and print its secret (shown this once; only its hash is stored)."""
+    from datetime import UTC, datetime, timedelta
+
+    from pydantic import ValidationError
+
+    from tenancy import tokens
+    from tenancy.schemas import TokenCreate
+
+    expires_at = datetime.now(UTC) + timedelta(seconds=expires_in) if expires_in else None
+    try:
+        spec = TokenCreate.model_validate(
+            {"name": name, "role": role, "tenant": tenant, "expires_at": expires_at}
+        )
+    except ValidationError as error:
+        typer.echo(f"invalid token request: {error}", err=True)
+        raise typer.Exit(2) from error
+    typer.echo(tokens.create_token(_uow(db), spec).token)
+
+
+@token_app.command("list")
+def token_list(db: DbOption = None) -> None:
+    """Print every token (never its secret) as JSON Lines."""
+    from tenancy import tokens
+
+    uow, cursor = _uow(db), None
+    while True:
+        page = tokens.list_tokens(uow, 1000, cursor)
+        for view in page.data:
+            typer.echo(view.model_dump_json())
+        if page.next is None:
+            return
+        cursor = page.next
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[str, typer.Argument()], db: DbOption = None) -> None:
+    """Revoke a token by id."""
+    from tenancy import tokens
+
+    tokens.revoke_token(_uow(db), token_id)
+    typer.echo(f"revoked {token_id}")
 
 
 def main() -> None:

@@ -1,37 +1,105 @@
-"""FastAPI dependencies: the unit of work, bearer-token authentication, list parameters."""
+"""FastAPI dependencies: the principal, authorization, the unit of work, list parameters."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from dataclasses import dataclass, replace
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
+from api.auth import PRINCIPAL_SCOPE_KEY
+from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
+from policies.errors import AuthenticationError, ForbiddenError, NotFoundError
 from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from tenancy.schemas import SLUG_PATTERN
 from tenancy.uow import Principal, UnitOfWork
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+SLUG = re.compile(SLUG_PATTERN)
+# Routes without a tenant in their path whose answer depends on who asks: a tenant principal's
+# request is about its own tenant (the handler narrows the answer to it).
+SELF_SCOPED = frozenset({"/v1/tenants", "/v1/qos-classes", "/v1/tokens", "/v1/tokens/{token_id}"})
+
+
+def get_principal(request: Request) -> Principal:
+    """Who asks, as resolved by the authentication middleware (api/auth.py)."""
+    principal = request.scope.get(PRINCIPAL_SCOPE_KEY)
+    if not isinstance(principal, Principal):  # fail closed if the middleware did not run
+        raise AuthenticationError("the request was not authenticated")
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
 def get_uow(request: Request) -> UnitOfWork:
     """The app's unit of work, for this request's principal and request id (audit log)."""
     uow: UnitOfWork = request.app.state.uow
-    # Until the role model exists, the admin token (or an open, token-less service) is the
-    # operator; the audit log says which.
-    name = "admin-token" if uow.settings.admin_token else "anonymous"
     supplied = request.headers.get("x-request-id", "")
     request_id = supplied if REQUEST_ID.fullmatch(supplied) else str(uuid.uuid4())
-    return replace(uow, principal=Principal(name, "operator"), request_id=request_id)
+    return replace(uow, principal=get_principal(request), request_id=request_id)
 
 
 Uow = Annotated[UnitOfWork, Depends(get_uow)]
 
 # Documents the scheme in OpenAPI (/docs "Authorize"); the check itself is api/auth.py, which
 # runs before the body is read.
-bearer_scheme = HTTPBearer(auto_error=False, description="ISOFABRIC_ADMIN_TOKEN, when it is set")
+bearer_scheme = HTTPBearer(
+    auto_error=False, description="ISOFABRIC_ADMIN_TOKEN or an API token (isofabric token create)"
+)
+
+
+def hidden_tenant(name: str) -> NotFoundError:
+    """Exactly what a missing tenant looks like, so a caller cannot infer that it exists."""
+    return NotFoundError(f"tenant '{name}' does not exist", resource="tenant", name=name)
+
+
+async def _domain(request: Request, template: str, principal: Principal) -> str:
+    tenant = request.path_params.get("tenant")
+    if tenant is not None:
+        if not SLUG.fullmatch(tenant):
+            raise hidden_tenant(tenant)  # no tenant can have this name
+        return str(tenant)
+    if template == "/v1/tokens" and request.method == "POST":
+        return await _body_tenant(request)
+    if template in SELF_SCOPED and principal.tenant is not None:
+        return principal.tenant
+    return GLOBAL_DOMAIN
+
+
+async def _body_tenant(request: Request) -> str:
+    """The tenant a token is requested for; a global token (or a bad body) is fabric-wide."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return GLOBAL_DOMAIN
+    tenant = body.get("tenant") if isinstance(body, dict) else None
+    return tenant if isinstance(tenant, str) and SLUG.fullmatch(tenant) else GLOBAL_DOMAIN
+
+
+async def authorize(request: Request, principal: CurrentPrincipal) -> None:
+    """Enforce the RBAC policy (policies/authz.py) on the matched route and its tenant.
+
+    403 when the principal may not do this; 404, shaped like a missing tenant, when the request
+    is about a tenant in which the principal holds no role.
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        raise ForbiddenError("no policy covers this request")
+    domain = await _domain(request, route.path, principal)
+    obj = object_for(route.path, {k: str(v) for k, v in request.path_params.items()})
+    decision = decide(
+        f"principal:{principal.name}", principal.role, principal.tenant, domain, obj, request.method
+    )
+    if decision is Decision.HIDDEN:
+        raise hidden_tenant(domain)
+    if decision is Decision.FORBIDDEN:
+        raise ForbiddenError(f"role '{principal.role}' may not {request.method} {route.path}")
 
 
 @dataclass(frozen=True, slots=True)

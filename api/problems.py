@@ -24,6 +24,7 @@ from policies.errors import (
     ArtifactHazardError,
     AuthenticationError,
     ConflictError,
+    ForbiddenError,
     InputFormatError,
     IsofabricError,
     IsolationViolationError,
@@ -59,6 +60,7 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     UnsupportedMediaTypeError: ProblemType("unsupported-media-type", 415, "Unsupported media type"),
     ValidationError: ProblemType("validation-error", 422, "Invalid value"),
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
+    ForbiddenError: ProblemType("forbidden", 403, "Forbidden"),
     ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
 }
 INTERNAL = ProblemType("internal-error", 500, "Internal server error")

@@ -6,8 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
-from api.deps import Listing, Uow
-from tenancy import allocations, services, tenants
+from api.deps import CurrentPrincipal, Listing, Uow
+from policies.authz import Role
+from tenancy import allocations, services, tenants, verification
+from tenancy.pagination import decode_cursor
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -17,6 +19,8 @@ from tenancy.schemas import (
     QosClassCreate,
     QosClassView,
     TenantCreate,
+    TenantReachabilityView,
+    TenantSummary,
     TenantView,
 )
 
@@ -41,21 +45,55 @@ def create_tenant(spec: TenantCreate, uow: Uow) -> TenantView:
     return tenants.create_tenant(uow, spec)
 
 
-@router.get("/tenants")
+# The billing role gets a narrower shape than the declared one: serialize what the handler returns.
+@router.get("/tenants", response_model=None, responses={200: {"model": Page[TenantView]}})
 def list_tenants(
     uow: Uow,
     listing: Listing,
+    principal: CurrentPrincipal,
     status_: Annotated[str | None, Query(alias="status", pattern="^(active|offboarded)$")] = None,
     kind: Annotated[str | None, Query(pattern="^(internal|external)$")] = None,
+) -> Page[TenantView] | Page[TenantSummary]:
+    """Tenants by name, optionally filtered by status or kind; a tenant role sees its own only,
+    the billing role only names, kinds and statuses."""
+    if principal.tenant is not None:
+        page = _own_tenant_page(uow, principal.tenant, listing.cursor, status_, kind)
+    else:
+        page = tenants.list_tenants(uow, listing.limit, listing.cursor, status_, kind)
+    if principal.role == Role.BILLING:
+        return Page(data=[_summary(t) for t in page.data], count=page.count, next=page.next)
+    return page
+
+
+def _own_tenant_page(
+    uow: Uow, name: str, cursor: str | None, status_: str | None, kind: str | None
 ) -> Page[TenantView]:
-    """Tenants by name, optionally filtered by status or kind."""
-    return tenants.list_tenants(uow, listing.limit, listing.cursor, status_, kind)
+    view = tenants.get_tenant(uow, name)
+    after = decode_cursor(cursor)
+    visible = (
+        (status_ is None or view.status == status_)
+        and (kind is None or view.kind == kind)
+        and (after is None or view.name > after)
+    )
+    return Page(data=[view] if visible else [], count=int(visible), next=None)
 
 
-@router.get("/tenants/{tenant}")
-def get_tenant(tenant: str, uow: Uow) -> TenantView:
-    """One tenant."""
-    return tenants.get_tenant(uow, tenant)
+def _summary(view: TenantView) -> TenantSummary:
+    return TenantSummary(name=view.name, kind=view.kind, status=view.status)
+
+
+@router.get("/tenants/{tenant}", response_model=None, responses={200: {"model": TenantView}})
+def get_tenant(tenant: str, uow: Uow, principal: CurrentPrincipal) -> TenantView | TenantSummary:
+    """One tenant (the billing role sees its name, kind and status)."""
+    view = tenants.get_tenant(uow, tenant)
+    return _summary(view) if principal.role == Role.BILLING else view
+
+
+@router.get("/tenants/{tenant}/reachability")
+def get_reachability(tenant: str, uow: Uow) -> TenantReachabilityView:
+    """Per fabric where the tenant has segments: the reachability edges that involve it and
+    whether the fabric's isolation verdict holds."""
+    return verification.tenant_reachability(uow, tenant)
 
 
 @router.delete("/tenants/{tenant}")

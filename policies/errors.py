@@ -9,6 +9,7 @@
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
     │   └── IsolationViolationError  the change would break isolation (carries counterexamples)
     ├── AuthenticationError       no or wrong credentials
+    ├── ForbiddenError            the caller's role may not do this
     └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
 `api/problems.py` maps each class to an RFC 9457 problem type in one table; tenancy raises these,
@@ -70,3 +71,7 @@ class ArtifactHazardError(IsofabricError):
 
 class UnsupportedMediaTypeError(ValidationError):
     """The request body's format does not fit the resource (e.g. JSON for an InfiniBand fabric)."""
+
+
+class ForbiddenError(IsofabricError):
+    """The caller is authenticated but its role does not allow the request (403)."""

@@ -305,3 +305,17 @@ class SigningKey(SQLModel, table=True):
     public_pem: str
     status: str = Field(default="active", max_length=16)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token: only the SHA-256 of its secret is stored; the secret is shown once."""
+
+    __tablename__ = "api_token"
+    id: str = Field(primary_key=True, max_length=36)
+    name: str = Field(max_length=63)
+    role: str = Field(max_length=32)
+    tenant: str | None = Field(default=None, max_length=63, index=True)
+    secret_sha256: str = Field(max_length=64, unique=True, index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    expires_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))

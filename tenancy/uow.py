@@ -32,6 +32,7 @@ class Principal:
 
     name: str
     role: str
+    tenant: str | None = None
 
 
 # The command line and in-process callers act as the operator of the local installation.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import secrets
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.model import FabricKind, FabricSnapshot, format_guid, format_pkey
+from policies.model import FabricKind, FabricSnapshot, Owner, format_guid, format_pkey
 from policies.render_opensm import Artifact, SubnetManagerKeys, render_opensm_artifacts
 from policies.render_roce import render_roce_artifacts
 from policies.roce_model import RoceSnapshot
@@ -20,7 +20,7 @@ from policies.roce_verify import verify_roce
 from policies.verify import Counterexample, Endpoint, Verdict, verify_isolation
 from tenancy import audit
 from tenancy import models as m
-from tenancy.lookups import fabric_named
+from tenancy.lookups import fabric_named, tenant_named
 from tenancy.roce import load_roce_snapshot
 from tenancy.schemas import (
     ArtifactFile,
@@ -28,6 +28,8 @@ from tenancy.schemas import (
     CounterexampleView,
     EdgeView,
     EndpointView,
+    FabricReachabilityView,
+    TenantReachabilityView,
     VerificationView,
 )
 from tenancy.settings import Settings
@@ -194,3 +196,30 @@ def subnet_manager_keys(
         sm_key=settings.opensm_sm_key or int(stored.sm_key, 16),
         sa_key=settings.opensm_sa_key or int(stored.sa_key, 16),
     )
+
+
+def tenant_reachability(uow: UnitOfWork, tenant_name: str) -> TenantReachabilityView:
+    """Per fabric where the tenant holds active segments: the reachability edges that involve
+    it and whether the fabric's verdict holds."""
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        fabric_ids = select(m.Segment.fabric_id).where(
+            m.Segment.tenant_id == tenant.id, m.Segment.state == "active"
+        )
+        fabrics = tx.session.exec(
+            select(m.Fabric).where(col(m.Fabric.id).in_(fabric_ids)).order_by(col(m.Fabric.name))
+        ).all()
+        owner = str(Owner.tenant(tenant.name))
+        views = []
+        for fabric in fabrics:
+            view = verdict_view(verify_snapshot(load_any_snapshot(tx.session, fabric)), fabric.kind)
+            edges = [e for e in view.reachability if owner in (e.source, e.target)]
+            views.append(
+                FabricReachabilityView(
+                    fabric=fabric.name,
+                    holds=view.holds,
+                    snapshot_digest=view.snapshot_digest,
+                    edges=edges,
+                )
+            )
+        return TenantReachabilityView(tenant=tenant.name, fabrics=views)

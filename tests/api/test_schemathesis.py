@@ -19,7 +19,9 @@ from schemathesis.specs.openapi.checks import (
 from api.app import create_app
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
 from tenancy.demo import load_demo
+from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
+from tenancy.tokens import create_token
 
 OPERATOR_TOKEN = "schemathesis-operator"
 CHECKS = [
@@ -31,6 +33,9 @@ CHECKS = [
 
 app = create_app(Settings(database_url="sqlite://", admin_token=OPERATOR_TOKEN))
 load_demo(app.state.uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+TENANT_TOKEN = create_token(
+    app.state.uow, TokenCreate(name="schemathesis", role="tenant-admin", tenant="acme")
+).token
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
@@ -38,3 +43,10 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_operator_requests_never_fail_and_match_the_schema(case):
     case.call_and_validate(headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, checks=CHECKS)
+
+
+@schema.parametrize()
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_tenant_admin_requests_never_fail_and_match_the_schema(case):
+    """A tenant role gets its own data, 403 or a 404 for the rest, never a 5xx."""
+    case.call_and_validate(headers={"Authorization": f"Bearer {TENANT_TOKEN}"}, checks=CHECKS)

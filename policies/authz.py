@@ -1,0 +1,147 @@
+"""Authorization: RBAC with domains (domain = tenant) on pycasbin, built from strings only.
+
+Requests are ``(subject, domain, object, action)``: the subject is a principal key, the domain
+the tenant the request is about (``*`` for fabric-wide requests), the object the matched route
+template (never the raw URL, so no encoding or ``..`` trick changes the decision) and the action
+the HTTP method. Role policies live in the wildcard domain ``*``; each principal adds one
+grouping row binding it to its role, in its tenant or, for global roles, in ``*``. A domain
+matching function lets a ``*`` binding match every tenant; a plain ``r.dom == p.dom`` matcher
+would silently deny operators everywhere but in ``*``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import casbin
+from casbin.persist.adapters import StringAdapter
+
+GLOBAL_DOMAIN = "*"
+
+
+class Role(StrEnum):
+    """The roles a principal can hold."""
+
+    OPERATOR = "operator"
+    AUDITOR = "auditor"
+    BILLING = "billing"
+    TENANT_ADMIN = "tenant-admin"
+    TENANT_VIEWER = "tenant-viewer"
+
+
+GLOBAL_ROLES = frozenset({Role.OPERATOR, Role.AUDITOR, Role.BILLING})
+TENANT_ROLES = frozenset({Role.TENANT_ADMIN, Role.TENANT_VIEWER})
+
+MODEL_TEXT = """
+[request_definition]
+r = sub, dom, obj, act
+
+[policy_definition]
+p = sub, dom, obj, act, eft
+
+[role_definition]
+g = _, _, _
+
+[policy_effect]
+e = some(where (p.eft == allow)) && !some(where (p.eft == deny))
+
+[matchers]
+m = g(r.sub, p.sub, r.dom) && (p.dom == "*" || r.dom == p.dom) \
+&& regexMatch(r.obj, p.obj) && regexMatch(r.act, p.act)
+"""
+
+_TENANT_READS = (
+    r"^/v1/tenants/\{tenant\}(/(allocations|grants)(/\{(allocation_id|grant_id)\})?"
+    r"|/reachability)?$"
+)
+# Anchored regexes over route templates; the artifact route carries its file path (see
+# `object_for`). No regex may contain a comma: the policy text is CSV.
+POLICY_TEXT = "\n".join(
+    [
+        r"p, operator, *, ^/v1(/.*)?$, ^[A-Z]+$, allow",
+        r"p, auditor, *, ^/v1(/.*)?$, ^GET$, allow",
+        r"p, auditor, *, ^/v1/fabrics/\{fabric\}/artifacts/(.*/)?opensm\.conf$, ^[A-Z]+$, deny",
+        r"p, billing, *, ^/v1/tenants(/\{tenant\})?$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
+        rf"p, tenant-viewer, *, {_TENANT_READS}, ^GET$, allow",
+        r"p, tenant-admin, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
+        rf"p, tenant-admin, *, {_TENANT_READS}, ^GET$, allow",
+        r"p, tenant-admin, *, ^/v1/tokens(/\{token_id\})?$, ^(GET|POST|DELETE)$, allow",
+    ]
+)
+
+
+class Decision(StrEnum):
+    """What the API makes of a request: allow it, refuse it (403) or hide the tenant (404)."""
+
+    ALLOW = "allow"
+    FORBIDDEN = "forbidden"
+    HIDDEN = "hidden"
+
+
+def domain_matches(request_domain: str, binding_domain: str) -> bool:
+    """A binding in ``*`` holds in every domain; any other binding only in its own."""
+    return binding_domain == GLOBAL_DOMAIN or request_domain == binding_domain
+
+
+def binding_domain(role: str, tenant: str | None) -> str:
+    """The domain a principal's role is bound in: its tenant, or ``*`` for global roles.
+
+    Raises:
+        ValueError: the role is unknown, a tenant role has no tenant or a global role has one.
+    """
+    parsed = Role(role)
+    if parsed in TENANT_ROLES:
+        if not tenant:
+            raise ValueError(f"role '{role}' needs a tenant")
+        return tenant
+    if tenant is not None:
+        raise ValueError(f"role '{role}' is global and cannot have a tenant")
+    return GLOBAL_DOMAIN
+
+
+def build_enforcer(subject: str, role: str, tenant: str | None) -> Any:
+    """An enforcer holding the role policies and one grouping row for `subject`."""
+    domain = binding_domain(role, tenant)
+    policy = f"{POLICY_TEXT}\ng, {subject}, {Role(role).value}, {domain}"
+    enforcer = casbin.Enforcer(casbin.Enforcer.new_model(text=MODEL_TEXT), StringAdapter(policy))
+    enforcer.add_named_domain_matching_func("g", domain_matches)
+    enforcer.build_role_links()
+    return enforcer
+
+
+def object_for(template: str, path_params: dict[str, str]) -> str:
+    """The object of a request: the route template, with an artifact's file path filled in."""
+    suffix = "/artifacts/{path:path}"
+    if template.endswith(suffix):
+        return template.removesuffix("{path:path}") + path_params.get("path", "")
+    return template
+
+
+def decide(
+    subject: str, role: str, tenant: str | None, domain: str, obj: str, act: str
+) -> Decision:
+    """Decide one request of principal `subject` (holding `role` in `tenant`).
+
+    Args:
+        subject: The principal's key (unique per request).
+        role: The principal's role.
+        tenant: The principal's tenant (tenant roles) or None (global roles).
+        domain: The tenant the request is about, or ``*`` for fabric-wide requests.
+        obj: The object (`object_for` of the matched route).
+        act: The HTTP method.
+
+    Returns:
+        ALLOW if a policy allows it; HIDDEN if the request is about a tenant in which the
+        principal holds no role (the caller must not learn that the tenant exists); FORBIDDEN
+        otherwise.
+    """
+    if any(c in domain for c in ",\n\r"):
+        return Decision.HIDDEN if tenant is not None else Decision.FORBIDDEN
+    enforcer = build_enforcer(subject, role, tenant)
+    if enforcer.enforce(subject, domain, obj, act):
+        return Decision.ALLOW
+    if domain != GLOBAL_DOMAIN and not enforcer.get_roles_for_user_in_domain(subject, domain):
+        return Decision.HIDDEN
+    return Decision.FORBIDDEN

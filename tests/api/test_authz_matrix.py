@@ -1,0 +1,308 @@
+"""Authorization matrix: every route of the app x every role x own/other tenant.
+
+Outcomes per role, in the order of ROLES: "A" allowed (neither 401, 403 nor a hidden tenant),
+"F" 403, "N" 404. Each route has (own, other): `own` for tenant acme (the tenant roles' own),
+`other` for globex, or None for fabric-wide routes. A route of the app without an entry here
+fails `test_every_route_of_the_app_is_in_the_matrix`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from fastapi.routing import iter_route_contexts
+
+from tenancy import tokens
+from tenancy.schemas import TokenCreate
+from tests.builders import (
+    FABRIC,
+    PKEY_RANGE,
+    TEXT_PLAIN,
+    Onboarded,
+    assert_problem,
+    example_topology,
+    ok,
+)
+
+ADMIN = "bootstrap-admin-token"
+# Mutating roles last: the operator's DELETE must not remove what the others are asked about.
+ROLES = ("tenant-viewer", "tenant-admin", "billing", "auditor", "operator")
+OWN, OTHER = "acme", "globex"
+ROLE_TENANT = {"tenant-viewer": OWN, "tenant-admin": OWN}
+
+# (method, route template) -> (own, other); outcome letters in ROLES order:
+#                                       viewer, admin, billing, auditor, operator
+MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
+    ("POST", "/v1/fabrics"): ("FFFFA", None),
+    ("GET", "/v1/fabrics"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}"): ("FFFAA", None),
+    ("PUT", "/v1/fabrics/{fabric}/topology"): ("FFFFA", None),
+    ("GET", "/v1/fabrics/{fabric}/nodes"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/nodes/{node}"): ("FFFAA", None),
+    ("PATCH", "/v1/fabrics/{fabric}/nodes/{node}"): ("FFFFA", None),
+    ("POST", "/v1/fabrics/{fabric}/services"): ("FFFFA", None),
+    ("GET", "/v1/fabrics/{fabric}/services"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/services/{service}"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/verification"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/artifacts"): ("FFFAA", None),
+    # asked for opensm/opensm.conf, which holds the subnet keys
+    ("GET", "/v1/fabrics/{fabric}/artifacts/{path:path}"): ("FFFFA", None),
+    ("GET", "/v1/qos-classes"): ("AAFAA", None),
+    ("POST", "/v1/qos-classes"): ("FFFFA", None),
+    ("POST", "/v1/tenants"): ("FFFFA", None),
+    ("GET", "/v1/tenants"): ("AAAAA", None),
+    ("GET", "/v1/tenants/{tenant}"): ("AAAAA", "NNAAA"),
+    ("GET", "/v1/tenants/{tenant}/reachability"): ("AAFAA", "NNFAA"),
+    ("DELETE", "/v1/tenants/{tenant}"): ("FFFFA", "NNFFA"),
+    ("POST", "/v1/tenants/{tenant}/allocations"): ("FFFFA", "NNFFA"),
+    ("GET", "/v1/tenants/{tenant}/allocations"): ("AAFAA", "NNFAA"),
+    ("GET", "/v1/tenants/{tenant}/allocations/{allocation_id}"): ("AAFAA", "NNFAA"),
+    ("DELETE", "/v1/tenants/{tenant}/allocations/{allocation_id}"): ("FFFFA", "NNFFA"),
+    ("POST", "/v1/tenants/{tenant}/grants"): ("FFFFA", "NNFFA"),
+    ("GET", "/v1/tenants/{tenant}/grants"): ("AAFAA", "NNFAA"),
+    ("GET", "/v1/tenants/{tenant}/grants/{grant_id}"): ("AAFAA", "NNFAA"),
+    ("DELETE", "/v1/tenants/{tenant}/grants/{grant_id}"): ("FFFFA", "NNFFA"),
+    ("GET", "/v1/audit/entries"): ("FFFAA", None),
+    ("GET", "/v1/audit/checkpoint"): ("FFFAA", None),
+    ("GET", "/v1/audit/proofs/inclusion"): ("FFFAA", None),
+    ("GET", "/v1/audit/proofs/consistency"): ("FFFAA", None),
+    # the tenant of a new token is in the body
+    ("POST", "/v1/tokens"): ("FAFFA", "NNFFA"),
+    ("GET", "/v1/tokens"): ("FAFAA", None),
+    # the token revoked is one of tenant acme or globex; others' tokens are invisible (404)
+    ("DELETE", "/v1/tokens/{token_id}"): ("FAFFA", "FNFFA"),
+}
+
+CASES = [
+    pytest.param(method, path, tenant, id=f"{method} {path} {tenant or ''}".strip())
+    for (method, path), (_own, other) in MATRIX.items()
+    for tenant in ((OWN, OTHER) if other is not None else (None,))
+]
+BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/fabrics"): {"name": "ib-west", "kind": "infiniband", "pkey_range": PKEY_RANGE},
+    ("PATCH", "/v1/fabrics/{fabric}/nodes/{node}"): {"role": "compute"},
+    ("POST", "/v1/tenants"): {"name": "initech", "kind": "external", "qos_class": "gold"},
+    ("POST", "/v1/tenants/{tenant}/grants"): {"fabric": FABRIC, "service": "storage"},
+}
+MISSING_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def mint(client, role: str, tenant: str | None = None, name: str | None = None) -> tuple[str, str]:
+    spec = TokenCreate(name=name or f"m-{role}", role=role, tenant=tenant)
+    made = tokens.create_token(client.app.state.uow, spec)
+    return made.id, made.token
+
+
+@pytest.fixture
+def world(make_client, onboarded: Onboarded):
+    """A closed service with one token per role and a victim token per tenant."""
+    client = make_client(admin_token=ADMIN)
+    secrets = {role: mint(client, role, ROLE_TENANT.get(role))[1] for role in ROLES}
+    victims = {t: mint(client, "tenant-viewer", t, name="victim")[0] for t in (OWN, OTHER)}
+    return client, secrets, victims, onboarded
+
+
+def url_for(path: str, tenant: str | None, onboarded: Onboarded, victims: dict[str, str]) -> str:
+    values = {
+        "fabric": FABRIC,
+        "node": "gpu0008",
+        "service": "storage",
+        "tenant": tenant or "",
+        "allocation_id": onboarded.allocation_ids.get(tenant or "", MISSING_ID),
+        "grant_id": onboarded.grant_ids.get(tenant or "", MISSING_ID),
+        "path:path": "opensm/opensm.conf",
+        "token_id": victims.get(tenant or "", MISSING_ID),
+    }
+    url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
+    query = {
+        "/v1/audit/proofs/inclusion": "?index=0&size=1",
+        "/v1/audit/proofs/consistency": "?first=1&second=1",
+    }
+    return url + query.get(path, "")
+
+
+def send(client, method: str, path: str, tenant: str | None, secret: str, url: str):
+    headers = bearer(secret)
+    if path.endswith("/topology"):
+        return client.request(
+            method, url, content=example_topology(), headers={**headers, **TEXT_PLAIN}
+        )
+    if (method, path) == ("POST", "/v1/tokens"):
+        body = {"name": "ci", "role": "tenant-viewer", "tenant": tenant}
+        return client.request(method, url, json=body, headers=headers)
+    if method in ("POST", "PUT", "PATCH"):
+        return client.request(method, url, json=BODIES.get((method, path), {}), headers=headers)
+    return client.request(method, url, headers=headers)
+
+
+def is_hidden_tenant(response, tenant: str | None) -> bool:
+    return (
+        response.status_code == 404
+        and tenant is not None
+        and response.json().get("detail") == f"tenant '{tenant}' does not exist"
+    )
+
+
+def test_every_route_of_the_app_is_in_the_matrix(world):
+    client = world[0]
+    contexts = list(iter_route_contexts(client.app.routes))
+    routes = {
+        (method, context.path)
+        for context in contexts
+        if context.path is not None and context.path.startswith("/v1")
+        for method in context.methods or ()
+    }
+    assert routes - MATRIX.keys() == set(), "routes without an authorization entry"
+    assert MATRIX.keys() - routes == set(), "entries for routes that do not exist"
+    for context in contexts:
+        # The authorization dependency decides on scope["route"].path: the full template.
+        assert context.path == getattr(context.original_route, "path", None)
+    others = {c.path for c in contexts if c.path is not None and not c.path.startswith("/v1")}
+    assert others == {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+
+
+@pytest.mark.parametrize(("method", "path", "tenant"), CASES)
+def test_authorization_matrix(world, method, path, tenant):
+    client, secrets, victims, onboarded = world
+    own, other = MATRIX[(method, path)]
+    expected_row = own if tenant in (None, OWN) else other
+    assert expected_row is not None
+    url = url_for(path, tenant, onboarded, victims)
+    for role, expected in zip(ROLES, expected_row, strict=True):
+        response = send(client, method, path, tenant, secrets[role], url)
+        where = f"{role} {method} {url}: {response.status_code} {response.text[:300]}"
+        if expected == "F":
+            assert_problem(response, 403, "forbidden")
+        elif expected == "N":
+            assert_problem(response, 404)
+        else:
+            assert response.status_code not in (401, 403), where
+            assert not is_hidden_tenant(response, tenant), where
+            assert response.status_code < 500, where
+            if method == "GET" and not (path.endswith("{grant_id}") and tenant == OTHER):
+                assert response.status_code == 200, where  # globex has no grant to read
+
+
+def _without_instance(body: dict[str, Any], name: str) -> dict[str, Any]:
+    return {
+        key: (value.replace(name, "<t>") if isinstance(value, str) else value)
+        for key, value in body.items()
+        if key not in ("instance", "name")
+    } | {"name?": "name" in body}
+
+
+TENANT_ROUTES = [
+    pytest.param(method, path, id=f"{method} {path}")
+    for (method, path), (_own, other) in MATRIX.items()
+    if "{tenant}" in path
+]
+
+
+@pytest.mark.parametrize(("method", "path"), TENANT_ROUTES)
+@pytest.mark.parametrize("role", ["tenant-viewer", "tenant-admin"])
+def test_another_tenant_looks_exactly_like_a_missing_one(world, role, method, path):
+    client, secrets, victims, onboarded = world
+    secret = secrets[role]
+
+    hidden = send(client, method, path, OTHER, secret, url_for(path, OTHER, onboarded, victims))
+    missing = send(client, method, path, "nope", secret, url_for(path, "nope", onboarded, victims))
+
+    assert_problem(hidden, 404, "not-found")
+    assert_problem(missing, 404, "not-found")
+    assert hidden.headers.keys() == missing.headers.keys()
+    assert _without_instance(hidden.json(), OTHER) == _without_instance(missing.json(), "nope")
+
+
+@pytest.mark.parametrize("role", ["tenant-viewer", "tenant-admin"])
+def test_lists_never_show_another_tenant(world, role):
+    client, secrets, _victims, _onboarded = world
+    headers = bearer(secrets[role])
+
+    listed = ok(client.get("/v1/tenants", headers=headers))
+    assert [t["name"] for t in listed["data"]] == [OWN]
+    assert listed["count"] == 1 and listed["next"] is None
+    assert ok(client.get("/v1/tenants?kind=internal", headers=headers))["data"] == []
+    assert OTHER not in client.get("/v1/tenants?limit=1000", headers=headers).text
+    if role == "tenant-admin":
+        assert {t["tenant"] for t in ok(client.get("/v1/tokens", headers=headers))["data"]} == {OWN}
+
+
+def test_billing_sees_names_kinds_and_statuses_only(world):
+    client, secrets, _victims, _onboarded = world
+    headers = bearer(secrets["billing"])
+
+    listed = ok(client.get("/v1/tenants", headers=headers))
+    assert {t["name"] for t in listed["data"]} == {"acme", "research", "globex"}
+    for item in [*listed["data"], ok(client.get("/v1/tenants/globex", headers=headers))]:
+        assert item.keys() == {"name", "kind", "status"}
+    operator_view = ok(client.get("/v1/tenants/acme", headers=bearer(secrets["operator"])))
+    assert "qos_class" in operator_view
+
+
+def test_the_auditor_reads_every_artifact_but_the_subnet_keys(world):
+    client, secrets, _victims, _onboarded = world
+    headers = bearer(secrets["auditor"])
+    base = f"/v1/fabrics/{FABRIC}/artifacts"
+
+    assert client.get(f"{base}/opensm/partitions.conf", headers=headers).status_code == 200
+    assert client.get(f"{base}/opensm/qos-policy.conf", headers=headers).status_code == 200
+    for trick in (
+        "opensm/opensm.conf",
+        "opensm%2Fopensm.conf",
+        "opensm/./opensm.conf",
+        "opensm//opensm.conf",
+        "x/../opensm/opensm.conf",
+        "opensm%2F..%2Fopensm%2Fopensm.conf",
+    ):
+        response = client.get(f"{base}/{trick}", headers=headers)
+        assert response.status_code in (403, 404), trick
+        assert "sm_key" not in response.text and "m_key" not in response.text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/tenants/acme%2F..%2Fglobex",
+        "/v1/tenants/acme/..%2Fglobex",
+        "/v1/tenants/%2A",
+        "/v1/tenants/*/allocations",
+        "/v1/tenants/globex%00",
+        "/v1/tenants/GLOBEX",
+        "/v1/tenants/globex/",
+        "/v1/tenants/acme/allocations/..%2F..%2Fglobex",
+    ],
+)
+def test_path_tricks_never_reach_another_tenant(world, url):
+    client, secrets, _victims, _onboarded = world
+
+    response = client.get(url, headers=bearer(secrets["tenant-viewer"]))
+
+    assert response.status_code in (403, 404), response.text
+    assert "gpu0005" not in response.text and "bronze" not in response.text
+
+
+def test_reachability_of_a_tenant_lists_its_edges_only(world):
+    client, secrets, _victims, _onboarded = world
+
+    body = ok(client.get("/v1/tenants/acme/reachability", headers=bearer(secrets["tenant-viewer"])))
+
+    assert body["tenant"] == "acme"
+    [fabric] = body["fabrics"]
+    assert fabric["fabric"] == FABRIC and fabric["holds"] is True
+    assert fabric["edges"], "acme is granted the storage service"
+    for edge in fabric["edges"]:
+        assert "tenant:acme" in (edge["from"], edge["to"])
+        assert "tenant:globex" not in (edge["from"], edge["to"])
+
+
+def test_unauthenticated_requests_are_401_on_every_route(world):
+    client = world[0]
+    for method, path in MATRIX:
+        url = url_for(path, OWN, world[3], world[2])
+        assert_problem(client.request(method, url), 401, "unauthorized")
