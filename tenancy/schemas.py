@@ -469,11 +469,10 @@ class TokenCreated(BaseModel):
 
 
 class TenantSummary(Strict):
-    """What the billing role sees of a tenant (strict, so no fuller view ever validates as it)."""
+    """What the billing role sees of a tenant: its name and nothing else (issue 4; the billing
+    account joins it with usage metering). Strict, so no fuller view ever validates as it."""
 
     name: str
-    kind: str
-    status: str
 
 
 class FabricReachabilityView(BaseModel):
