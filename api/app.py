@@ -10,7 +10,9 @@ from api.deps import authorize, bearer_scheme
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
 from api.routes_audit import router as audit_router
+from api.routes_audits import router as audits_router
 from api.routes_fabrics import router as fabrics_router
+from api.routes_proofs import router as proofs_router
 from api.routes_tenants import router as tenants_router
 from api.routes_tokens import router as tokens_router
 from tenancy.bootstrap import prepare_database
@@ -35,9 +37,10 @@ def create_app(
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
-    for router in (fabrics_router, tenants_router, audit_router, tokens_router):
+    for router in (fabrics_router, tenants_router, audit_router, tokens_router, audits_router):
         # Every /v1 route is authorized against the RBAC policy (policies/authz.py).
         app.include_router(router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
+    app.include_router(proofs_router)  # authorizes with its own dependency (routes_proofs.py)
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)

@@ -244,3 +244,158 @@ def token_revoke(token_id: Annotated[str, typer.Argument()], db: DbOption = None
 
 def main() -> None:
     app()
+
+
+# --- config audits and the collector (issue 5 items 4-5) --------------------------------------
+
+_FORMAT_BY_SUFFIX = {".json": "config_db", ".conf": "partitions"}
+
+
+def _audit_format(file: Path, given: str | None) -> str:
+    if given:
+        return given
+    if file.name.startswith("frr"):
+        return "frr"
+    return _FORMAT_BY_SUFFIX.get(file.suffix, "partitions")
+
+
+@app.command("audit-config")
+def audit_config(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    fabric: FabricOption,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="partitions | config_db | frr (default: from the name)"),
+    ] = None,
+    leaf: Annotated[str | None, typer.Option("--leaf", help="Leaf switch (RoCE)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Audit a deployed config file against the fabric's intent; print the report as JSON.
+
+    Exit 1 if isolation does not hold or any finding is critical."""
+    from tenancy.config_audits import audit_config as run_audit
+
+    text = file.read_text(encoding="utf-8", errors="replace")
+    view = run_audit(_uow(db), fabric, _audit_format(file, format), leaf, text)
+    typer.echo(view.model_dump_json(indent=2))
+    critical = any(f.severity == "critical" for f in view.findings)
+    raise typer.Exit(0 if view.holds and not critical else 1)
+
+
+collect_app = typer.Typer(help="Read a live fabric's state (run on an SM host).")
+app.add_typer(collect_app, name="collect")
+
+
+def _m_key(text: str | None) -> int | None:
+    return int(text, 0) if text else None
+
+
+@collect_app.command("ib")
+def collect_ib_command(
+    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout")] = None,
+    m_key: Annotated[
+        str | None,
+        typer.Option("--m-key", "-y", envvar="ISOFABRIC_M_KEY", help="M_Key for smpquery -y"),
+    ] = None,
+) -> None:
+    """Read ibnetdiscover and every CA port's P_Key table into an observation document."""
+    from api.collect import CollectError, collect_ib
+
+    try:
+        document = collect_ib(m_key=_m_key(m_key))
+    except CollectError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(2) from error
+    text = json.dumps(document, indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+
+
+# --- signing keys and isolation proofs (issue 5) ------------------------------------------------
+
+keys_app = typer.Typer(help="The service's Ed25519 signing keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+proof_app = typer.Typer(help="Isolation proofs (DSSE, in-toto).", no_args_is_help=True)
+app.add_typer(proof_app, name="proof")
+
+
+@keys_app.command("create")
+def keys_create(db: DbOption = None) -> None:
+    """Create the active signing key unless one exists; print its public form."""
+    from tenancy import keys_store
+
+    typer.echo(json.dumps(keys_store.create(_uow(db)), indent=2))
+
+
+@keys_app.command("rotate")
+def keys_rotate(db: DbOption = None) -> None:
+    """Make a new active key; the previous one is retired and stays published."""
+    from tenancy import keys_store
+
+    typer.echo(json.dumps(keys_store.rotate(_uow(db)), indent=2))
+
+
+@keys_app.command("list")
+def keys_list(db: DbOption = None) -> None:
+    """Print every public key (keyid, PEM, JWK, status) as JSON."""
+    from tenancy import keys_store
+
+    typer.echo(json.dumps(keys_store.list_keys(_uow(db)), indent=2))
+
+
+@proof_app.command("issue")
+def proof_issue(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant name")],
+    fabric: FabricOption,
+    db: DbOption = None,
+) -> None:
+    """Issue (and store) an isolation proof; print {"id", "envelope"}."""
+    from tenancy import proofs
+
+    typer.echo(json.dumps(proofs.issue(_uow(db), tenant, fabric), indent=2))
+
+
+@proof_app.command("verify")
+def proof_verify(
+    proof: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    key: Annotated[
+        list[Path], typer.Option("--key", exists=True, dir_okay=False, help="Public key PEM")
+    ],
+    artifacts: Annotated[
+        Path | None,
+        typer.Option("--artifacts", exists=True, file_okay=False, help="Rendered artifacts dir"),
+    ] = None,
+) -> None:
+    """Check a proof's signature and, with --artifacts, its subjects and reachability claims."""
+    from policies.errors import ValidationError
+    from policies.proofs import check_claims, verify_envelope
+    from tenancy.audit_verify import load_public_key
+
+    try:
+        document = json.loads(proof.read_text())
+        envelope = document.get("envelope", document) if isinstance(document, dict) else {}
+        keys = [load_public_key(path.read_text()) for path in key]
+        statement = verify_envelope(envelope, keys)
+        typer.echo("signature: OK")
+        if artifacts is not None:
+            files = {s["name"]: _artifact_bytes(artifacts, s["name"]) for s in statement["subject"]}
+            reach = check_claims(statement, files)
+            typer.echo(f"subjects: OK ({len(files)} file(s) match)")
+            typer.echo("reachability: OK (" + ", ".join(f"{o}@{s}" for o, s in sorted(reach)) + ")")
+    except (ValidationError, ValueError, KeyError, TypeError, AttributeError) as error:
+        reason = getattr(error, "detail", None) or str(error)
+        typer.echo(f"proof verification FAILED: {reason}", err=True)
+        raise typer.Exit(1) from error
+    predicate = statement["predicate"]
+    typer.echo(f"proof OK: tenant {predicate.get('tenant')} on fabric {predicate.get('fabric')}")
+
+
+def _artifact_bytes(directory: Path, name: str) -> bytes:
+    path = (directory / name).resolve()
+    if directory.resolve() not in path.parents:
+        raise ValueError(f"subject '{name}' is outside the artifacts directory")
+    if not path.is_file():
+        raise ValueError(f"artifact '{name}' is missing from {directory}")
+    return path.read_bytes()

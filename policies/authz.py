@@ -61,6 +61,7 @@ POLICY_TEXT = "\n".join(
     [
         r"p, operator, *, ^/v1(/.*)?$, ^[A-Z]+$, allow",
         r"p, auditor, *, ^/v1(/.*)?$, ^GET$, allow",
+        r"p, auditor, *, ^/v1/fabrics/\{fabric\}/(audits|observations)$, ^POST$, allow",
         r"p, auditor, *, ^/v1/fabrics/\{fabric\}/artifacts/(.*/)?opensm\.conf$, ^[A-Z]+$, deny",
         r"p, billing, *, ^/v1/tenants(/\{tenant\})?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
@@ -68,6 +69,14 @@ POLICY_TEXT = "\n".join(
         r"p, tenant-admin, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
         rf"p, tenant-admin, *, {_TENANT_READS}, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/tokens(/\{token_id\})?$, ^(GET|POST|DELETE)$, allow",
+        # isolation proofs (issue 5): issuing changes nothing, so auditors may POST it too
+        r"p, auditor, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
+        r"p, tenant-admin, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
+        r"p, tenant-admin, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
+        r"p, billing, *, ^/v1/keys$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/v1/keys$, ^GET$, allow",
+        r"p, tenant-admin, *, ^/v1/keys$, ^GET$, allow",
     ]
 )
 

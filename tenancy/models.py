@@ -319,3 +319,14 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
     expires_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
     revoked_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+
+
+class Proof(SQLModel, table=True):
+    """A signed isolation proof: a DSSE envelope over an in-toto Statement (issue 5)."""
+
+    __tablename__ = "proof"
+    id: str = Field(primary_key=True, max_length=36)
+    tenant: str = Field(max_length=63, index=True)
+    fabric: str = Field(max_length=63, index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    envelope: str

@@ -485,3 +485,80 @@ class FabricReachabilityView(BaseModel):
 class TenantReachabilityView(BaseModel):
     tenant: str
     fabrics: list[FabricReachabilityView]
+
+
+# --- config audits and observed state (issue 5 items 4-5) -------------------------------------
+
+AUDIT_FORMAT_PATTERN = "^(partitions|config_db|frr)$"
+HEX_GUID_PATTERN = "^0[xX][0-9a-fA-F]{1,16}$"
+HEX_PKEY_PATTERN = "^0[xX][0-9a-fA-F]{1,4}$"
+
+
+class AuditFindingView(BaseModel):
+    code: str
+    severity: str
+    line: int | None
+    message: str
+
+
+class DriftView(BaseModel):
+    owner: str | None
+    segment: str
+    added: list[str]
+    missing: list[str]
+    changed: list[str] = []
+
+
+class ConfigAuditView(BaseModel):
+    fabric: str
+    format: str
+    leaf: str | None
+    snapshot_digest: str
+    holds: bool
+    findings: list[AuditFindingView]
+    drift: list[DriftView]
+    counterexamples: list[CounterexampleView]
+
+
+class ObservedPort(Strict):
+    guid: Annotated[str, Field(pattern=HEX_GUID_PATTERN)]
+    lid: Annotated[int, Field(ge=0, le=0xFFFF)]
+    pkeys: Annotated[list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]], Field(max_length=128)]
+
+
+class ObservationCreate(BaseModel):
+    """What ``isofabric collect ib`` prints; unknown members are ignored."""
+
+    kind: Literal["infiniband"]
+    collected_at: datetime | None = None
+    ibnetdiscover: Annotated[str, Field(max_length=16_000_000)] = ""
+    ports: Annotated[list[ObservedPort], Field(max_length=100_000)]
+
+
+class PortDriftView(BaseModel):
+    guid: str
+    node: str
+    owner: str
+    missing: list[str]
+    unexpected: list[str]
+
+
+class ObservationView(BaseModel):
+    fabric: str
+    snapshot_digest: str
+    holds: bool
+    ports: list[PortDriftView]
+    counterexamples: list[CounterexampleView]
+
+
+class ProofIssue(Strict):
+    """Body of POST /v1/tenants/{tenant}/isolation-proofs."""
+
+    fabric: Slug
+
+
+class ProofCreated(BaseModel):
+    """An issued isolation proof: its id and the DSSE envelope (in-toto Statement v1)."""
+
+    id: str
+    envelope: dict[str, Any]

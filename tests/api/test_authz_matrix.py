@@ -47,6 +47,9 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/fabrics/{fabric}/services/{service}"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}/verification"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}/artifacts"): ("FFFAA", None),
+    # config audits and observations change nothing: auditors may POST them
+    ("POST", "/v1/fabrics/{fabric}/audits"): ("FFFAA", None),
+    ("POST", "/v1/fabrics/{fabric}/observations"): ("FFFAA", None),
     # asked for opensm/opensm.conf, which holds the subnet keys
     ("GET", "/v1/fabrics/{fabric}/artifacts/{path:path}"): ("FFFFA", None),
     ("GET", "/v1/qos-classes"): ("AAFAA", None),
@@ -73,6 +76,12 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/tokens"): ("FAFAA", None),
     # the token revoked is one of tenant acme or globex; others' tokens are invisible (404)
     ("DELETE", "/v1/tokens/{token_id}"): ("FAFFA", "FNFFA"),
+    # isolation proofs: issuing changes nothing (auditors may POST); reads are tenant-scoped
+    ("POST", "/v1/tenants/{tenant}/isolation-proofs"): ("FAFAA", "NNFAA"),
+    ("GET", "/v1/proofs"): ("AAFAA", None),
+    # asked for a proof that does not exist
+    ("GET", "/v1/proofs/{proof_id}"): ("NNFNN", None),
+    ("GET", "/v1/keys"): ("AAAAA", None),
 }
 
 CASES = [
@@ -85,6 +94,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/v1/fabrics/{fabric}/nodes/{node}"): {"role": "compute"},
     ("POST", "/v1/tenants"): {"name": "initech", "kind": "external", "qos_class": "gold"},
     ("POST", "/v1/tenants/{tenant}/grants"): {"fabric": FABRIC, "service": "storage"},
+    ("POST", "/v1/tenants/{tenant}/isolation-proofs"): {"fabric": FABRIC},
 }
 MISSING_ID = "00000000-0000-4000-8000-000000000000"
 
@@ -118,6 +128,7 @@ def url_for(path: str, tenant: str | None, onboarded: Onboarded, victims: dict[s
         "grant_id": onboarded.grant_ids.get(tenant or "", MISSING_ID),
         "path:path": "opensm/opensm.conf",
         "token_id": victims.get(tenant or "", MISSING_ID),
+        "proof_id": MISSING_ID,
     }
     url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
     query = {

@@ -1,0 +1,113 @@
+"""The collector: read a live InfiniBand fabric's P_Key tables on a Subnet Manager host.
+
+``isofabric collect ib`` runs ``ibnetdiscover`` (the topology text), ``ibnetdiscover -p`` (CA
+ports with their LIDs) and ``smpquery pkeys <lid>`` for every CA port, and prints one JSON
+document that ``POST /v1/fabrics/{fabric}/observations`` compares with intent. The tools inherit
+the caller's environment, so ``LD_PRELOAD``/``IBSIM_SOCKNAME``/``SIM_HOST`` make it run against
+ibsim. When OpenSM protects the ports with an M_Key (isofabric's opensm.conf does), pass it with
+``--m-key`` / ``ISOFABRIC_M_KEY`` (``smpquery -y``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+MAD_TIMEOUT_MS = 2000
+COMMAND_TIMEOUT = 60.0
+# CA  23  1 0x0000000000100025 4x SDR - SW  3  9 0x0000000000200001 ( 'stor02 mlx5_0' - 'leaf02' )
+_CA_LINE = re.compile(r"^CA\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+(?P<guid>0x[0-9a-fA-F]+)\s")
+# "   0: 0xffff 0x0000 ..." (smpquery pkeys)
+_PKEY_ROW = re.compile(r"^\s*\d+:\s+((?:0x[0-9a-fA-F]{4}\s*)+)$")
+
+
+class CollectError(RuntimeError):
+    """A diagnostic tool failed or printed something unexpected."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Where the infiniband-diags tools are (names are looked up on PATH)."""
+
+    ibnetdiscover: str = "ibnetdiscover"
+    smpquery: str = "smpquery"
+
+
+def ca_ports(report: str) -> list[tuple[int, int]]:
+    """(port GUID, LID) of every CA port in ``ibnetdiscover -p`` output, each GUID once."""
+    seen: dict[int, int] = {}
+    for line in report.splitlines():
+        match = _CA_LINE.match(line.strip())
+        if match:
+            seen.setdefault(int(match["guid"], 16), int(match["lid"]))
+    return sorted(seen.items(), key=lambda item: item[1])
+
+
+def pkey_table(text: str) -> list[int]:
+    """The non-empty entries (base != 0) of ``smpquery pkeys`` output, in table order."""
+    keys: list[int] = []
+    for line in text.splitlines():
+        match = _PKEY_ROW.match(line)
+        if match:
+            keys += [int(word, 16) for word in match.group(1).split()]
+    if not keys and "capacity" not in text:
+        raise CollectError(f"unexpected smpquery pkeys output:\n{text}")
+    return [key for key in keys if key & 0x7FFF]
+
+
+def _run(argv: list[str], env: Mapping[str, str] | None, timeout: float) -> str:
+    try:
+        done = subprocess.run(
+            argv,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise CollectError(f"{' '.join(argv)}: {error}") from error
+    if done.returncode != 0:
+        raise CollectError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr}")
+    return done.stdout
+
+
+def collect_ib(
+    *,
+    m_key: int | None = None,
+    env: Mapping[str, str] | None = None,
+    tools: Tools | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+) -> dict[str, Any]:
+    """Read the fabric through the local HCA; returns the observation document.
+
+    Args:
+        m_key: The M_Key OpenSM protects ports with (``smpquery -y``); None when unprotected.
+        env: Environment of the tools (default: this process's, inherited).
+        tools: Tool paths.
+        timeout: Seconds per tool invocation.
+
+    Raises:
+        CollectError: a tool is missing, fails or prints something unexpected.
+    """
+    tools = tools or Tools()
+    topology = _run([tools.ibnetdiscover], env, timeout)
+    ports = []
+    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
+    for guid, lid in ca_ports(_run([tools.ibnetdiscover, "-p"], env, timeout)):
+        keys: list[int] = []
+        if lid:
+            argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
+            keys = pkey_table(_run(argv, env, timeout))
+        ports.append({"guid": f"0x{guid:016x}", "lid": lid, "pkeys": [f"0x{k:04x}" for k in keys]})
+    return {
+        "kind": "infiniband",
+        "collected_at": datetime.now(UTC).isoformat(),
+        "ibnetdiscover": topology,
+        "ports": ports,
+    }

@@ -1,0 +1,81 @@
+"""Isolation proofs (issue 5): issue, list and read them; the public keys that verify them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, status
+
+from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
+from policies.authz import Decision, decide
+from policies.errors import ForbiddenError
+from tenancy import keys_store, proofs
+from tenancy.schemas import ProofCreated, ProofIssue
+
+# Routes without a tenant in their path that a tenant principal asks about its own tenant.
+_SELF_SCOPED = frozenset({"/v1/proofs", "/v1/proofs/{proof_id}", "/v1/keys"})
+
+
+async def authorize_proofs(request: Request, principal: CurrentPrincipal) -> None:
+    """`api.deps.authorize`, with the tenant-less routes above scoped to a tenant's own tenant."""
+    route = request.scope.get("route")
+    template = getattr(route, "path", None)
+    if template not in _SELF_SCOPED or principal.tenant is None:
+        await authorize(request, principal)
+        return
+    decision = decide(
+        f"principal:{principal.name}",
+        principal.role,
+        principal.tenant,
+        principal.tenant,
+        str(template),
+        request.method,
+    )
+    if decision is not Decision.ALLOW:
+        raise ForbiddenError(f"role '{principal.role}' may not {request.method} {template}")
+
+
+router = APIRouter(
+    tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize_proofs)]
+)
+
+
+@router.post("/v1/tenants/{tenant}/isolation-proofs", status_code=status.HTTP_201_CREATED)
+def issue_proof(tenant: str, spec: ProofIssue, uow: Uow) -> ProofCreated:
+    """Sign a proof (DSSE over an in-toto Statement) that the tenant is isolated on the fabric.
+
+    409 isolation-violation when the fabric does not verify. Recorded in the audit log.
+    """
+    return ProofCreated.model_validate(proofs.issue(uow, tenant, spec.fabric))
+
+
+@router.get("/v1/proofs")
+def list_proofs(
+    uow: Uow,
+    listing: Listing,
+    principal: CurrentPrincipal,
+    tenant: Annotated[str | None, Query(max_length=63)] = None,
+    fabric: Annotated[str | None, Query(max_length=63)] = None,
+    since: Annotated[datetime | None, Query(description="RFC 3339: issued from then")] = None,
+) -> dict[str, Any]:
+    """Stored proofs, oldest id first; a tenant principal sees its own tenant's only."""
+    if principal.tenant is not None:
+        if tenant not in (None, principal.tenant):
+            return {"data": [], "count": 0, "next": None}
+        tenant = principal.tenant
+    return proofs.list_proofs(
+        uow, tenant=tenant, fabric=fabric, since=since, limit=listing.limit, cursor=listing.cursor
+    )
+
+
+@router.get("/v1/proofs/{proof_id}")
+def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> dict[str, Any]:
+    """One stored proof; another tenant's proof is a 404."""
+    return proofs.get_proof(uow, proof_id, principal.tenant)
+
+
+@router.get("/v1/keys")
+def list_keys(uow: Uow) -> dict[str, Any]:
+    """The public keys proofs and checkpoints are signed with: keyid, PEM, JWK and status."""
+    return keys_store.list_keys(uow)

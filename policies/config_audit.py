@@ -1,0 +1,343 @@
+"""Audit a deployed config file against the fabric's intent: findings, drift, counterexamples.
+
+Three formats are audited: OpenSM's ``partitions.conf`` (InfiniBand), and a SONiC leaf's
+``config_db.json`` or ``frr.conf`` (RoCE). Each audit reports
+
+* findings: the parser's findings (constructs the software fails open on or misreads);
+* drift: per owner and segment, what the file adds to or lacks from the intended state;
+* counterexamples: isolation violations the deployed file allows. For partitions.conf the
+  deployed memberships replace the intended partitions in a copy of the snapshot (the database's
+  port ownership is kept) and `verify_isolation` judges it; a file OpenSM would discard makes
+  every CA port a full member of 0x7fff, as OpenSM's fallback does (reference/infiniband.md
+  §1.6). For config_db.json and frr.conf they are derived from the parsed facts: another owner's
+  port in a segment's VLAN, or a route-target import that no grant backs.
+
+It is pure (stdlib only, no I/O).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from policies.frr_parser import parse_frr_conf
+from policies.intent import is_allowed_edge
+from policies.model import (
+    DEFAULT_PKEY,
+    FabricSnapshot,
+    Member,
+    NodeRole,
+    Owner,
+    OwnerKind,
+    Partition,
+    format_guid,
+    format_pkey,
+)
+from policies.partitions_parser import (
+    ParsedPartitions,
+    memberships,
+    parse_partitions_conf,
+)
+from policies.roce_model import RoceSnapshot, VrfSegment, route_target
+from policies.sonic_parser import parse_config_db
+from policies.verify import Counterexample, Endpoint, Rule, verify_isolation
+
+CRITICAL = "critical"
+_FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
+
+
+class AuditFormat(StrEnum):
+    """The configuration files an audit accepts."""
+
+    PARTITIONS = "partitions"
+    CONFIG_DB = "config_db"
+    FRR = "frr"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFinding:
+    """A parser finding in a common shape; `severity` is the parser's own word."""
+
+    code: str
+    severity: str
+    line: int | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """What the file adds to (`added`) or lacks from (`missing`) one owner's segment.
+
+    `owner` is ``tenant:acme`` (None for a segment no owner holds); `segment` is the P_Key
+    (``0x0101``), the VLAN (``Vlan102``) or the VRF (``Vrf50001``). Items are port GUIDs, switch
+    ports or route targets; `changed` lists GUIDs whose membership (full/limited) differs.
+    """
+
+    owner: str | None
+    segment: str
+    added: tuple[str, ...]
+    missing: tuple[str, ...]
+    changed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """The outcome of one audit; `holds` iff the file allows no isolation violation."""
+
+    findings: tuple[AuditFinding, ...]
+    drift: tuple[Drift, ...]
+    counterexamples: tuple[Counterexample, ...]
+
+    @property
+    def holds(self) -> bool:
+        """True when no counterexample was found."""
+        return not self.counterexamples
+
+    @property
+    def critical(self) -> bool:
+        """True when any finding is critical."""
+        return any(f.severity == CRITICAL for f in self.findings)
+
+
+# ---------------------------------------------------------------------------------------------
+# InfiniBand: partitions.conf
+
+
+def deployed_snapshot(intended: FabricSnapshot, parsed: ParsedPartitions) -> FabricSnapshot:
+    """The snapshot with the file's partitions in place of the intended ones.
+
+    Ownership (nodes, ports, grants) is the intended snapshot's. A partition keeps the owner and
+    QoS class of the intended partition with its key; an unknown key is owned by nobody
+    (``unassigned:0x....``). When OpenSM would discard the file, or its Default statement makes
+    ALL/ALL_CAS full, every CA port is a full member of 0x7fff.
+    """
+    if parsed.fails_open:
+        return replace(intended, partitions=(), default_full=_all_ports(intended))
+    deployed = memberships(parsed)
+    default = deployed.pop(DEFAULT_PKEY, {})
+    default_full = {guid for guid, how in default.items() if how == "full"}
+    if _default_all_full(parsed):
+        default_full |= set(_all_ports(intended))
+    by_key = {p.pkey: p for p in intended.partitions}
+    partitions = tuple(
+        _deployed_partition(key, members, by_key.get(key))
+        for key, members in sorted(deployed.items())
+    )
+    return replace(intended, partitions=partitions, default_full=tuple(sorted(default_full)))
+
+
+def _all_ports(snapshot: FabricSnapshot) -> tuple[int, ...]:
+    return tuple(sorted(p.guid for p in snapshot.ports))
+
+
+def _default_all_full(parsed: ParsedPartitions) -> bool:
+    return any(
+        member.special in _FULL_SPECIALS and member.membership != "limited"
+        for partition in parsed.partitions
+        if partition.pkey == DEFAULT_PKEY
+        for member in partition.members
+    )
+
+
+def _deployed_partition(key: int, members: dict[int, str], intended: Partition | None) -> Partition:
+    owner = intended.owner if intended else Owner.unassigned(format_pkey(key))
+    return Partition(
+        pkey=key,
+        owner=owner,
+        members=tuple(sorted(Member(guid, how == "full") for guid, how in members.items())),
+        qos_class=intended.qos_class if intended else None,
+    )
+
+
+def partition_drift(intended: FabricSnapshot, deployed: FabricSnapshot) -> tuple[Drift, ...]:
+    """Per P_Key: GUIDs added, missing or with another membership; 0x7fff: new full members."""
+    before = {p.pkey: p for p in intended.partitions}
+    after = {p.pkey: p for p in deployed.partitions}
+    drift = []
+    for key in sorted(before.keys() | after.keys()):
+        old = {m.guid: m.full for m in before[key].members} if key in before else {}
+        new = {m.guid: m.full for m in after[key].members} if key in after else {}
+        item = Drift(
+            owner=str(before[key].owner) if key in before else None,
+            segment=format_pkey(key),
+            added=_guids(new.keys() - old.keys()),
+            missing=_guids(old.keys() - new.keys()),
+            changed=_guids(g for g in old.keys() & new.keys() if old[g] != new[g]),
+        )
+        if item.added or item.missing or item.changed:
+            drift.append(item)
+    extra_full = set(deployed.default_full) - set(intended.default_full) - _infrastructure(deployed)
+    if extra_full:
+        drift.append(Drift(None, format_pkey(DEFAULT_PKEY), _guids(extra_full), ()))
+    return tuple(drift)
+
+
+def _guids(guids: Iterable[int]) -> tuple[str, ...]:
+    return tuple(format_guid(g) for g in sorted(guids))
+
+
+def _infrastructure(snapshot: FabricSnapshot) -> set[int]:
+    management = {n.name for n in snapshot.nodes if n.role is NodeRole.MANAGEMENT}
+    return {p.guid for p in snapshot.ports if p.node in management}
+
+
+def audit_partitions(intended: FabricSnapshot, text: str) -> AuditReport:
+    """Audit a deployed partitions.conf against the fabric's intended snapshot."""
+    parsed = parse_partitions_conf(text)
+    deployed = deployed_snapshot(intended, parsed)
+    verdict = verify_isolation(deployed)
+    findings = tuple(
+        AuditFinding(f.code, f.severity.value, f.line, f.message) for f in parsed.findings
+    )
+    return AuditReport(findings, partition_drift(intended, deployed), verdict.counterexamples)
+
+
+# ---------------------------------------------------------------------------------------------
+# RoCE: config_db.json and frr.conf
+
+
+class _RoceIndex:
+    """Owners of hosts and of the leaf's ports, and the segments by owner and route target."""
+
+    def __init__(self, snapshot: RoceSnapshot, leaf: str) -> None:
+        self.snapshot = snapshot
+        self.leaf = leaf
+        self.grants = frozenset(snapshot.grants)
+        owners = {n.name: n.owners for n in snapshot.nodes}
+        self.port_node = {nic.port: nic.node for nic in snapshot.nics if nic.switch == leaf}
+        self.port_owner = {
+            port: (owners.get(node) or (Owner.unassigned(node),))[0]
+            for port, node in self.port_node.items()
+        }
+        self.by_rt: dict[str, VrfSegment] = {
+            route_target(snapshot.fabric.rt_asn, s.l3vni): s for s in snapshot.segments
+        }
+
+    def ports_of(self, owner: Owner) -> set[str]:
+        return {port for port, holder in self.port_owner.items() if holder == owner}
+
+    def endpoint(self, owner: Owner, port: str | None) -> Endpoint:
+        node = self.port_node.get(port, "?") if port else "?"
+        return Endpoint(0, node, owner, f"{self.leaf}:{port}" if port else None)
+
+
+def _edge_rule(a: Owner, b: Owner) -> Rule:
+    kinds = {a.kind, b.kind}
+    if OwnerKind.UNASSIGNED in kinds:
+        return Rule.UNASSIGNED_MEMBER
+    if kinds == {OwnerKind.TENANT}:
+        return Rule.CROSS_TENANT
+    if kinds == {OwnerKind.SERVICE}:
+        return Rule.CROSS_SERVICE
+    return Rule.SERVICE_WITHOUT_GRANT
+
+
+def audit_config_db(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport:
+    """Audit a leaf's deployed config_db.json: VLAN members per segment against intent.
+
+    Raises:
+        InputFormatError: the document is not a config_db.json (from `parse_config_db`).
+    """
+    parsed = parse_config_db(text)
+    index = _RoceIndex(intended, leaf)
+    deployed: dict[int, set[str]] = defaultdict(set)
+    for member in parsed.vlan_members:
+        deployed[member.vlan].add(member.port)
+    by_vlan = {s.vlan: s for s in intended.segments}
+    drift = []
+    for vlan in sorted(by_vlan.keys() | deployed.keys()):
+        segment = by_vlan.get(vlan)
+        want = index.ports_of(segment.owner) if segment else set()
+        have = deployed.get(vlan, set())
+        if want != have:
+            owner = str(segment.owner) if segment else None
+            drift.append(Drift(owner, f"Vlan{vlan}", _ports(have - want), _ports(want - have)))
+    counterexamples = tuple(_vlan_counterexamples(index, by_vlan, deployed))
+    findings = tuple(
+        AuditFinding(f.code, f.severity.value, None, f"{f.key}: {f.message}")
+        for f in parsed.findings
+    )
+    return AuditReport(findings, tuple(drift), counterexamples)
+
+
+def _ports(ports: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(ports, key=lambda p: (len(p), p)))
+
+
+def _vlan_counterexamples(
+    index: _RoceIndex, by_vlan: dict[int, VrfSegment], deployed: dict[int, set[str]]
+) -> Iterator[Counterexample]:
+    for vlan, ports in sorted(deployed.items()):
+        segment = by_vlan.get(vlan)
+        for port in _ports(ports):
+            holder = index.port_owner.get(port)
+            if holder is None or segment is None or segment.owner == holder:
+                continue
+            if is_allowed_edge(segment.owner, holder, index.grants):
+                continue
+            own = sorted(index.ports_of(segment.owner))
+            yield Counterexample(
+                _edge_rule(segment.owner, holder),
+                f"{holder}'s port {index.leaf}:{port} is a member of Vlan{vlan} of "
+                f"{segment.owner} (L2VNI {segment.l2vni})",
+                segment.l2vni,
+                index.endpoint(segment.owner, own[0] if own else None),
+                index.endpoint(holder, port),
+            )
+
+
+def audit_frr(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport:
+    """Audit a leaf's deployed frr.conf: each VRF's route-target imports against intent."""
+    parsed = parse_frr_conf(text)
+    index = _RoceIndex(intended, leaf)
+    rt_asn = intended.fabric.rt_asn
+    by_vrf = {s.vrf: s for s in intended.segments}
+    deployed = {b.vrf: set(b.rt_imports) for b in parsed.bgp if b.vrf is not None}
+    drift = []
+    counterexamples: list[Counterexample] = []
+    for vrf in sorted(by_vrf.keys() | deployed.keys()):
+        segment = by_vrf.get(vrf)
+        want = _intended_imports(segment, rt_asn) if segment else set()
+        have = deployed.get(vrf, set())
+        if want != have:
+            owner = str(segment.owner) if segment else None
+            drift.append(Drift(owner, vrf, tuple(sorted(have - want)), tuple(sorted(want - have))))
+        if segment is not None:
+            counterexamples.extend(_import_counterexamples(index, segment, have - want))
+    findings = tuple(
+        AuditFinding(f.code, f.severity.value, f.line, f.message) for f in parsed.findings
+    )
+    return AuditReport(findings, tuple(drift), tuple(counterexamples))
+
+
+def _intended_imports(segment: VrfSegment, rt_asn: int) -> set[str]:
+    return {route_target(rt_asn, segment.l3vni), *segment.imports}
+
+
+def _import_counterexamples(
+    index: _RoceIndex, segment: VrfSegment, extra: set[str]
+) -> Iterator[Counterexample]:
+    for rt in sorted(extra):
+        source = index.by_rt.get(rt)
+        mine = sorted(index.ports_of(segment.owner))
+        a = index.endpoint(segment.owner, mine[0] if mine else None)
+        if source is None:
+            yield Counterexample(
+                Rule.ROUTE_LEAK,
+                f"{segment.vrf} of {segment.owner} imports route target {rt}, which no "
+                "segment of the fabric exports and no grant backs",
+                segment.l3vni,
+                a,
+            )
+        elif not is_allowed_edge(segment.owner, source.owner, index.grants):
+            theirs = sorted(index.ports_of(source.owner))
+            yield Counterexample(
+                _edge_rule(segment.owner, source.owner),
+                f"{segment.vrf} of {segment.owner} imports {rt} of {source.owner} "
+                f"({source.vrf}) without a grant",
+                segment.l3vni,
+                a,
+                index.endpoint(source.owner, theirs[0] if theirs else None),
+            )

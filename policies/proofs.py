@@ -1,0 +1,372 @@
+"""Isolation proofs: DSSE-signed in-toto Statements that an auditor can re-check offline.
+
+Formats:
+
+* The payload is an in-toto Statement v1 (``_type`` `STATEMENT_TYPE`) serialised as RFC 8785
+  canonical JSON; its subjects are the verified artifact files (``name`` = artifact path,
+  ``digest`` = ``{"sha256": hex}``) and its predicate (type `PREDICATE_TYPE`) carries the claims.
+  Every integer-like value (GUIDs, P_Keys, VNIs) is a string, so no number exceeds 2**53.
+* The envelope is DSSE: ``{"payloadType", "payload": base64, "signatures": [{"keyid", "sig"}]}``
+  with the Ed25519 signature over ``PAE(payloadType, payload)`` (`pae`).
+* ``keyid`` is the lowercase hex SHA-256 of the 32-byte raw Ed25519 public key (`key_id`); it
+  is only a hint for picking the key, the signature is what is checked.
+
+Offline re-derivation (`check_claims`): on InfiniBand the partitions.conf subject is parsed
+(`policies.partitions_parser.memberships`), member GUIDs are mapped to owners with the ownership
+carried in the predicate, and the owners the tenant reaches (a shared partition with at least one
+full member between the two ports) must equal the claimed reachable set exactly. On RoCE the
+tenant VRF's imported route targets in every frr.conf subject must be exactly its own plus those
+of the claimed services, and its switch ports must be VLAN members in config_db.json.
+
+Pure: keys and time are passed in; every failure raises `policies.errors.ValidationError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import rfc8785
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from policies.errors import ValidationError
+from policies.frr_parser import parse_frr_conf
+from policies.model import DEFAULT_PKEY, format_guid, format_pkey
+from policies.partitions_parser import memberships, parse_partitions_conf
+from policies.render_opensm import PARTITIONS_PATH
+from policies.sonic_parser import parse_config_db
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "PREDICATE_TYPE",
+    "STATEMENT_TYPE",
+    "build_statement",
+    "canonical_json",
+    "check_claims",
+    "check_subjects",
+    "ib_reachable",
+    "key_id",
+    "pae",
+    "public_jwk",
+    "rederive_ib_reachability",
+    "rederive_roce_reachability",
+    "sign_envelope",
+    "verify_envelope",
+]
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://isofabric.dev/isolation-proof/v1"
+"""Stable URI of the predicate; a change of its meaning gets a new version suffix."""
+
+Reach = frozenset[tuple[str, str]]
+"""(owner, segment label) pairs: ``("service:storage", "0x0201")``."""
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding of `body` (lengths are ASCII decimal byte counts).
+
+    Args:
+        payload_type: The envelope's payloadType.
+        body: The serialized payload bytes.
+
+    Returns:
+        ``b"DSSEv1 <len(type)> <type> <len(body)> <body>"``.
+    """
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(body), body)
+
+
+def _raw(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """The key's stable id: lowercase hex SHA-256 of its 32-byte raw public key."""
+    return hashlib.sha256(_raw(public_key)).hexdigest()
+
+
+def public_jwk(public_key: Ed25519PublicKey) -> dict[str, str]:
+    """The key as an RFC 8037 JWK: ``{"kty": "OKP", "crv": "Ed25519", "x": base64url}``."""
+    x = base64.urlsafe_b64encode(_raw(public_key)).rstrip(b"=").decode()
+    return {"kty": "OKP", "crv": "Ed25519", "x": x}
+
+
+def canonical_json(document: Any) -> bytes:
+    """RFC 8785 canonical JSON bytes of `document`.
+
+    Raises:
+        ValidationError: The document holds a value JCS cannot represent (e.g. int > 2**53).
+    """
+    try:
+        return bytes(rfc8785.dumps(document))
+    except (rfc8785.CanonicalizationError, TypeError, ValueError) as error:
+        raise ValidationError(f"cannot canonicalise the statement: {error}") from error
+
+
+def build_statement(
+    subjects: Iterable[tuple[str, str]], predicate: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An in-toto Statement v1 over `subjects` ((path, sha256 hex) pairs, sorted by path)."""
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": name, "digest": {"sha256": digest}} for name, digest in sorted(subjects)
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": dict(predicate),
+    }
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def sign_envelope(statement: Mapping[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
+    """Sign the canonical JSON of `statement` into a DSSE envelope with one signature."""
+    body = canonical_json(dict(statement))
+    signature = key.sign(pae(PAYLOAD_TYPE, body))
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": _b64(body),
+        "signatures": [{"keyid": key_id(key.public_key()), "sig": _b64(signature)}],
+    }
+
+
+def _unb64(text: Any, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise ValidationError(f"{what} is not a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ValidationError(f"{what} is not valid base64") from error
+
+
+def verify_envelope(
+    envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey]
+) -> dict[str, Any]:
+    """Check the envelope's signature with any of `keys` and return the Statement it carries.
+
+    Raises:
+        ValidationError: Malformed envelope, wrong payload type, no signature verifying with one
+            of `keys`, or a payload that is not an in-toto Statement v1 with our predicate.
+    """
+    if envelope.get("payloadType") != PAYLOAD_TYPE:
+        raise ValidationError(f"payloadType is not {PAYLOAD_TYPE}")
+    body = _unb64(envelope.get("payload"), "payload")
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise ValidationError("the envelope has no signatures")
+    message = pae(PAYLOAD_TYPE, body)
+    if not any(_verifies(key, _sig(s), message) for s in signatures for key in keys):
+        raise ValidationError("signature verification failed: no signature matches the key")
+    return _statement(body)
+
+
+def _sig(entry: Any) -> bytes:
+    return _unb64(entry.get("sig") if isinstance(entry, dict) else None, "signature")
+
+
+def _verifies(key: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
+    try:
+        key.verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _statement(body: bytes) -> dict[str, Any]:
+    try:
+        statement = json.loads(body)
+    except ValueError as error:
+        raise ValidationError("the payload is not JSON") from error
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise ValidationError(f"the payload is not an in-toto Statement ({STATEMENT_TYPE})")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise ValidationError(f"predicateType is not {PREDICATE_TYPE}")
+    if not isinstance(statement.get("predicate"), dict):
+        raise ValidationError("the statement has no predicate")
+    return statement
+
+
+def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> None:
+    """Require every subject's file in `files` (path -> content) with the stated sha256.
+
+    Raises:
+        ValidationError: A subject is missing from `files` or its digest differs.
+    """
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        raise ValidationError("the statement has no subjects")
+    for subject in subjects:
+        name = subject.get("name")
+        if name not in files:
+            raise ValidationError(f"artifact '{name}' is missing")
+        actual = hashlib.sha256(files[name]).hexdigest()
+        if actual != subject.get("digest", {}).get("sha256"):
+            raise ValidationError(f"artifact '{name}': sha256 {actual} does not match the proof")
+
+
+# --- InfiniBand -------------------------------------------------------------------------------
+
+
+def ib_reachable(
+    tenant: str, members: Mapping[int, Mapping[int, str]], ownership: Mapping[str, str]
+) -> Reach:
+    """The (owner, P_Key) pairs tenant `tenant` reaches through `members`.
+
+    A tenant port reaches another member of a partition when at least one of the two is a full
+    member; the default partition (0x7fff, management traffic) is not counted. A tenant reaches
+    itself in every partition where one of its ports is a full member.
+
+    Args:
+        tenant: The tenant's name.
+        members: ``{base_pkey: {guid: "full" | "limited"}}`` (`memberships`).
+        ownership: ``{"0x<guid>": "tenant:acme" | "service:storage" | ...}``.
+
+    Raises:
+        ValidationError: A member GUID of a partition involving the tenant has no stated owner.
+    """
+    me = f"tenant:{tenant}"
+    reach: set[tuple[str, str]] = set()
+    for pkey, guids in members.items():
+        if pkey == DEFAULT_PKEY:
+            continue
+        owners = {guid: ownership.get(format_guid(guid)) for guid in guids}
+        mine = [g for g, owner in owners.items() if owner == me]
+        if not mine:
+            continue
+        label = format_pkey(pkey)
+        for guid, owner in owners.items():
+            if owner is None:
+                raise ValidationError(f"partition {label}: GUID {format_guid(guid)} has no owner")
+            if _linked(guid, mine, guids) or (owner == me and guids[guid] == "full"):
+                reach.add((owner, label))
+    return frozenset(reach)
+
+
+def _linked(guid: int, mine: Iterable[int], guids: Mapping[int, str]) -> bool:
+    """Whether `guid` shares the partition with one of `mine` with a full member between them."""
+    return any(guids[g] == "full" or guids[guid] == "full" for g in mine if g != guid)
+
+
+def rederive_ib_reachability(partitions_conf: str, predicate: Mapping[str, Any]) -> Reach:
+    """Re-derive the tenant's reachable set from partitions.conf and the predicate's ownership.
+
+    Raises:
+        ValidationError: The file fails open in OpenSM, or a member GUID has no stated owner.
+    """
+    parsed = parse_partitions_conf(partitions_conf)
+    if parsed.fails_open:
+        raise ValidationError("partitions.conf fails open: OpenSM would discard it")
+    default = memberships(parsed).get(DEFAULT_PKEY, {})
+    mine = {g for g, o in _ownership(predicate).items() if o == f"tenant:{predicate['tenant']}"}
+    if any(format_guid(g) in mine and m == "full" for g, m in default.items()):
+        raise ValidationError("a tenant port is a full member of the default partition")
+    return ib_reachable(str(predicate["tenant"]), memberships(parsed), _ownership(predicate))
+
+
+def _ownership(predicate: Mapping[str, Any]) -> dict[str, str]:
+    ownership = predicate.get("ownership")
+    if not isinstance(ownership, dict):
+        raise ValidationError("the predicate carries no endpoint ownership")
+    return {str(k): str(v) for k, v in ownership.items()}
+
+
+# --- RoCE -------------------------------------------------------------------------------------
+
+
+def rederive_roce_reachability(files: Mapping[str, bytes], predicate: Mapping[str, Any]) -> Reach:
+    """Re-derive the tenant's reachable set from every leaf's frr.conf and config_db.json.
+
+    The tenant VRF's imported route targets map back to owners through the predicate's ``vrfs``
+    (owner -> vrf, l3vni, route_target); each leaf must import the same set. The tenant's switch
+    ports (``leaf:port``) must be VLAN members on their leaf.
+
+    Raises:
+        ValidationError: A leaf lacks the tenant VRF, imports an RT of no stated owner, or leaves
+            a tenant port out of every VLAN.
+    """
+    vrfs = predicate.get("vrfs")
+    me = f"tenant:{predicate['tenant']}"
+    if not isinstance(vrfs, dict) or me not in vrfs:
+        raise ValidationError("the predicate carries no VRF of the tenant")
+    by_rt = {str(v["route_target"]): (str(o), str(v["l3vni"])) for o, v in vrfs.items()}
+    reach: set[tuple[str, str]] = set()
+    for path, content in sorted(files.items()):
+        if path.endswith("/frr.conf"):
+            reach |= _leaf_imports(path, content.decode(), str(vrfs[me]["vrf"]), by_rt)
+        elif path.endswith("/config_db.json"):
+            _check_ports(path, content.decode(), predicate)
+    return frozenset(reach)
+
+
+def _leaf_imports(
+    path: str, text: str, vrf: str, by_rt: Mapping[str, tuple[str, str]]
+) -> set[tuple[str, str]]:
+    instance = parse_frr_conf(text).instance(vrf)
+    if instance is None:
+        raise ValidationError(f"{path}: no BGP instance for VRF {vrf}")
+    unknown = sorted(set(instance.rt_imports) - by_rt.keys())
+    if unknown:
+        raise ValidationError(f"{path}: VRF {vrf} imports {', '.join(unknown)} of no stated owner")
+    return {by_rt[rt] for rt in instance.rt_imports}
+
+
+def _check_ports(path: str, text: str, predicate: Mapping[str, Any]) -> None:
+    parsed = parse_config_db(text)
+    leaf = path.split("/")[-2]
+    members = {member.port for member in parsed.vlan_members}
+    for endpoint in predicate.get("endpoints", []):
+        switch, _, port = str(endpoint).partition(":")
+        if switch == leaf and port not in members:
+            raise ValidationError(f"{path}: tenant port {endpoint} is in no VLAN")
+
+
+# --- claims -----------------------------------------------------------------------------------
+
+
+def _claimed(predicate: Mapping[str, Any]) -> Reach:
+    reachable = predicate.get("reachable")
+    if not isinstance(reachable, list):
+        raise ValidationError("the predicate carries no reachable set")
+    return frozenset((str(r["owner"]), str(r["segment"])) for r in reachable)
+
+
+def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Reach:
+    """Check subjects against `files` and re-derive the claimed reachable set from them.
+
+    Returns:
+        The re-derived reachable set (equal to the claimed one).
+
+    Raises:
+        ValidationError: A digest differs, the verdict does not hold, or the artifacts give
+            another reachable set than the one claimed.
+    """
+    check_subjects(statement, files)
+    predicate = statement["predicate"]
+    if predicate.get("verdict", {}).get("holds") is not True:
+        raise ValidationError("the proof does not state a holding verdict")
+    subjects = {s["name"]: files[s["name"]] for s in statement["subject"]}
+    if predicate.get("kind") == "roce":
+        derived = rederive_roce_reachability(subjects, predicate)
+    else:
+        if PARTITIONS_PATH not in subjects:
+            raise ValidationError(f"the proof has no {PARTITIONS_PATH} subject")
+        derived = rederive_ib_reachability(subjects[PARTITIONS_PATH].decode(), predicate)
+    claimed = _claimed(predicate)
+    if derived != claimed:
+        extra = sorted(f"{o}@{s}" for o, s in derived - claimed)
+        absent = sorted(f"{o}@{s}" for o, s in claimed - derived)
+        raise ValidationError(
+            f"the artifacts do not support the reachability claim "
+            f"(reachable but not claimed: {extra or 'none'}; claimed but not derived: "
+            f"{absent or 'none'})"
+        )
+    return derived

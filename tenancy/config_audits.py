@@ -1,0 +1,142 @@
+"""Config audits and observed-state drift: deployed files and live tables against the record.
+
+Both are read-only: they load the fabric's current snapshot, hand it with the caller's document
+to the pure engine (policies/config_audit.py, policies/observations.py) and shape the report.
+Nothing is stored and nothing is audit-logged.
+"""
+
+from __future__ import annotations
+
+from policies.config_audit import (
+    AuditFormat,
+    AuditReport,
+    audit_config_db,
+    audit_frr,
+    audit_partitions,
+)
+from policies.errors import ValidationError
+from policies.model import FabricKind, FabricSnapshot, format_guid, format_pkey
+from policies.observations import compare_observation
+from policies.roce_model import RoceSnapshot
+from tenancy import models as m
+from tenancy.lookups import fabric_named
+from tenancy.schemas import (
+    AuditFindingView,
+    ConfigAuditView,
+    DriftView,
+    ObservationCreate,
+    ObservationView,
+    PortDriftView,
+)
+from tenancy.uow import UnitOfWork
+from tenancy.verification import counterexample_view, load_any_snapshot
+
+_FORMAT_KIND = {
+    AuditFormat.PARTITIONS: FabricKind.INFINIBAND,
+    AuditFormat.CONFIG_DB: FabricKind.ROCE,
+    AuditFormat.FRR: FabricKind.ROCE,
+}
+
+
+def audit_config(
+    uow: UnitOfWork, fabric_name: str, fmt: str, leaf: str | None, text: str
+) -> ConfigAuditView:
+    """Audit a deployed partitions.conf, config_db.json or frr.conf against the fabric's intent.
+
+    Raises:
+        ValidationError: unknown format, a format of the other technology, a leaf given for
+            partitions.conf, or a leaf that is not a leaf switch of the fabric.
+        InputFormatError: a config_db.json that does not parse.
+    """
+    try:
+        audit_format = AuditFormat(fmt)
+    except ValueError as error:
+        raise ValidationError(f"unknown audit format '{fmt}'", format=fmt) from error
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        _check_kind(fabric, audit_format)
+        snapshot = load_any_snapshot(tx.session, fabric)
+    report, leaf = _run(snapshot, audit_format, leaf, text)
+    return ConfigAuditView(
+        fabric=fabric_name,
+        format=audit_format.value,
+        leaf=leaf,
+        snapshot_digest=snapshot.digest,
+        holds=report.holds,
+        findings=[
+            AuditFindingView(code=f.code, severity=f.severity, line=f.line, message=f.message)
+            for f in report.findings
+        ],
+        drift=[
+            DriftView(
+                owner=d.owner,
+                segment=d.segment,
+                added=list(d.added),
+                missing=list(d.missing),
+                changed=list(d.changed),
+            )
+            for d in report.drift
+        ],
+        counterexamples=[counterexample_view(c, fabric.kind) for c in report.counterexamples],
+    )
+
+
+def _check_kind(fabric: m.Fabric, audit_format: AuditFormat) -> None:
+    if fabric.kind != _FORMAT_KIND[audit_format]:
+        raise ValidationError(
+            f"format '{audit_format.value}' does not apply to {fabric.kind} fabric '{fabric.name}'",
+            format=audit_format.value,
+        )
+
+
+def _run(
+    snapshot: FabricSnapshot | RoceSnapshot, audit_format: AuditFormat, leaf: str | None, text: str
+) -> tuple[AuditReport, str | None]:
+    if isinstance(snapshot, FabricSnapshot):
+        if leaf is not None:
+            raise ValidationError("'leaf' applies to config_db and frr audits only", leaf=leaf)
+        return audit_partitions(snapshot, text), None
+    leaves = {s.name for s in snapshot.leaves()}
+    if leaf is None or leaf not in leaves:
+        raise ValidationError(
+            f"'leaf' must name a leaf switch of fabric '{snapshot.fabric.name}' "
+            f"({', '.join(sorted(leaves))})",
+            leaf=leaf,
+        )
+    if audit_format is AuditFormat.CONFIG_DB:
+        return audit_config_db(snapshot, leaf, text), leaf
+    return audit_frr(snapshot, leaf, text), leaf
+
+
+def observe(uow: UnitOfWork, fabric_name: str, document: ObservationCreate) -> ObservationView:
+    """Drift of a live InfiniBand fabric's P_Key tables from intent, and what they allow."""
+    with uow.transaction() as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        if fabric.kind != FabricKind.INFINIBAND:
+            raise ValidationError(
+                f"observations apply to InfiniBand fabrics; '{fabric_name}' is {fabric.kind}"
+            )
+        snapshot = load_any_snapshot(tx.session, fabric)
+    assert isinstance(snapshot, FabricSnapshot)
+    tables: dict[int, list[int]] = {}
+    for port in document.ports:
+        tables.setdefault(int(port.guid, 16), []).extend(int(k, 16) for k in port.pkeys)
+    report = compare_observation(snapshot, tables)
+    return ObservationView(
+        fabric=fabric_name,
+        snapshot_digest=snapshot.digest,
+        holds=report.holds,
+        ports=[
+            PortDriftView(
+                guid=format_guid(p.guid),
+                node=p.node,
+                owner=str(p.owner),
+                missing=[format_pkey(k) for k in p.missing],
+                unexpected=[format_pkey(k) for k in p.unexpected],
+            )
+            for p in report.ports
+        ],
+        counterexamples=[
+            counterexample_view(c, FabricKind.INFINIBAND) for c in report.verdict.counterexamples
+        ],
+    )

@@ -1,0 +1,245 @@
+"""Isolation proofs (issue 5): issue, store and list DSSE-signed in-toto Statements.
+
+Issuing verifies the fabric, renders its artifacts, states the tenant's endpoints, ownership,
+segments and reachable set, signs the Statement with the service's active key and stores the
+envelope. It is recorded in the audit log (``proof.issue``) but changes no managed state.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from sqlmodel import col, select
+
+from policies.errors import ConflictError, IsolationViolationError, NotFoundError
+from policies.model import PKEY_BASE_MASK, FabricSnapshot, Owner, format_guid, format_pkey
+from policies.proofs import build_statement, ib_reachable, sign_envelope
+from policies.render_opensm import PARTITIONS_PATH, Artifact
+from policies.roce_model import RoceSnapshot, route_target
+from policies.verify import Verdict
+from tenancy import audit, keys_store
+from tenancy import models as m
+from tenancy.lookups import fabric_named, tenant_named
+from tenancy.pagination import page_rows
+from tenancy.uow import Tx, UnitOfWork
+from tenancy.verification import load_any_snapshot, render_fabric, verify_snapshot
+
+ENGINE = "isofabric"
+
+
+def engine_version() -> str:
+    try:
+        return version(ENGINE)
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def issue(uow: UnitOfWork, tenant_name: str, fabric_name: str) -> dict[str, Any]:
+    """Verify, render and sign a proof of the tenant's isolation on the fabric; store it."""
+    with uow.transaction() as tx:
+        tenant = tenant_named(tx.session, tenant_name)
+        fabric = fabric_named(tx.session, fabric_name)
+        snapshot = load_any_snapshot(tx.session, fabric)
+        verdict = verify_snapshot(snapshot)
+        if not verdict.holds:
+            raise IsolationViolationError(
+                f"fabric '{fabric.name}' does not verify; no isolation proof is issued",
+                snapshot_digest=verdict.snapshot_digest,
+            )
+        _, files = render_fabric(tx, fabric)
+        if isinstance(snapshot, RoceSnapshot):
+            subjects, claims = _roce_claims(snapshot, tenant.name, files)
+        else:
+            subjects, claims = _ib_claims(snapshot, tenant.name, files)
+        predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
+        statement = build_statement(subjects, predicate)
+        envelope = sign_envelope(statement, keys_store.signing_key(tx.session, _origin(tx)))
+        proof = m.Proof(
+            id=str(uuid.uuid4()),
+            tenant=tenant.name,
+            fabric=fabric.name,
+            created_at=tx.now,
+            envelope=json.dumps(envelope, sort_keys=True),
+        )
+        tx.session.add(proof)
+        audit.record(
+            tx,
+            "proof.issue",
+            f"tenants/{tenant.name}/isolation-proofs/{proof.id}",
+            fabric=fabric.name,
+            digest_after=verdict.snapshot_digest,
+        )
+        return {"id": proof.id, "envelope": envelope}
+
+
+def _origin(tx: Tx) -> str:
+    return tx.settings.audit_origin
+
+
+def _predicate(tx: Tx, fabric: m.Fabric, tenant: str, verdict: Verdict) -> dict[str, Any]:
+    return {
+        "fabric": fabric.name,
+        "kind": str(fabric.kind),
+        "tenant": tenant,
+        "snapshot_digest": verdict.snapshot_digest,
+        "rules": [rule.value for rule in verdict.rules],
+        "verdict": {"holds": verdict.holds},
+        "engine": {"name": ENGINE, "version": engine_version()},
+        "time": rfc3339(tx.now),
+    }
+
+
+def _subject(files: tuple[Artifact, ...], path: str) -> tuple[str, str]:
+    for artifact in files:
+        if artifact.path == path:
+            return artifact.path, artifact.sha256
+    raise NotFoundError(f"no artifact '{path}' was rendered", resource="artifact")
+
+
+def _ib_claims(
+    snapshot: FabricSnapshot, tenant: str, files: tuple[Artifact, ...]
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    me = Owner.tenant(tenant)
+    owners = {node.name: node.owners for node in snapshot.nodes}
+
+    def owner_of(guid: int, node: str) -> str:
+        held = owners.get(node, ())
+        return str(held[0] if held else Owner.unassigned(node))
+
+    node_of = {port.guid: port.node for port in snapshot.ports}
+    mine = sorted(p.guid for p in snapshot.ports if me in owners.get(p.node, ()))
+    involved = [
+        p
+        for p in sorted(snapshot.partitions, key=lambda p: p.pkey)
+        if p.owner == me or any(member.guid in mine for member in p.members)
+    ]
+    ownership = {
+        format_guid(member.guid): owner_of(member.guid, node_of.get(member.guid, "?"))
+        for p in involved
+        for member in p.members
+    }
+    members = {
+        p.pkey & PKEY_BASE_MASK: {mm.guid: _membership(mm.full) for mm in p.members}
+        for p in involved
+    }
+    reach = ib_reachable(tenant, members, ownership)
+    claims = {
+        "endpoints": [format_guid(guid) for guid in mine],
+        "ownership": ownership,
+        "segments": [
+            {
+                "segment": format_pkey(p.pkey & PKEY_BASE_MASK),
+                "owner": str(p.owner),
+                "members": [
+                    {"endpoint": format_guid(mm.guid), "membership": _membership(mm.full)}
+                    for mm in sorted(p.members, key=lambda mm: mm.guid)
+                ],
+            }
+            for p in involved
+        ],
+        "reachable": [{"owner": o, "segment": s} for o, s in sorted(reach)],
+    }
+    return [_subject(files, PARTITIONS_PATH)], claims
+
+
+def _membership(full: bool) -> str:
+    return "full" if full else "limited"
+
+
+def _roce_claims(
+    snapshot: RoceSnapshot, tenant: str, files: tuple[Artifact, ...]
+) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    me = Owner.tenant(tenant)
+    owners = {node.name: node.owners for node in snapshot.nodes}
+    nics = sorted(
+        (nic for nic in snapshot.nics if me in owners.get(nic.node, ())),
+        key=lambda nic: (nic.switch, nic.port),
+    )
+    segment = next((s for s in snapshot.segments if s.owner == me), None)
+    if segment is None or not nics:
+        raise ConflictError(f"tenant '{tenant}' has no segment or ports on this fabric")
+    asn = snapshot.fabric.rt_asn
+    by_rt = {route_target(asn, s.l3vni): s for s in snapshot.segments}
+    imported = [by_rt[rt] for rt in sorted({route_target(asn, segment.l3vni), *segment.imports})]
+    leaves = sorted({nic.switch for nic in nics})
+    subjects = [
+        _subject(files, path)
+        for leaf in leaves
+        for path in (f"frr/{leaf}/frr.conf", f"sonic/{leaf}/config_db.json")
+    ]
+    claims = {
+        "endpoints": [f"{nic.switch}:{nic.port}" for nic in nics],
+        "ownership": {f"{nic.switch}:{nic.port}": str(me) for nic in nics},
+        "vrfs": {
+            str(s.owner): {
+                "vrf": s.vrf,
+                "l3vni": str(s.l3vni),
+                "route_target": route_target(asn, s.l3vni),
+            }
+            for s in imported
+        },
+        "segments": [
+            {
+                "segment": str(segment.l3vni),
+                "vrf": segment.vrf,
+                "vlan": str(segment.vlan),
+                "l2vni": str(segment.l2vni),
+                "subnet": str(segment.subnet),
+                "members": [f"{nic.switch}:{nic.port}" for nic in nics],
+            }
+        ],
+        "reachable": [
+            {"owner": str(s.owner), "segment": str(s.l3vni)}
+            for s in sorted(imported, key=lambda s: s.owner)
+        ],
+    }
+    return subjects, claims
+
+
+def _view(row: m.Proof) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "tenant": row.tenant,
+        "fabric": row.fabric,
+        "created_at": rfc3339(row.created_at),
+        "envelope": json.loads(row.envelope),
+    }
+
+
+def list_proofs(
+    uow: UnitOfWork,
+    *,
+    tenant: str | None,
+    fabric: str | None,
+    since: datetime | None,
+    limit: int,
+    cursor: str | None,
+) -> dict[str, Any]:
+    """Stored proofs in id order, filtered, in the list envelope."""
+    with uow.transaction() as tx:
+        query = select(m.Proof)
+        if tenant is not None:
+            query = query.where(m.Proof.tenant == tenant)
+        if fabric is not None:
+            query = query.where(m.Proof.fabric == fabric)
+        if since is not None:
+            query = query.where(col(m.Proof.created_at) >= since)
+        page, total, following = page_rows(tx.session, query, col(m.Proof.id), limit, cursor)
+        return {"data": [_view(row) for row in page], "count": total, "next": following}
+
+
+def get_proof(uow: UnitOfWork, proof_id: str, tenant: str | None) -> dict[str, Any]:
+    """One stored proof; a proof of another tenant than `tenant` (if given) is a 404."""
+    with uow.transaction() as tx:
+        row = tx.session.get(m.Proof, proof_id)
+        if row is None or (tenant is not None and row.tenant != tenant):
+            raise NotFoundError(f"proof '{proof_id}' does not exist", resource="proof")
+        return _view(row)

@@ -1,0 +1,236 @@
+"""Config audits and observations through the API: deployed files and live tables vs. intent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from api.cli import app
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.settings import Settings
+from tenancy.uow import UnitOfWork
+from tenancy.verification import get_artifact
+from tests.builders import (
+    PORT_GUIDS,
+    TENANT_PKEYS,
+    TEXT_PLAIN,
+    Dump,
+    Onboarded,
+    api_onboard_roce,
+    assert_problem,
+    ok,
+    uow_onboard,
+)
+
+AUDITS = "/v1/fabrics/ib-east/audits"
+OBSERVATIONS = "/v1/fabrics/ib-east/observations"
+ROCE_AUDITS = "/v1/fabrics/roce-west/audits"
+PARTITIONS = "/v1/fabrics/ib-east/artifacts/opensm/partitions.conf"
+ACME_GUID = PORT_GUIDS["gpu0001"][0]
+GLOBEX_LAST = PORT_GUIDS["gpu0006"][1]
+
+
+def audit(client: TestClient, text: str, query: str = "format=partitions", url: str = AUDITS):
+    return client.post(f"{url}?{query}", content=text, headers=TEXT_PLAIN)
+
+
+def rendered(client: TestClient) -> str:
+    response = client.get(PARTITIONS)
+    assert response.status_code == 200
+    return response.text
+
+
+def test_the_rendered_partitions_conf_audits_clean(client, onboarded: Onboarded, db_dump) -> None:
+    before = db_dump()
+    verdict = ok(client.get("/v1/fabrics/ib-east/verification"))
+
+    report = ok(audit(client, rendered(client)))
+
+    assert report["fabric"] == "ib-east" and report["format"] == "partitions"
+    assert report["leaf"] is None
+    assert report["snapshot_digest"] == verdict["snapshot_digest"]
+    assert report["holds"] is True
+    assert report["findings"] == report["drift"] == report["counterexamples"] == []
+    assert db_dump() == before
+
+
+def test_an_acme_guid_in_globex_partition_is_drift_and_a_counterexample(
+    client, onboarded: Onboarded, db_dump: Callable[[], Dump]
+) -> None:
+    before = db_dump()
+    text = rendered(client).replace(
+        f"    {GLOBEX_LAST}=full ;", f"    {GLOBEX_LAST}=full,\n    {ACME_GUID}=full ;"
+    )
+
+    report = ok(audit(client, text))
+
+    assert report["holds"] is False
+    assert report["drift"] == [
+        {
+            "owner": "tenant:globex",
+            "segment": TENANT_PKEYS["globex"],
+            "added": [ACME_GUID],
+            "missing": [],
+            "changed": [],
+        }
+    ]
+    [example] = report["counterexamples"]
+    assert example["rule"] == "cross-tenant-reachability"
+    assert example["partition"] == TENANT_PKEYS["globex"]
+    assert {example["a"]["owner"], example["b"]["owner"]} == {"tenant:acme", "tenant:globex"}
+    assert ACME_GUID in (example["a"]["guid"], example["b"]["guid"])
+    assert db_dump() == before
+
+
+def test_a_guid_without_0x_is_a_critical_fail_open_finding(client, onboarded: Onboarded) -> None:
+    research = PORT_GUIDS["gpu0003"][0]  # 0x...0b: strtoul stops at the 'b', OpenSM discards
+    text = rendered(client).replace(research, research[2:])
+
+    report = ok(audit(client, text))
+
+    finding = next(f for f in report["findings"] if f["code"] == "guid-without-0x")
+    assert finding["severity"] == "critical" and isinstance(finding["line"], int)
+    rules = {c["rule"] for c in report["counterexamples"]}
+    assert {"default-partition-full-member", "cross-tenant-reachability"} <= rules
+    assert report["holds"] is False
+
+
+def test_bad_format_or_leaf_is_a_422_problem(client, onboarded: Onboarded, db_dump) -> None:
+    before = db_dump()
+    text = rendered(client)
+
+    assert_problem(audit(client, text, "format=opensm"), 422)
+    assert_problem(audit(client, text, ""), 422)
+    assert_problem(audit(client, text, "format=partitions&leaf=leaf01"), 422)
+    assert_problem(audit(client, text, "format=frr&leaf=leaf01"), 422)  # not a RoCE fabric
+    assert_problem(audit(client, text, "format=partitions&leaf=Bad%20Leaf"), 422)
+    assert_problem(audit(client, text, url="/v1/fabrics/nope/audits"), 404)
+    assert db_dump() == before
+
+
+def test_observed_tables_report_drift_and_reachability(client, onboarded: Onboarded) -> None:
+    ports = [
+        {"guid": ACME_GUID, "lid": 3, "pkeys": ["0x7fff", "0x8101", "0x0100", "0x8103"]},
+        {"guid": GLOBEX_LAST, "lid": 4, "pkeys": ["0x7fff", "0x8103"]},
+    ]
+    body = {"kind": "infiniband", "collected_at": "2026-01-01T00:00:00Z", "ports": ports}
+
+    report = ok(client.post(OBSERVATIONS, json=body))
+
+    acme = next(p for p in report["ports"] if p["guid"] == ACME_GUID)
+    assert acme == {
+        "guid": ACME_GUID,
+        "node": "gpu0001",
+        "owner": "tenant:acme",
+        "missing": [],
+        "unexpected": ["0x8103"],
+    }
+    assert report["holds"] is False
+    assert any(
+        c["rule"] == "cross-tenant-reachability" and c["partition"] == TENANT_PKEYS["globex"]
+        for c in report["counterexamples"]
+    )
+    assert_problem(client.post(OBSERVATIONS, json={"kind": "roce", "ports": []}), 422)
+    bad_guid = {"kind": "infiniband", "ports": [{"guid": "12", "lid": 1, "pkeys": []}]}
+    assert_problem(client.post(OBSERVATIONS, json=bad_guid), 422)
+
+
+# --- RoCE -----------------------------------------------------------------------------------------
+
+
+def roce_artifact(client: TestClient, path: str) -> str:
+    response = client.get(f"/v1/fabrics/roce-west/artifacts/{path}")
+    assert response.status_code == 200
+    return response.text
+
+
+def test_roce_config_db_and_frr_audit_clean(client, db_dump) -> None:
+    api_onboard_roce(client)
+    before = db_dump()
+    for leaf in ("leaf01", "leaf02"):
+        for fmt, path in (
+            ("config_db", f"sonic/{leaf}/config_db.json"),
+            ("frr", f"frr/{leaf}/frr.conf"),
+        ):
+            report = ok(
+                audit(client, roce_artifact(client, path), f"format={fmt}&leaf={leaf}", ROCE_AUDITS)
+            )
+            assert report["leaf"] == leaf and report["format"] == fmt
+            assert report["holds"] is True, report
+            assert report["drift"] == [] and report["counterexamples"] == []
+    assert db_dump() == before
+
+
+def test_an_extra_rt_import_in_frr_is_drift_and_a_counterexample(client) -> None:
+    roce = api_onboard_roce(client)
+    globex, acme = roce.segments["globex"], roce.segments["acme"]
+    own = f"  route-target import 65000:{globex['l3vni']}\n"
+    text = roce_artifact(client, "frr/leaf01/frr.conf").replace(
+        own, own + f"  route-target import 65000:{acme['l3vni']}\n", 1
+    )
+
+    report = ok(audit(client, text, "format=frr&leaf=leaf01", ROCE_AUDITS))
+
+    assert report["drift"] == [
+        {
+            "owner": "tenant:globex",
+            "segment": globex["vrf"],
+            "added": [f"65000:{acme['l3vni']}"],
+            "missing": [],
+            "changed": [],
+        }
+    ]
+    [example] = report["counterexamples"]
+    assert example["rule"] == "cross-tenant-reachability"
+    assert example["partition"] == str(globex["l3vni"])
+    assert report["holds"] is False
+
+
+def test_roce_audits_need_a_leaf_of_the_fabric(client) -> None:
+    api_onboard_roce(client)
+    text = roce_artifact(client, "frr/leaf01/frr.conf")
+
+    assert_problem(audit(client, text, "format=frr", ROCE_AUDITS), 422)
+    assert_problem(audit(client, text, "format=frr&leaf=spine01", ROCE_AUDITS), 422)
+    assert_problem(audit(client, text, "format=partitions", ROCE_AUDITS), 422)
+    assert_problem(audit(client, "{not json", "format=config_db&leaf=leaf01", ROCE_AUDITS), 422)
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def test_cli_audit_config_prints_the_report_and_exits_1_on_violation(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = make_engine(url)
+    prepare_database(engine)
+    uow = UnitOfWork(engine, Settings(database_url=url))
+    uow_onboard(uow)
+    text = get_artifact(uow, "ib-east", "opensm/partitions.conf")[0].content.decode()
+    engine.dispose()
+    clean, edited = tmp_path / "partitions.conf", tmp_path / "edited.conf"
+    clean.write_text(text)
+    edited.write_text(
+        text.replace(
+            f"    {GLOBEX_LAST}=full ;", f"    {GLOBEX_LAST}=full,\n    {ACME_GUID}=full ;"
+        )
+    )
+    runner = CliRunner()
+
+    good = runner.invoke(app, ["audit-config", str(clean), "--fabric", "ib-east", "--db", url])
+    bad = runner.invoke(
+        app,
+        ["audit-config", str(edited), "--fabric", "ib-east", "--format", "partitions", "--db", url],
+    )
+
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.output)["holds"] is True
+    assert bad.exit_code == 1, bad.output
+    assert json.loads(bad.output)["drift"][0]["added"] == [ACME_GUID]
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ibnetdiscover here
+    missing = runner.invoke(app, ["collect", "ib"])
+    assert missing.exit_code == 2
