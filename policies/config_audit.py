@@ -30,7 +30,6 @@ from policies.model import (
     Member,
     NodeRole,
     Owner,
-    OwnerKind,
     Partition,
     format_guid,
     format_pkey,
@@ -42,7 +41,7 @@ from policies.partitions_parser import (
 )
 from policies.roce_model import RoceSnapshot, VrfSegment, route_target
 from policies.sonic_parser import parse_config_db
-from policies.verify import Counterexample, Endpoint, Rule, verify_isolation
+from policies.verify import Counterexample, Endpoint, Rule, edge_rule, verify_isolation
 
 CRITICAL = "critical"
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
@@ -223,17 +222,6 @@ class _RoceIndex:
         return Endpoint(0, node, owner, f"{self.leaf}:{port}" if port else None)
 
 
-def _edge_rule(a: Owner, b: Owner) -> Rule:
-    kinds = {a.kind, b.kind}
-    if OwnerKind.UNASSIGNED in kinds:
-        return Rule.UNASSIGNED_MEMBER
-    if kinds == {OwnerKind.TENANT}:
-        return Rule.CROSS_TENANT
-    if kinds == {OwnerKind.SERVICE}:
-        return Rule.CROSS_SERVICE
-    return Rule.SERVICE_WITHOUT_GRANT
-
-
 def audit_config_db(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport:
     """Audit a leaf's deployed config_db.json: VLAN members per segment against intent.
 
@@ -279,7 +267,7 @@ def _vlan_counterexamples(
                 continue
             own = sorted(index.ports_of(segment.owner))
             yield Counterexample(
-                _edge_rule(segment.owner, holder),
+                edge_rule(segment.owner, holder),
                 f"{holder}'s port {index.leaf}:{port} is a member of Vlan{vlan} of "
                 f"{segment.owner} (L2VNI {segment.l2vni})",
                 segment.l2vni,
@@ -334,7 +322,7 @@ def _import_counterexamples(
         elif not is_allowed_edge(segment.owner, source.owner, index.grants):
             theirs = sorted(index.ports_of(source.owner))
             yield Counterexample(
-                _edge_rule(segment.owner, source.owner),
+                edge_rule(segment.owner, source.owner),
                 f"{segment.vrf} of {segment.owner} imports {rt} of {source.owner} "
                 f"({source.vrf}) without a grant",
                 segment.l3vni,

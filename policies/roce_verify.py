@@ -53,7 +53,7 @@ from policies.verify import (
     Rule,
     Verdict,
     _capped,
-    _edge_rule,
+    edge_rule,
 )
 
 # IEEE 802.1Q / sonic-vlan YANG: VLAN 1 is the default VLAN and 4095 is reserved.
@@ -242,7 +242,7 @@ def _edge_violations(edges: list[Witnessed]) -> Iterator[Counterexample]:
     for edge, a, b, why in edges:
         if not edge.allowed:
             yield Counterexample(
-                _edge_rule(edge.source, edge.target),
+                edge_rule(edge.source, edge.target),
                 f"{edge.source} and {edge.target} can communicate through VNI {edge.segment}: "
                 f"{why}",
                 edge.segment,

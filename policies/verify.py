@@ -259,7 +259,7 @@ def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Countere
     for edge, a_guid, b_guid in edges:
         if edge.allowed:
             continue
-        rule = _edge_rule(edge.source, edge.target)
+        rule = edge_rule(edge.source, edge.target)
         yield Counterexample(
             rule,
             f"{edge.source} and {edge.target} can communicate through partition "
@@ -270,7 +270,8 @@ def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Countere
         )
 
 
-def _edge_rule(a: Owner, b: Owner) -> Rule:
+def edge_rule(a: Owner, b: Owner) -> Rule:
+    """The rule an unintended edge between `a` and `b` refutes, by the kinds of the owners."""
     kinds = {a.kind, b.kind}
     if OwnerKind.UNASSIGNED in kinds:
         return Rule.UNASSIGNED_MEMBER
