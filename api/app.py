@@ -15,6 +15,7 @@ from api.routes_fabrics import router as fabrics_router
 from api.routes_proofs import router as proofs_router
 from api.routes_tenants import router as tenants_router
 from api.routes_tokens import router as tokens_router
+from api.routes_usage import router as usage_router
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings, load_settings
@@ -40,6 +41,7 @@ def create_app(
     for router in (fabrics_router, tenants_router, audit_router, tokens_router, audits_router):
         # Every /v1 route is authorized against the RBAC policy (policies/authz.py).
         app.include_router(router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
+    app.include_router(usage_router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
     app.include_router(proofs_router)  # authorizes with its own dependency (routes_proofs.py)
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

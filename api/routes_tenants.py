@@ -55,7 +55,7 @@ def list_tenants(
     kind: Annotated[str | None, Query(pattern="^(internal|external)$")] = None,
 ) -> Page[TenantView] | Page[TenantSummary]:
     """Tenants by name, optionally filtered by status or kind; a tenant role sees its own only,
-    the billing role only names."""
+    the billing role only names and billing accounts."""
     if principal.tenant is not None:
         page = _own_tenant_page(uow, principal.tenant, listing.cursor, status_, kind)
     else:
@@ -79,12 +79,12 @@ def _own_tenant_page(
 
 
 def _summary(view: TenantView) -> TenantSummary:
-    return TenantSummary(name=view.name)
+    return TenantSummary(name=view.name, billing_account=view.billing_account)
 
 
 @router.get("/tenants/{tenant}", response_model=None, responses={200: {"model": TenantView}})
 def get_tenant(tenant: str, uow: Uow, principal: CurrentPrincipal) -> TenantView | TenantSummary:
-    """One tenant (the billing role sees its name only)."""
+    """One tenant (the billing role sees its name and billing account only)."""
     view = tenants.get_tenant(uow, tenant)
     return _summary(view) if principal.role == Role.BILLING else view
 

@@ -75,6 +75,8 @@ POLICY_TEXT = "\n".join(
         r"p, tenant-admin, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
         r"p, billing, *, ^/v1/keys$, ^GET$, allow",
+        # usage metering (issue 6): billing reads usage; operators and auditors read everything
+        r"p, billing, *, ^/v1/usage/(records|records\.csv|events)$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/keys$, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/keys$, ^GET$, allow",
     ]

@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 from policies.errors import ConflictError, NotFoundError
 from policies.model import FabricKind, NodeRole, format_pkey
 from tenancy import models as m
-from tenancy import roce
+from tenancy import roce, usage
 from tenancy.db import fetch_all
 from tenancy.keys import claim_pkey, release_segment
 from tenancy.locks import lock_fabric, lock_fabrics
@@ -111,6 +111,7 @@ def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> Alloc
         tx.session.add(allocation)
         tx.session.flush()
         assign_nodes(tx.session, nodes, allocation_id=allocation.id)
+        usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
         commit_gate(
             tx, fabric, "allocation.create", f"tenants/{tenant.name}/allocations/{allocation.id}"
         )
@@ -263,6 +264,7 @@ def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
         tx.session.delete(assignment)
     allocation.released_at = tx.now
     tx.session.add(allocation)
+    usage.close_allocation_intervals(tx, allocation.id)
     tx.session.flush()
     remaining = fetch_all(
         tx.session,
@@ -310,6 +312,8 @@ def _release_everything(tx: Tx, tenant: m.Tenant) -> None:
     ):
         grant.revoked_at = tx.now
         tx.session.add(grant)
+        usage.close_grant_interval(tx, grant.id)
+    usage.close_tenant_intervals(tx, tenant)  # offboarding: anything still open ends now
     for segment in tx.session.exec(
         select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
     ):

@@ -179,6 +179,7 @@ class Tenant(SQLModel, table=True):
     status: str = Field(default="active", max_length=16)
     qos_class_id: int = Field(foreign_key="qos_class.id")
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
+    billing_account: str = Field(default="", max_length=64)
     offboarded_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
 
 
@@ -330,3 +331,26 @@ class Proof(SQLModel, table=True):
     fabric: str = Field(max_length=63, index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
     envelope: str
+
+
+class UsageInterval(SQLModel, table=True):
+    """What a tenant held and when (issue 6): one row per node of an allocation (with its port
+    count) or per grant, opened and closed in the same transaction as the change.
+
+    Names (QoS class, billing account, resource) are copied at opening time, so metering needs no
+    joins and later renames cannot rewrite history; ``ended_at`` is null while it is held.
+    """
+
+    __tablename__ = "usage_interval"
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: int = Field(foreign_key="tenant.id", index=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    billing_account: str = Field(max_length=64)
+    qos_class: str = Field(max_length=63)
+    resource_type: str = Field(max_length=16)  # node, service
+    resource: str = Field(max_length=63)
+    ports: int = 0
+    allocation_id: str | None = Field(default=None, foreign_key="allocation.id", index=True)
+    grant_id: str | None = Field(default=None, foreign_key="grant.id", index=True)
+    started_at: datetime = Field(sa_column=_ts())
+    ended_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))

@@ -31,6 +31,8 @@ HEX_PKEY_PATTERN = r"^0[xX][0-9a-fA-F]{1,4}$"
 IB_RATE_CODES = range(2, 23)
 
 Slug = Annotated[str, Field(pattern=SLUG_PATTERN, examples=["acme"])]
+BILLING_ACCOUNT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+BillingAccount = Annotated[str, Field(pattern=BILLING_ACCOUNT_PATTERN, examples=["acct:acme-01"])]
 NodeName = Annotated[str, Field(pattern=NODE_NAME_PATTERN, examples=["gpu0001"])]
 T = TypeVar("T")
 
@@ -194,6 +196,9 @@ class TenantCreate(Strict):
     name: Slug
     kind: Literal["internal", "external"]
     qos_class: Slug = "bronze"
+    billing_account: BillingAccount | None = Field(
+        default=None, description="The account usage is billed to; defaults to the tenant name"
+    )
 
 
 class TenantView(BaseModel):
@@ -203,6 +208,7 @@ class TenantView(BaseModel):
     qos_class: str
     created_at: datetime
     offboarded_at: datetime | None
+    billing_account: str
 
 
 class SegmentView(BaseModel):
@@ -469,10 +475,11 @@ class TokenCreated(BaseModel):
 
 
 class TenantSummary(Strict):
-    """What the billing role sees of a tenant: its name and nothing else (issue 4; the billing
-    account joins it with usage metering). Strict, so no fuller view ever validates as it."""
+    """What the billing role sees of a tenant: its name and billing account, nothing else
+    (issues 4 and 6). Strict, so no fuller view ever validates as it."""
 
     name: str
+    billing_account: str
 
 
 class FabricReachabilityView(BaseModel):
@@ -562,3 +569,22 @@ class ProofCreated(BaseModel):
 
     id: str
     envelope: dict[str, Any]
+
+
+# --- usage metering (issue 6) -----------------------------------------------------------------
+
+
+class UsageRecordsPage(BaseModel):
+    """Usage records (documents of policies.usage.record_document), sorted by (period_start, id)."""
+
+    data: list[dict[str, Any]]
+    count: int = Field(description="Total number of records in the range")
+    complete_until: datetime = Field(description="Records ending at or before this are final")
+    next: str | None = Field(description="Cursor of the next page, null on the last page")
+
+
+class UsageEventsPage(BaseModel):
+    """Final hourly usage records as CloudEvents 1.0, in (period_start, id) order."""
+
+    data: list[dict[str, Any]]
+    next: str = Field(description="Resume from here; never null (unchanged when nothing is new)")

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 from policies.errors import ConflictError, NotFoundError
 from policies.model import NodeRole
 from tenancy import models as m
+from tenancy import usage
 from tenancy.allocations import (
     assign_nodes,
     ensure_segment,
@@ -117,6 +118,8 @@ def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> Grant
             created_at=tx.now,
         )
         tx.session.add(grant)
+        tx.session.flush()
+        usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
         commit_gate(tx, fabric, "grant.create", f"tenants/{tenant.name}/grants/{grant.id}")
         return _grant_view(tx.session, grant)
 
@@ -175,4 +178,5 @@ def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
             raise NotFoundError(f"grant '{grant_id}' was revoked meanwhile", resource="grant")
         grant.revoked_at = tx.now
         tx.session.add(grant)
+        usage.close_grant_interval(tx, grant.id)
         commit_gate(tx, fabric, "grant.delete", f"tenants/{tenant_name}/grants/{grant.id}")

@@ -93,6 +93,7 @@ def tenant_view(tenant: m.Tenant, qos_name: str) -> TenantView:
         qos_class=qos_name,
         created_at=tenant.created_at,
         offboarded_at=tenant.offboarded_at,
+        billing_account=tenant.billing_account or tenant.name,
     )
 
 
@@ -106,7 +107,13 @@ def create_tenant(uow: UnitOfWork, spec: TenantCreate) -> TenantView:
         if tx.session.exec(select(m.Tenant).where(m.Tenant.name == spec.name)).first():
             raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
         qos = qos_class_named(tx.session, spec.qos_class)
-        tenant = m.Tenant(name=spec.name, kind=spec.kind, qos_class_id=m.pk(qos), created_at=tx.now)
+        tenant = m.Tenant(
+            name=spec.name,
+            kind=spec.kind,
+            qos_class_id=m.pk(qos),
+            created_at=tx.now,
+            billing_account=spec.billing_account or spec.name,
+        )
         tx.session.add(tenant)
         tx.session.flush()
         audit.record(tx, "tenant.create", f"tenants/{tenant.name}")

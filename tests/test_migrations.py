@@ -57,5 +57,5 @@ def test_upgrade_is_idempotent(tmp_path):
     prepare_database(engine)
     prepare_database(engine)
     with engine.connect() as connection:
-        assert MigrationContext.configure(connection).get_current_revision() == "0005"
+        assert MigrationContext.configure(connection).get_current_revision() == "0006"
     engine.dispose()

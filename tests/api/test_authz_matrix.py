@@ -82,6 +82,10 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     # asked for a proof that does not exist
     ("GET", "/v1/proofs/{proof_id}"): ("NNFNN", None),
     ("GET", "/v1/keys"): ("AAAAA", None),
+    # usage metering (issue 6): billing, auditors and operators read usage; tenant roles do not
+    ("GET", "/v1/usage/records"): ("FFAAA", None),
+    ("GET", "/v1/usage/records.csv"): ("FFAAA", None),
+    ("GET", "/v1/usage/events"): ("FFAAA", None),
 }
 
 CASES = [
@@ -134,6 +138,8 @@ def url_for(path: str, tenant: str | None, onboarded: Onboarded, victims: dict[s
     query = {
         "/v1/audit/proofs/inclusion": "?index=0&size=1",
         "/v1/audit/proofs/consistency": "?first=1&second=1",
+        "/v1/usage/records": "?from=2026-03-01T00:00:00Z",
+        "/v1/usage/records.csv": "?from=2026-03-01T00:00:00Z",
     }
     return url + query.get(path, "")
 
@@ -251,9 +257,32 @@ def test_billing_sees_tenant_names_only(world):
     listed = ok(client.get("/v1/tenants", headers=headers))
     assert {t["name"] for t in listed["data"]} == {"acme", "research", "globex"}
     for item in [*listed["data"], ok(client.get("/v1/tenants/globex", headers=headers))]:
-        assert item.keys() == {"name"}
+        assert item.keys() == {"name", "billing_account"}
+        assert item["billing_account"] == item["name"]  # the default account
     operator_view = ok(client.get("/v1/tenants/acme", headers=bearer(secrets["operator"])))
     assert "qos_class" in operator_view
+
+
+def test_billing_reads_usage_and_nothing_else(world):
+    client, secrets, _victims, _onboarded = world
+    headers = bearer(secrets["billing"])
+    allowed = {
+        (method, path)
+        for (method, path), (own, _other) in MATRIX.items()
+        if own[ROLES.index("billing")] == "A"
+    }
+
+    assert allowed == {
+        ("GET", "/v1/tenants"),
+        ("GET", "/v1/tenants/{tenant}"),
+        ("GET", "/v1/keys"),
+        ("GET", "/v1/usage/records"),
+        ("GET", "/v1/usage/records.csv"),
+        ("GET", "/v1/usage/events"),
+    }
+    records = ok(client.get("/v1/usage/records?from=2026-03-01T00:00:00Z", headers=headers))
+    assert records.keys() == {"data", "count", "complete_until", "next"}
+    assert ok(client.get("/v1/usage/events", headers=headers))["next"]
 
 
 def test_the_auditor_reads_every_artifact_but_the_subnet_keys(world):

@@ -1,0 +1,513 @@
+"""Usage metering: allocation timelines in, immutable per-period usage records out.
+
+A tenant holds nodes (each with a port count) and granted services over time. `meter` turns those
+holdings into one `UsageRecord` per (billing account, tenant, fabric, meter, QoS class, service,
+period), where a period is a whole UTC hour (or UTC day). The records are exported three ways:
+`record_document` (the JSON body of the pull API), `cloud_event` (a structured-mode CloudEvent 1.0
+for push) and `focus_rows` (a CSV-ready row set named after FinOps FOCUS usage columns).
+
+Contracts an integrator can rely on (ecosystem.md section 6.3):
+
+* Windows are half-open `[period_start, period_end)` in UTC, written in RFC 3339 with `Z`.
+* Record ids are deterministic: the same key always yields the same id, so re-sending is
+  idempotent end to end (CloudEvent `id`, Lago `transaction_id`, Stripe `identifier`).
+* Quantities are exact integer seconds; the derived hours are decimal strings, never floats.
+* `final` marks a record whose period ended at or before `complete_until(now)`: its values will
+  not change. The current, unfinished period is reported with `final=False`.
+
+Pure engine: no I/O, no clock (`now` is passed in), no randomness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from policies.errors import ValidationError
+
+__all__ = [
+    "FOCUS_COLUMNS",
+    "GRANULARITIES",
+    "UsageInterval",
+    "UsageRecord",
+    "cloud_event",
+    "complete_until",
+    "focus_rows",
+    "hours",
+    "meter",
+    "record_document",
+]
+
+#: Period length in seconds per supported granularity. POSIX time has no leap seconds, so every
+#: UTC hour is 3600 s and every UTC day 86400 s, and both grids are aligned with the epoch.
+GRANULARITIES: dict[str, int] = {"hour": 3600, "day": 86400}
+
+#: Column order of `focus_rows`: FOCUS v1.2 usage columns (ChargePeriodStart inclusive,
+#: ChargePeriodEnd exclusive, ecosystem.md 6.2) plus the tenant and fabric.
+FOCUS_COLUMNS: tuple[str, ...] = (
+    "BillingAccountId",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ResourceId",
+    "ResourceType",
+    "SkuId",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "Tenant",
+    "Fabric",
+)
+
+NODE = "node"
+SERVICE = "service"
+FABRIC_CAPACITY = "fabric-capacity"
+SERVICE_ACCESS = "service-access"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
+_HOUR = 3600
+_MICRO_PER_UNIT = 10**6  # hours are written with 6 decimals
+
+
+@dataclass(frozen=True, slots=True)
+class UsageInterval:
+    """A holding: a node (with its port count) or a granted service, from start until end.
+
+    Attributes:
+        tenant: Tenant name.
+        billing_account: The tenant's external billing account (customer) id.
+        fabric: Fabric the holding lives on.
+        qos_class: The tenant's QoS class name.
+        resource_type: "node" or "service".
+        resource: Node name or service name.
+        ports: Ports of the node (0 for a service).
+        start: Tz-aware start of the holding.
+        end: Tz-aware end of the holding; None while it is still held.
+    """
+
+    tenant: str
+    billing_account: str
+    fabric: str
+    qos_class: str
+    resource_type: str
+    resource: str
+    ports: int
+    start: datetime
+    end: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """Usage of one (billing account, tenant, fabric, meter, class, service) in one period.
+
+    Attributes:
+        id: Deterministic id, "usg_" + 32 hex digits (see `_record_id`).
+        billing_account: External billing account id.
+        tenant: Tenant name.
+        fabric: Fabric name.
+        resource_type: "fabric-capacity" (nodes and ports) or "service-access".
+        qos_class: The tenant's QoS class.
+        service: The service name for service-access records, else None.
+        period_start: Inclusive UTC start of the period.
+        period_end: Exclusive UTC end of the period.
+        node_seconds: Sum of seconds nodes were held in the period.
+        port_seconds: Sum over nodes of held seconds times the node's ports.
+        access_seconds: Sum of seconds the service was granted in the period.
+        final: True when period_end <= complete_until(now): the values will not change.
+    """
+
+    id: str
+    billing_account: str
+    tenant: str
+    fabric: str
+    resource_type: str
+    qos_class: str
+    service: str | None
+    period_start: datetime
+    period_end: datetime
+    node_seconds: int
+    port_seconds: int
+    access_seconds: int
+    final: bool
+
+    @property
+    def node_hours(self) -> str:
+        """Node seconds as hours, 6 decimals, half-even (see `hours`)."""
+        return hours(self.node_seconds)
+
+    @property
+    def port_hours(self) -> str:
+        """Port seconds as hours, 6 decimals, half-even (see `hours`)."""
+        return hours(self.port_seconds)
+
+    @property
+    def access_hours(self) -> str:
+        """Access seconds as hours, 6 decimals, half-even (see `hours`)."""
+        return hours(self.access_seconds)
+
+
+def hours(seconds: int) -> str:
+    """Write integer seconds as decimal hours with exactly 6 decimals, rounding half to even.
+
+    Equal to `str((Decimal(seconds) / 3600).quantize(Decimal("0.000001"), ROUND_HALF_EVEN))`
+    computed exactly: micro-hours = seconds * 10**6 / 3600 = seconds * 2500 / 9, so the result is
+    an integer division by 9 with a half-even correction. (Since 9 is odd, an exact tie never
+    occurs for integer seconds; the rule is kept so the contract holds as stated.)
+
+    Args:
+        seconds: A whole number of seconds (may be negative, e.g. for a compensating record).
+
+    Returns:
+        A string like "0.000278" (1 s) or "1.000000" (3600 s).
+    """
+    quotient, remainder = divmod(abs(seconds) * _MICRO_PER_UNIT, _HOUR)
+    if 2 * remainder > _HOUR or (2 * remainder == _HOUR and quotient % 2 == 1):
+        quotient += 1
+    whole, fraction = divmod(quotient, _MICRO_PER_UNIT)
+    sign = "-" if seconds < 0 and quotient else ""
+    return f"{sign}{whole}.{fraction:06d}"
+
+
+# A change is stamped with its transaction's start time but becomes visible at commit: an hour is
+# declared final only once every transaction that could still add seconds to it has committed.
+FINALITY_GRACE_SECONDS = 300
+
+
+def complete_until(now: datetime) -> datetime:
+    """Return the watermark: the start of the UTC hour that contained `now` minus a grace period.
+
+    Every period ending at or before it is final: holdings are clipped to `now`, and the grace
+    (`FINALITY_GRACE_SECONDS`) covers changes stamped before an hour boundary that commit after
+    it. Integrators close invoices up to this instant.
+
+    Args:
+        now: Tz-aware current time.
+
+    Returns:
+        ``now - grace`` truncated to the hour, in UTC.
+
+    Raises:
+        ValidationError: `now` is naive.
+    """
+    return _to_datetime(_floor(_epoch_seconds(now, "now") - FINALITY_GRACE_SECONDS, _HOUR))
+
+
+def meter(
+    intervals: Iterable[UsageInterval],
+    *,
+    since: datetime,
+    until: datetime,
+    now: datetime,
+    granularity: str = "hour",
+) -> list[UsageRecord]:
+    """Meter holdings into one record per key and period with non-zero usage.
+
+    Rules, in order:
+
+    1. Every instant (interval start and end, `now`) is truncated down to a whole second, so
+       every quantity is an integer number of seconds and sums are exact.
+    2. The window is widened to whole periods: from the start of the period containing `since`
+       to the end of the period containing the last instant before `until`. A record thus always
+       covers its full period, so its id names one value whatever window was asked for.
+    3. Each interval is clipped to `[start, min(end or now, now))` and to the widened window,
+       then split exactly at period boundaries.
+    4. Node intervals add their seconds to `node_seconds` and seconds * ports to `port_seconds` of
+       a "fabric-capacity" record; service intervals add to `access_seconds` of a
+       "service-access" record for that service.
+    5. The current, unfinished period is included with `final=False`.
+
+    Args:
+        intervals: The holdings; order does not matter.
+        since: Tz-aware inclusive start of the requested window.
+        until: Tz-aware exclusive end of the requested window.
+        now: Tz-aware current time (the engine has no clock).
+        granularity: "hour" or "day".
+
+    Returns:
+        Records sorted by (period_start, billing_account, tenant, fabric, resource_type,
+        qos_class, service), with None sorting as "".
+
+    Raises:
+        ValidationError: A naive datetime, since >= until, an unknown granularity, an unknown
+            resource type, negative ports, or an interval ending before it starts.
+    """
+    period = GRANULARITIES.get(granularity)
+    if period is None:
+        raise ValidationError(
+            f"unknown granularity {granularity!r}; expected one of {sorted(GRANULARITIES)}"
+        )
+    lo, hi = _epoch_seconds(since, "since"), _epoch_seconds(until, "until")
+    if since >= until:
+        raise ValidationError("since must be before until")
+    window = (_floor(lo, period), _floor(hi - 1, period) + period)
+    current = _epoch_seconds(now, "now")
+    totals: dict[tuple[str, str, str, str, str, str | None, int], list[int]] = {}
+    for interval in intervals:
+        _accumulate(totals, interval, window, current, period)
+    watermark = _floor(current - FINALITY_GRACE_SECONDS, _HOUR)  # = complete_until(now)
+    records = [
+        _make_record(key, values, period, granularity, watermark)
+        for key, values in totals.items()
+        if any(values)
+    ]
+    records.sort(key=_sort_key)
+    return records
+
+
+def record_document(record: UsageRecord) -> dict[str, Any]:
+    """Render a record as the JSON document of the usage API and CloudEvent data.
+
+    Args:
+        record: The record.
+
+    Returns:
+        A JSON-ready dict with RFC 3339 UTC "Z" times, integer seconds and decimal-string hours
+        (strings, because consumers may parse numbers as IEEE doubles; ecosystem.md 6.3).
+    """
+    return {
+        "id": record.id,
+        "billing_account": record.billing_account,
+        "tenant": record.tenant,
+        "fabric": record.fabric,
+        "resource_type": record.resource_type,
+        "qos_class": record.qos_class,
+        "service": record.service,
+        "period_start": _rfc3339(record.period_start),
+        "period_end": _rfc3339(record.period_end),
+        "node_seconds": record.node_seconds,
+        "port_seconds": record.port_seconds,
+        "access_seconds": record.access_seconds,
+        "node_hours": record.node_hours,
+        "port_hours": record.port_hours,
+        "access_hours": record.access_hours,
+        "final": record.final,
+    }
+
+
+def cloud_event(
+    record: UsageRecord, *, source_prefix: str = "/isofabric/fabrics"
+) -> dict[str, Any]:
+    """Render a record as a structured-mode CloudEvent 1.0 (`application/cloudevents+json`).
+
+    `id` is the record id, so (source, id) is stable across re-sends and consumers dedupe on it
+    (CloudEvents 1.0 "id"; ecosystem.md 6.1). `subject` is the tenant, which OpenMeter aggregates
+    by (ecosystem.md 6.2). Extension attribute names are lowercase alphanumeric, at most 20
+    characters, as the spec and the v2 SDK require (so `tenantid`, not `tenant_id`).
+
+    Args:
+        record: The record.
+        source_prefix: URI-reference prefix; the fabric name is appended.
+
+    Returns:
+        The event as a JSON-ready dict. The type is "isofabric.usage.hourly.v1" for hourly
+        records and "isofabric.usage.daily.v1" for daily ones.
+    """
+    daily = record.period_end - record.period_start == timedelta(days=1)
+    return {
+        "specversion": "1.0",
+        "id": record.id,
+        "source": f"{source_prefix}/{record.fabric}",
+        "type": "isofabric.usage.daily.v1" if daily else "isofabric.usage.hourly.v1",
+        "subject": record.tenant,
+        "time": _rfc3339(record.period_end),
+        "datacontenttype": "application/json",
+        "tenantid": record.tenant,
+        "billingaccount": record.billing_account,
+        "fabric": record.fabric,
+        "data": record_document(record),
+    }
+
+
+def focus_rows(records: Iterable[UsageRecord]) -> list[dict[str, str]]:
+    """Render records as rows keyed by `FOCUS_COLUMNS`, one row per record and quantity.
+
+    A "fabric-capacity" record gives a "node-hour" row then a "port-hour" row; a
+    "service-access" record gives one "access-hour" row. Column names follow FOCUS v1.2 usage
+    columns (ecosystem.md 6.2); the service emits usage, not cost, so no cost columns.
+
+    Args:
+        records: Records, e.g. from `meter`; row order follows record order.
+
+    Returns:
+        Rows whose keys are exactly `FOCUS_COLUMNS`, all values strings.
+    """
+    rows: list[dict[str, str]] = []
+    for record in records:
+        for resource_id, sku, quantity, unit in _focus_quantities(record):
+            row = (
+                record.billing_account,
+                _rfc3339(record.period_start),
+                _rfc3339(record.period_end),
+                resource_id,
+                record.resource_type,
+                sku,
+                quantity,
+                unit,
+                record.tenant,
+                record.fabric,
+            )
+            rows.append(dict(zip(FOCUS_COLUMNS, row, strict=True)))
+    return rows
+
+
+# --- internals -------------------------------------------------------------------------------
+
+
+def _focus_quantities(record: UsageRecord) -> list[tuple[str, str, str, str]]:
+    """(ResourceId, SkuId, ConsumedQuantity, ConsumedUnit) for each quantity of a record."""
+    base = f"{record.fabric}/{record.tenant}"
+    if record.resource_type == SERVICE_ACCESS:
+        service = record.service or ""
+        return [(f"{base}/{service}", f"service:{service}", record.access_hours, "access-hour")]
+    return [
+        (base, record.qos_class, record.node_hours, "node-hour"),
+        (base, record.qos_class, record.port_hours, "port-hour"),
+    ]
+
+
+def _epoch_seconds(moment: datetime, name: str) -> int:
+    """Whole seconds since the epoch, truncated toward the past (floor), exactly.
+
+    Raises:
+        ValidationError: `moment` is naive.
+    """
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValidationError(f"{name} must be a timezone-aware datetime")
+    # timedelta // timedelta is exact integer floor division (no float rounding).
+    return (moment - _EPOCH) // _SECOND
+
+
+def _to_datetime(seconds: int) -> datetime:
+    """UTC datetime for whole epoch seconds."""
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+def _floor(seconds: int, period: int) -> int:
+    """Start of the period containing `seconds` (grids are epoch-aligned)."""
+    return seconds - seconds % period
+
+
+def _rfc3339(moment: datetime) -> str:
+    """RFC 3339 UTC with "Z"; microseconds only when present."""
+    utc = moment.astimezone(UTC)
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if utc.microsecond else "%Y-%m-%dT%H:%M:%SZ"
+    return utc.strftime(fmt)
+
+
+def _clip(interval: UsageInterval, window: tuple[int, int], now: int) -> tuple[int, int] | None:
+    """The interval's held seconds `[start, min(end or now, now))` within the window, if any."""
+    if interval.resource_type not in (NODE, SERVICE):
+        raise ValidationError(
+            f"resource_type must be {NODE!r} or {SERVICE!r}, not {interval.resource_type!r}"
+        )
+    if interval.ports < 0:
+        raise ValidationError(f"ports must not be negative ({interval.resource!r})")
+    start = _epoch_seconds(interval.start, "start")
+    end = now if interval.end is None else min(_epoch_seconds(interval.end, "end"), now)
+    if interval.end is not None and interval.end < interval.start:
+        raise ValidationError(f"interval of {interval.resource!r} ends before it starts")
+    lo, hi = max(start, window[0]), min(end, window[1])
+    return (lo, hi) if lo < hi else None
+
+
+def _accumulate(
+    totals: dict[tuple[str, str, str, str, str, str | None, int], list[int]],
+    interval: UsageInterval,
+    window: tuple[int, int],
+    now: int,
+    period: int,
+) -> None:
+    """Add one interval's seconds, split at period boundaries, to `totals`."""
+    clipped = _clip(interval, window, now)
+    if clipped is None:
+        return
+    is_node = interval.resource_type == NODE
+    resource_type = FABRIC_CAPACITY if is_node else SERVICE_ACCESS
+    service = None if is_node else interval.resource
+    lo, hi = clipped
+    period_start = _floor(lo, period)
+    while period_start < hi:
+        held = min(hi, period_start + period) - max(lo, period_start)
+        key = (
+            interval.billing_account,
+            interval.tenant,
+            interval.fabric,
+            resource_type,
+            interval.qos_class,
+            service,
+            period_start,
+        )
+        values = totals.setdefault(key, [0, 0, 0])
+        if is_node:
+            values[0] += held
+            values[1] += held * interval.ports
+        else:
+            values[2] += held
+        period_start += period
+
+
+def _record_id(
+    key: tuple[str, str, str, str, str, str | None, int], granularity: str, period_start: str
+) -> str:
+    """Deterministic id: "usg_" + the first 32 hex digits of SHA-256 over the key.
+
+    The key is hashed as a compact JSON array (billing_account, tenant, fabric, resource_type,
+    qos_class, service or "", granularity, period_start in RFC 3339), which is unambiguous even
+    when a name contains a separator. 36 characters keeps within Stripe/Lago's 100 (6.3 item 4).
+    """
+    billing_account, tenant, fabric, resource_type, qos_class, service, _ = key
+    material = [
+        billing_account,
+        tenant,
+        fabric,
+        resource_type,
+        qos_class,
+        service or "",
+        granularity,
+        period_start,
+    ]
+    encoded = json.dumps(material, ensure_ascii=True, separators=(",", ":")).encode()
+    return "usg_" + hashlib.sha256(encoded).hexdigest()[:32]
+
+
+def _make_record(
+    key: tuple[str, str, str, str, str, str | None, int],
+    values: list[int],
+    period: int,
+    granularity: str,
+    watermark: int,
+) -> UsageRecord:
+    """Build the record of one key and period."""
+    billing_account, tenant, fabric, resource_type, qos_class, service, start = key
+    period_start = _to_datetime(start)
+    return UsageRecord(
+        id=_record_id(key, granularity, _rfc3339(period_start)),
+        billing_account=billing_account,
+        tenant=tenant,
+        fabric=fabric,
+        resource_type=resource_type,
+        qos_class=qos_class,
+        service=service,
+        period_start=period_start,
+        period_end=_to_datetime(start + period),
+        node_seconds=values[0],
+        port_seconds=values[1],
+        access_seconds=values[2],
+        final=start + period <= watermark,
+    )
+
+
+def _sort_key(record: UsageRecord) -> tuple[datetime, str, str, str, str, str, str]:
+    """The documented record order; None service sorts as ""."""
+    return (
+        record.period_start,
+        record.billing_account,
+        record.tenant,
+        record.fabric,
+        record.resource_type,
+        record.qos_class,
+        record.service or "",
+    )
