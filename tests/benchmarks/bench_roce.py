@@ -22,14 +22,10 @@ pool of `tenancy.roce._pools`), with bulk inserts.
 
 from __future__ import annotations
 
-import resource
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from faker import Faker
 from sqlalchemy import insert, select
@@ -46,6 +42,7 @@ from tenancy.schemas import RoceFabricCreate, RoceInventory
 from tenancy.settings import Settings
 from tenancy.topology import import_roce_inventory
 from tenancy.uow import UnitOfWork
+from tests.benchmarks.timing import measure, print_peak_rss
 
 RAILS, LEAVES_PER_RAIL, NODES = 8, 8, 2_048
 HOST_PORTS = NODES // LEAVES_PER_RAIL  # 256 host ports per leaf
@@ -54,19 +51,6 @@ HOST_SPEED, UPLINK_SPEED = 200_000, 800_000  # Mb/s, as SONiC writes it
 TENANTS, NODES_PER_TENANT, QOS = 500, 4, ("gold", "silver", "bronze")
 # Pool origins of RoceFabricCreate's defaults (vlan 100-3999, l2vni 10000-, l3vni 50000-, rd 1-).
 VLAN_FIRST, L2VNI_FIRST, L3VNI_FIRST, RD_FIRST = 100, 10_000, 50_000, 1
-T = TypeVar("T")
-
-
-@contextmanager
-def timed(label: str) -> Iterator[None]:
-    start = time.perf_counter()
-    yield
-    print(f"{label:<38} {time.perf_counter() - start:8.2f} s")
-
-
-def measure(label: str, action: Callable[[], T]) -> T:
-    with timed(label):
-        return action()
 
 
 def leaf_name(rail: int, index: int) -> str:
@@ -265,8 +249,7 @@ def main() -> None:
         )
         size = sum(len(f.content) for f in files)
         print(f"  {len(files)} files, {size / 1e6:.1f} MB")
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{'peak RSS':<38} {peak:8.0f} MB")
+        print_peak_rss()
 
 
 if __name__ == "__main__":

@@ -6,14 +6,9 @@ partitions.conf, peak RSS; plus topology import of the same fabric. Never assert
 
 from __future__ import annotations
 
-import resource
 import tempfile
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 from faker import Faker
 from sqlalchemy import insert, select
@@ -30,17 +25,10 @@ from tenancy.settings import Settings
 from tenancy.snapshot import load_snapshot
 from tenancy.topology import import_topology
 from tenancy.uow import UnitOfWork
+from tests.benchmarks.timing import measure, print_peak_rss
 
 NODES, HCAS, TENANTS, NODES_PER_TENANT, STORAGE_NODES = 12_500, 8, 2_000, 6, 50
 LEAF_PORTS = 32
-T = TypeVar("T")
-
-
-@contextmanager
-def timed(label: str) -> Iterator[None]:
-    start = time.perf_counter()
-    yield
-    print(f"{label:<38} {time.perf_counter() - start:8.2f} s")
 
 
 def ibnetdiscover_text(nodes: int, hcas: int) -> str:
@@ -167,11 +155,6 @@ def populate(uow: UnitOfWork) -> None:
         )
 
 
-def measure(label: str, action: Callable[[], T]) -> T:
-    with timed(label):
-        return action()
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         url = f"sqlite:///{Path(scratch) / 'bench.db'}"
@@ -204,8 +187,7 @@ def main() -> None:
         print(f"  holds={verdict.holds}, {len(verdict.reachability)} reachability edges")
         text = measure("render partitions.conf", lambda: render_partitions_conf(snapshot))
         print(f"  {len(text.encode()) / 1e6:.1f} MB, {text.count(chr(10))} lines")
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{'peak RSS':<38} {peak:8.0f} MB")
+        print_peak_rss()
 
 
 if __name__ == "__main__":
