@@ -23,7 +23,18 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SLUG = re.compile(SLUG_PATTERN)
 # Routes without a tenant in their path whose answer depends on who asks: a tenant principal's
 # request is about its own tenant (the handler narrows the answer to it).
-SELF_SCOPED = frozenset({"/v1/tenants", "/v1/qos-classes", "/v1/tokens", "/v1/tokens/{token_id}"})
+# Routes without a tenant in their path that a tenant principal asks about its own tenant.
+SELF_SCOPED = frozenset(
+    {
+        "/v1/tenants",
+        "/v1/qos-classes",
+        "/v1/tokens",
+        "/v1/tokens/{token_id}",
+        "/v1/proofs",
+        "/v1/proofs/{proof_id}",
+        "/v1/keys",
+    }
+)
 
 
 def get_principal(request: Request) -> Principal:

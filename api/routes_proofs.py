@@ -5,40 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, status
+from fastapi import APIRouter, Depends, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
-from policies.authz import Decision, decide
-from policies.errors import ForbiddenError
 from tenancy import keys_store, proofs
 from tenancy.schemas import ProofCreated, ProofIssue
 
-# Routes without a tenant in their path that a tenant principal asks about its own tenant.
-_SELF_SCOPED = frozenset({"/v1/proofs", "/v1/proofs/{proof_id}", "/v1/keys"})
-
-
-async def authorize_proofs(request: Request, principal: CurrentPrincipal) -> None:
-    """`api.deps.authorize`, with the tenant-less routes above scoped to a tenant's own tenant."""
-    route = request.scope.get("route")
-    template = getattr(route, "path", None)
-    if template not in _SELF_SCOPED or principal.tenant is None:
-        await authorize(request, principal)
-        return
-    decision = decide(
-        f"principal:{principal.name}",
-        principal.role,
-        principal.tenant,
-        principal.tenant,
-        str(template),
-        request.method,
-    )
-    if decision is not Decision.ALLOW:
-        raise ForbiddenError(f"role '{principal.role}' may not {request.method} {template}")
-
-
-router = APIRouter(
-    tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize_proofs)]
-)
+router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
 
 
 @router.post("/v1/tenants/{tenant}/isolation-proofs", status_code=status.HTTP_201_CREATED)

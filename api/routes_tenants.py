@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Response, status
 from api.deps import CurrentPrincipal, Listing, Uow
 from policies.authz import Role
 from tenancy import allocations, services, tenants, verification
-from tenancy.pagination import decode_cursor
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -56,26 +55,12 @@ def list_tenants(
 ) -> Page[TenantView] | Page[TenantSummary]:
     """Tenants by name, optionally filtered by status or kind; a tenant role sees its own only,
     the billing role only names and billing accounts."""
-    if principal.tenant is not None:
-        page = _own_tenant_page(uow, principal.tenant, listing.cursor, status_, kind)
-    else:
-        page = tenants.list_tenants(uow, listing.limit, listing.cursor, status_, kind)
+    page = tenants.list_tenants(
+        uow, listing.limit, listing.cursor, status_, kind, only=principal.tenant
+    )
     if principal.role == Role.BILLING:
         return Page(data=[_summary(t) for t in page.data], count=page.count, next=page.next)
     return page
-
-
-def _own_tenant_page(
-    uow: Uow, name: str, cursor: str | None, status_: str | None, kind: str | None
-) -> Page[TenantView]:
-    view = tenants.get_tenant(uow, name)
-    after = decode_cursor(cursor)
-    visible = (
-        (status_ is None or view.status == status_)
-        and (kind is None or view.kind == kind)
-        and (after is None or view.name > after)
-    )
-    return Page(data=[view] if visible else [], count=int(visible), next=None)
 
 
 def _summary(view: TenantView) -> TenantSummary:

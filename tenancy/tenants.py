@@ -126,9 +126,14 @@ def list_tenants(
     cursor: str | None,
     status: str | None = None,
     kind: str | None = None,
+    only: str | None = None,
 ) -> Page[TenantView]:
+    """Tenants by name, filtered by status and kind; `only` restricts the list to one tenant
+    (what a tenant-scoped caller may see)."""
     with uow.transaction() as tx:
         query = select(m.Tenant)
+        if only is not None:
+            query = query.where(m.Tenant.name == only)
         if status is not None:
             query = query.where(m.Tenant.status == status)
         if kind is not None:

@@ -163,7 +163,10 @@ def test_bad_ranges_are_422_problems(client, url):
 
 
 def test_a_59_day_daily_range_is_fine(timeline):
-    ok(timeline.get(RECORDS, params={"from": "2026-01-01T00:00:00Z", "granularity": "day"}))
+    body = ok(timeline.get(RECORDS, params={"from": "2026-01-01T00:00:00Z", "granularity": "day"}))
+
+    assert body["data"]
+    assert all(r["period_start"].endswith("T00:00:00Z") for r in body["data"])
 
 
 def test_bad_event_cursor_is_422(client):
