@@ -126,7 +126,8 @@ def check_partitions(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
 ) -> None:
     """Report constructs on which OpenSM fails open or changes meaning; exit 1 on any hazard."""
-    from policies.partitions_parser import Severity, parse_partitions_conf
+    from policies.findings import Severity
+    from policies.infiniband.parse_partitions import parse_partitions_conf
 
     parsed = parse_partitions_conf(file.read_text(encoding="utf-8", errors="replace"))
     for finding in parsed.findings:
@@ -370,8 +371,8 @@ def proof_verify(
 ) -> None:
     """Check a proof's signature and, with --artifacts, its subjects and reachability claims."""
     from policies.errors import ValidationError
-    from policies.proofs import check_claims, verify_envelope
-    from tenancy.audit_verify import load_public_key
+    from policies.evidence.audit_log import load_public_key
+    from policies.evidence.proofs import check_claims, verify_envelope
 
     try:
         document = json.loads(proof.read_text())

@@ -9,20 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from policies.ibnetdiscover import parse_ibnetdiscover
-from policies.intent import plan_partitions
-from policies.model import (
-    FabricSettings,
-    FabricSnapshot,
-    Grant,
-    IbPort,
-    Node,
-    NodeRole,
-    Owner,
-    QosClass,
-)
-from policies.render_opensm import render_partitions_conf
-from policies.verify import verify_isolation
+from policies.infiniband.intent import plan_partitions
+from policies.infiniband.model import IbPort, IbSettings, IbSnapshot, QosClass
+from policies.infiniband.parse_ibnetdiscover import parse_ibnetdiscover
+from policies.infiniband.render import render_partitions_conf
+from policies.infiniband.verify import verify_isolation
+from policies.model import Grant, Node, NodeRole, Owner
 
 HOLDERS = {
     "gpu0001": Owner.tenant("acme"),
@@ -33,7 +25,7 @@ HOLDERS = {
 ROLES = {"sm01": NodeRole.MANAGEMENT, "stor01": NodeRole.STORAGE, "stor02": NodeRole.STORAGE}
 
 
-def build_snapshot(ibnetdiscover_text: str) -> FabricSnapshot:
+def build_snapshot(ibnetdiscover_text: str) -> IbSnapshot:
     topology = parse_ibnetdiscover(ibnetdiscover_text)
     ports = tuple(
         IbPort(p.guid, p.hostname, p.hca, p.port, p.switch_name, p.switch_port)
@@ -53,8 +45,8 @@ def build_snapshot(ibnetdiscover_text: str) -> FabricSnapshot:
         grants,
     )
     gold = QosClass("gold", ib_sl=3, ib_rate=3, ib_mtu=4, vlarb_weight=128)
-    return FabricSnapshot(
-        FabricSettings("ib-east", pkey_first=0x0100, pkey_last=0x7FFE),
+    return IbSnapshot(
+        IbSettings("ib-east", pkey_first=0x0100, pkey_last=0x7FFE),
         nodes,
         ports,
         partitions,

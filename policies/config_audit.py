@@ -22,26 +22,26 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from policies.frr_parser import parse_frr_conf
-from policies.intent import is_allowed_edge
-from policies.model import (
+from policies.infiniband.model import (
     DEFAULT_PKEY,
-    FabricSnapshot,
+    IbSnapshot,
     Member,
-    NodeRole,
-    Owner,
     Partition,
     format_guid,
     format_pkey,
 )
-from policies.partitions_parser import (
+from policies.infiniband.parse_partitions import (
     ParsedPartitions,
     memberships,
     parse_partitions_conf,
 )
-from policies.roce_model import RoceSnapshot, VrfSegment, route_target
-from policies.sonic_parser import parse_config_db
-from policies.verify import Counterexample, Endpoint, Rule, edge_rule, verify_isolation
+from policies.infiniband.verify import verify_isolation
+from policies.intent import is_allowed_edge
+from policies.model import NodeRole, Owner
+from policies.roce.model import RoceSnapshot, VrfSegment, route_target
+from policies.roce.parse_config_db import parse_config_db
+from policies.roce.parse_frr import parse_frr_conf
+from policies.verdict import Counterexample, Endpoint, Rule, edge_rule
 
 CRITICAL = "critical"
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
@@ -104,7 +104,7 @@ class AuditReport:
 # InfiniBand: partitions.conf
 
 
-def deployed_snapshot(intended: FabricSnapshot, parsed: ParsedPartitions) -> FabricSnapshot:
+def deployed_snapshot(intended: IbSnapshot, parsed: ParsedPartitions) -> IbSnapshot:
     """The snapshot with the file's partitions in place of the intended ones.
 
     Ownership (nodes, ports, grants) is the intended snapshot's. A partition keeps the owner and
@@ -127,7 +127,7 @@ def deployed_snapshot(intended: FabricSnapshot, parsed: ParsedPartitions) -> Fab
     return replace(intended, partitions=partitions, default_full=tuple(sorted(default_full)))
 
 
-def _all_ports(snapshot: FabricSnapshot) -> tuple[int, ...]:
+def _all_ports(snapshot: IbSnapshot) -> tuple[int, ...]:
     return tuple(sorted(p.guid for p in snapshot.ports))
 
 
@@ -150,7 +150,7 @@ def _deployed_partition(key: int, members: dict[int, str], intended: Partition |
     )
 
 
-def partition_drift(intended: FabricSnapshot, deployed: FabricSnapshot) -> tuple[Drift, ...]:
+def partition_drift(intended: IbSnapshot, deployed: IbSnapshot) -> tuple[Drift, ...]:
     """Per P_Key: GUIDs added, missing or with another membership; 0x7fff: new full members."""
     before = {p.pkey: p for p in intended.partitions}
     after = {p.pkey: p for p in deployed.partitions}
@@ -177,12 +177,12 @@ def _guids(guids: Iterable[int]) -> tuple[str, ...]:
     return tuple(format_guid(g) for g in sorted(guids))
 
 
-def _infrastructure(snapshot: FabricSnapshot) -> set[int]:
+def _infrastructure(snapshot: IbSnapshot) -> set[int]:
     management = {n.name for n in snapshot.nodes if n.role is NodeRole.MANAGEMENT}
     return {p.guid for p in snapshot.ports if p.node in management}
 
 
-def audit_partitions(intended: FabricSnapshot, text: str) -> AuditReport:
+def audit_partitions(intended: IbSnapshot, text: str) -> AuditReport:
     """Audit a deployed partitions.conf against the fabric's intended snapshot."""
     parsed = parse_partitions_conf(text)
     deployed = deployed_snapshot(intended, parsed)

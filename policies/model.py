@@ -1,29 +1,15 @@
-"""The engine's immutable view of one fabric: the `FabricSnapshot` every check and renderer reads.
+"""Owners, nodes and grants: the vocabulary every fabric technology shares.
 
-Snapshots are built by `tenancy/snapshot.py` from the system of record, or directly by tests and
-library users. They hold plain values only (ints, strings, tuples), so they are hashable, cheap to
-compare, and have a content digest that verdicts, artifacts and proofs carry.
+Technology models (`policies.infiniband.model`, `policies.roce.model`) build their snapshots from
+these values. They are plain frozen values, hashable and cheap to compare.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
-from typing import Any
 
-# IBA: the P_Key's low 15 bits name the partition; bit 15 is the membership (1 = full).
-PKEY_BASE_MASK = 0x7FFF
-PKEY_FULL_BIT = 0x8000
-# OpenSM: 0x7fff is the default partition, always present (doc/partition-config.txt).
-DEFAULT_PKEY = 0x7FFF
-# IBA: a P_Key whose base is 0 is invalid (ib_pkey_is_invalid in include/iba/ib_types.h).
-MIN_PKEY = 0x0001
-MAX_TENANT_PKEY = 0x7FFE
-# mlx5 HCAs expose 128 P_Key table entries (reference/infiniband.md §2.3).
-DEFAULT_PKEYS_PER_PORT = 128
+__all__ = ["FabricKind", "Grant", "Node", "NodeRole", "Owner", "OwnerKind"]
 
 
 class FabricKind(StrEnum):
@@ -90,17 +76,6 @@ _OWNER_KIND_ORDER = {OwnerKind.TENANT: 0, OwnerKind.SERVICE: 1, OwnerKind.UNASSI
 
 
 @dataclass(frozen=True, slots=True)
-class QosClass:
-    """A class of service; on InfiniBand an SL plus the IPoIB group's rate and MTU codes."""
-
-    name: str
-    ib_sl: int
-    ib_rate: int
-    ib_mtu: int
-    vlarb_weight: int
-
-
-@dataclass(frozen=True, slots=True)
 class Node:
     """A host. `owners` has one entry when allocated, none when free; more is a violation."""
 
@@ -109,123 +84,9 @@ class Node:
     owners: tuple[Owner, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class IbPort:
-    """An HCA port (an InfiniBand end port) identified by its port GUID."""
-
-    guid: int
-    node: str
-    hca: str
-    port: int = 1
-    switch: str | None = None
-    switch_port: int | None = None
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Member:
-    """A port's membership in a partition: full members talk to everyone, limited only to full."""
-
-    guid: int
-    full: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Partition:
-    """An InfiniBand partition: a 15-bit key owned by a tenant or a service, with its members."""
-
-    pkey: int
-    owner: Owner
-    members: tuple[Member, ...]
-    qos_class: str | None = None
-
-    @property
-    def name(self) -> str:
-        """Name used in partitions.conf; '_' never occurs in slugs, so names cannot collide."""
-        return f"{self.owner.kind.value}_{self.owner.name}"
-
-
 @dataclass(frozen=True, slots=True, order=True)
 class Grant:
     """Tenant `tenant` may reach shared service `service`."""
 
     tenant: str
     service: str
-
-
-@dataclass(frozen=True, slots=True)
-class FabricSettings:
-    """Fabric-wide facts the checks need: identity, key range and per-port key budget."""
-
-    name: str
-    kind: FabricKind = FabricKind.INFINIBAND
-    pkey_first: int = 0x0001
-    pkey_last: int = MAX_TENANT_PKEY
-    pkeys_per_port: int = DEFAULT_PKEYS_PER_PORT
-
-
-@dataclass(frozen=True)
-class FabricSnapshot:
-    """Everything the engine knows about one fabric at one moment.
-
-    `default_full` lists port GUIDs that are *full* members of the default partition 0x7fff; it is
-    empty for any state isofabric itself produces (every CA port is limited there) and exists so
-    that audited, deployed configurations can be represented and refuted.
-    """
-
-    fabric: FabricSettings
-    nodes: tuple[Node, ...] = ()
-    ports: tuple[IbPort, ...] = ()
-    partitions: tuple[Partition, ...] = ()
-    grants: tuple[Grant, ...] = ()
-    qos_classes: tuple[QosClass, ...] = ()
-    default_full: tuple[int, ...] = ()
-
-    @cached_property
-    def digest(self) -> str:
-        """``sha256:<hex>`` over a canonical JSON serialisation of the whole snapshot."""
-        return "sha256:" + hashlib.sha256(canonical_bytes(self)).hexdigest()
-
-
-def canonical_bytes(snapshot: FabricSnapshot) -> bytes:
-    """Serialise a snapshot deterministically: sorted collections, sorted keys, no whitespace."""
-    document = {
-        "fabric": _fabric_doc(snapshot.fabric),
-        "nodes": sorted(
-            [n.name, n.role.value, sorted(str(o) for o in n.owners)] for n in snapshot.nodes
-        ),
-        "ports": sorted(
-            [p.guid, p.node, p.hca, p.port, p.switch, p.switch_port] for p in snapshot.ports
-        ),
-        "partitions": sorted(_partition_doc(p) for p in snapshot.partitions),
-        "grants": sorted([g.tenant, g.service] for g in snapshot.grants),
-        "qos_classes": sorted(
-            [q.name, q.ib_sl, q.ib_rate, q.ib_mtu, q.vlarb_weight] for q in snapshot.qos_classes
-        ),
-        "default_full": sorted(snapshot.default_full),
-    }
-    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _fabric_doc(fabric: FabricSettings) -> list[Any]:
-    return [
-        fabric.name,
-        fabric.kind.value,
-        fabric.pkey_first,
-        fabric.pkey_last,
-        fabric.pkeys_per_port,
-    ]
-
-
-def _partition_doc(partition: Partition) -> list[Any]:
-    members = sorted([m.guid, m.full] for m in partition.members)
-    return [partition.pkey, str(partition.owner), partition.qos_class or "", members]
-
-
-def format_pkey(pkey: int) -> str:
-    """Lower-case, zero-padded 4-digit hex as used in the API and artifacts (``0x0101``)."""
-    return f"0x{pkey:04x}"
-
-
-def format_guid(guid: int) -> str:
-    """Lower-case, zero-padded 16-digit hex (``0x0002c90300a1b2c4``)."""
-    return f"0x{guid:016x}"

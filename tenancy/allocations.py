@@ -11,7 +11,8 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, NotFoundError
-from policies.model import FabricKind, NodeRole, format_pkey
+from policies.infiniband.model import format_pkey
+from policies.model import FabricKind, NodeRole
 from tenancy import models as m
 from tenancy import roce, usage
 from tenancy.db import fetch_all

@@ -20,10 +20,10 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import NotFoundError, ValidationError
-from policies.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
-from policies.signed_note import checkpoint_text, sign_note
+from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
+from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
+from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import models as m
-from tenancy.audit_verify import LogReport, load_public_key, parse_export, verify_log
 from tenancy.db import fetch_all
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.uow import Tx, UnitOfWork

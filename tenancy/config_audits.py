@@ -15,9 +15,10 @@ from policies.config_audit import (
     audit_partitions,
 )
 from policies.errors import ValidationError
-from policies.model import FabricKind, FabricSnapshot, format_guid, format_pkey
-from policies.observations import compare_observation
-from policies.roce_model import RoceSnapshot
+from policies.infiniband.model import IbSnapshot, format_guid, format_pkey
+from policies.infiniband.observations import compare_observation
+from policies.model import FabricKind
+from policies.roce.model import RoceSnapshot
 from tenancy import models as m
 from tenancy.lookups import fabric_named
 from tenancy.schemas import (
@@ -90,9 +91,9 @@ def _check_kind(fabric: m.Fabric, audit_format: AuditFormat) -> None:
 
 
 def _run(
-    snapshot: FabricSnapshot | RoceSnapshot, audit_format: AuditFormat, leaf: str | None, text: str
+    snapshot: IbSnapshot | RoceSnapshot, audit_format: AuditFormat, leaf: str | None, text: str
 ) -> tuple[AuditReport, str | None]:
-    if isinstance(snapshot, FabricSnapshot):
+    if isinstance(snapshot, IbSnapshot):
         if leaf is not None:
             raise ValidationError("'leaf' applies to config_db and frr audits only", leaf=leaf)
         return audit_partitions(snapshot, text), None
@@ -117,7 +118,7 @@ def observe(uow: UnitOfWork, fabric_name: str, document: ObservationCreate) -> O
                 f"observations apply to InfiniBand fabrics; '{fabric_name}' is {fabric.kind}"
             )
         snapshot = load_any_snapshot(tx.session, fabric)
-    assert isinstance(snapshot, FabricSnapshot)
+    assert isinstance(snapshot, IbSnapshot)
     tables: dict[int, list[int]] = {}
     for port in document.ports:
         tables.setdefault(int(port.guid, 16), []).extend(int(k, 16) for k in port.pkeys)

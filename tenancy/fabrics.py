@@ -7,7 +7,8 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, SQLModel, col, select
 
 from policies.errors import ConflictError
-from policies.model import FabricKind, format_pkey
+from policies.infiniband.model import format_pkey
+from policies.model import FabricKind
 from tenancy import models as m
 from tenancy import roce
 from tenancy.db import fetch_all

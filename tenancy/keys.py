@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from policies.errors import ConflictError, PoolExhaustedError
-from policies.model import format_pkey
+from policies.infiniband.model import format_pkey
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.pool import lowest_free

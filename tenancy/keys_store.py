@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from policies.proofs import key_id, public_jwk
+from policies.evidence.audit_log import load_public_key
+from policies.evidence.proofs import key_id, public_jwk
 from tenancy import audit
 from tenancy import models as m
-from tenancy.audit_verify import load_public_key
 from tenancy.uow import UnitOfWork
 
 

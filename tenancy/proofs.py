@@ -15,12 +15,10 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from policies.errors import ConflictError, IsolationViolationError, NotFoundError
-from policies.model import PKEY_BASE_MASK, FabricSnapshot, Owner, format_guid, format_pkey
-from policies.proofs import build_statement, ib_reachable, sign_envelope
-from policies.render_opensm import PARTITIONS_PATH, Artifact
-from policies.roce_model import RoceSnapshot, route_target
-from policies.verify import Verdict
+from policies.errors import IsolationViolationError, NotFoundError
+from policies.evidence.claims import claims_for
+from policies.evidence.proofs import build_statement, sign_envelope
+from policies.verdict import Verdict
 from tenancy import audit, keys_store
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
@@ -55,10 +53,7 @@ def issue(uow: UnitOfWork, tenant_name: str, fabric_name: str) -> dict[str, Any]
                 snapshot_digest=verdict.snapshot_digest,
             )
         _, files = render_fabric(tx, fabric)
-        if isinstance(snapshot, RoceSnapshot):
-            subjects, claims = _roce_claims(snapshot, tenant.name, files)
-        else:
-            subjects, claims = _ib_claims(snapshot, tenant.name, files)
+        subjects, claims = claims_for(snapshot, tenant.name, files)
         predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
         statement = build_statement(subjects, predicate)
         envelope = sign_envelope(statement, keys_store.signing_key(tx.session, _origin(tx)))
@@ -95,113 +90,6 @@ def _predicate(tx: Tx, fabric: m.Fabric, tenant: str, verdict: Verdict) -> dict[
         "engine": {"name": ENGINE, "version": engine_version()},
         "time": rfc3339(tx.now),
     }
-
-
-def _subject(files: tuple[Artifact, ...], path: str) -> tuple[str, str]:
-    for artifact in files:
-        if artifact.path == path:
-            return artifact.path, artifact.sha256
-    raise NotFoundError(f"no artifact '{path}' was rendered", resource="artifact")
-
-
-def _ib_claims(
-    snapshot: FabricSnapshot, tenant: str, files: tuple[Artifact, ...]
-) -> tuple[list[tuple[str, str]], dict[str, Any]]:
-    me = Owner.tenant(tenant)
-    owners = {node.name: node.owners for node in snapshot.nodes}
-
-    def owner_of(guid: int, node: str) -> str:
-        held = owners.get(node, ())
-        return str(held[0] if held else Owner.unassigned(node))
-
-    node_of = {port.guid: port.node for port in snapshot.ports}
-    mine = sorted(p.guid for p in snapshot.ports if me in owners.get(p.node, ()))
-    involved = [
-        p
-        for p in sorted(snapshot.partitions, key=lambda p: p.pkey)
-        if p.owner == me or any(member.guid in mine for member in p.members)
-    ]
-    ownership = {
-        format_guid(member.guid): owner_of(member.guid, node_of.get(member.guid, "?"))
-        for p in involved
-        for member in p.members
-    }
-    members = {
-        p.pkey & PKEY_BASE_MASK: {mm.guid: _membership(mm.full) for mm in p.members}
-        for p in involved
-    }
-    reach = ib_reachable(tenant, members, ownership)
-    claims = {
-        "endpoints": [format_guid(guid) for guid in mine],
-        "ownership": ownership,
-        "segments": [
-            {
-                "segment": format_pkey(p.pkey & PKEY_BASE_MASK),
-                "owner": str(p.owner),
-                "members": [
-                    {"endpoint": format_guid(mm.guid), "membership": _membership(mm.full)}
-                    for mm in sorted(p.members, key=lambda mm: mm.guid)
-                ],
-            }
-            for p in involved
-        ],
-        "reachable": [{"owner": o, "segment": s} for o, s in sorted(reach)],
-    }
-    return [_subject(files, PARTITIONS_PATH)], claims
-
-
-def _membership(full: bool) -> str:
-    return "full" if full else "limited"
-
-
-def _roce_claims(
-    snapshot: RoceSnapshot, tenant: str, files: tuple[Artifact, ...]
-) -> tuple[list[tuple[str, str]], dict[str, Any]]:
-    me = Owner.tenant(tenant)
-    owners = {node.name: node.owners for node in snapshot.nodes}
-    nics = sorted(
-        (nic for nic in snapshot.nics if me in owners.get(nic.node, ())),
-        key=lambda nic: (nic.switch, nic.port),
-    )
-    segment = next((s for s in snapshot.segments if s.owner == me), None)
-    if segment is None or not nics:
-        raise ConflictError(f"tenant '{tenant}' has no segment or ports on this fabric")
-    asn = snapshot.fabric.rt_asn
-    by_rt = {route_target(asn, s.l3vni): s for s in snapshot.segments}
-    imported = [by_rt[rt] for rt in sorted({route_target(asn, segment.l3vni), *segment.imports})]
-    leaves = sorted({nic.switch for nic in nics})
-    subjects = [
-        _subject(files, path)
-        for leaf in leaves
-        for path in (f"frr/{leaf}/frr.conf", f"sonic/{leaf}/config_db.json")
-    ]
-    claims = {
-        "endpoints": [f"{nic.switch}:{nic.port}" for nic in nics],
-        "ownership": {f"{nic.switch}:{nic.port}": str(me) for nic in nics},
-        "vrfs": {
-            str(s.owner): {
-                "vrf": s.vrf,
-                "l3vni": str(s.l3vni),
-                "route_target": route_target(asn, s.l3vni),
-            }
-            for s in imported
-        },
-        "segments": [
-            {
-                "segment": str(segment.l3vni),
-                "vrf": segment.vrf,
-                "vlan": str(segment.vlan),
-                "l2vni": str(segment.l2vni),
-                "subnet": str(segment.subnet),
-                "members": [f"{nic.switch}:{nic.port}" for nic in nics],
-            }
-        ],
-        "reachable": [
-            {"owner": str(s.owner), "segment": str(s.l3vni)}
-            for s in sorted(imported, key=lambda s: s.owner)
-        ],
-    }
-    return subjects, claims
 
 
 def _view(row: m.Proof) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ValidationError
 from policies.model import Owner
-from policies.roce_model import (
+from policies.roce.model import (
     Link,
     Nic,
     RoceQos,
@@ -28,7 +28,7 @@ from policies.roce_model import (
     VrfSegment,
     with_grant_imports,
 )
-from policies.roce_verify import check_roce_settings
+from policies.roce.settings import check_roce_settings
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.keys import Pool, claim

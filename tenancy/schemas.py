@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from policies.model import MAX_TENANT_PKEY, MIN_PKEY, format_pkey
+from policies.infiniband.model import MAX_TENANT_PKEY, MIN_PKEY, format_pkey
 
 SLUG_PATTERN = r"^[a-z][a-z0-9-]{0,62}$"
 NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"

@@ -1,4 +1,4 @@
-"""The one place where rows become a `FabricSnapshot`: a handful of bulk queries per fabric."""
+"""The one place where rows become a `IbSnapshot`: a handful of bulk queries per fabric."""
 
 from __future__ import annotations
 
@@ -6,31 +6,23 @@ from sqlalchemy import select
 from sqlmodel import Session, col
 from sqlmodel import select as sqlmodel_select
 
-from policies.intent import plan_partitions
-from policies.model import (
-    FabricKind,
-    FabricSettings,
-    FabricSnapshot,
-    Grant,
-    IbPort,
-    Node,
-    NodeRole,
-    Owner,
-)
-from policies.model import QosClass as QosClassValue
+from policies.infiniband.intent import plan_partitions
+from policies.infiniband.model import IbPort, IbSettings, IbSnapshot
+from policies.infiniband.model import QosClass as QosClassValue
+from policies.model import FabricKind, Grant, Node, NodeRole, Owner
 from tenancy import models as m
 from tenancy.db import fetch_all
 
 
-def load_snapshot(session: Session, fabric: m.Fabric) -> FabricSnapshot:
+def load_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
     """Read the fabric's current state (including this transaction's uncommitted changes)."""
     session.flush()
     nodes = nodes_of(session, fabric)
     ports = _ports(session, fabric)
     tenant_keys, service_keys = _segments(session, fabric)
     grants = grants_of(session, fabric)
-    return FabricSnapshot(
-        fabric=FabricSettings(
+    return IbSnapshot(
+        fabric=IbSettings(
             name=fabric.name,
             kind=FabricKind(fabric.kind),
             pkey_first=fabric.pkey_first,

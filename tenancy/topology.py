@@ -14,8 +14,13 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
 from policies.errors import UnsupportedMediaTypeError, ValidationError
-from policies.ibnetdiscover import DiscoveredCaPort, DiscoveredSwitch, parse_ibnetdiscover
-from policies.model import FabricKind, format_guid
+from policies.infiniband.model import format_guid
+from policies.infiniband.parse_ibnetdiscover import (
+    DiscoveredCaPort,
+    DiscoveredSwitch,
+    parse_ibnetdiscover,
+)
+from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.documents import JSON, YAML_TYPES, parse_inventory

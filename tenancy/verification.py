@@ -11,13 +11,16 @@ import secrets
 
 from sqlmodel import Session, col, select
 
+from policies.artifacts import Artifact
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.model import FabricKind, FabricSnapshot, Owner, format_guid, format_pkey
-from policies.render_opensm import Artifact, SubnetManagerKeys, render_opensm_artifacts
-from policies.render_roce import render_roce_artifacts
-from policies.roce_model import RoceSnapshot
-from policies.roce_verify import verify_roce
-from policies.verify import Counterexample, Endpoint, Verdict, verify_isolation
+from policies.infiniband.model import IbSnapshot, format_guid, format_pkey
+from policies.infiniband.render import SubnetManagerKeys, render_opensm_artifacts
+from policies.infiniband.verify import verify_isolation
+from policies.model import FabricKind, Owner
+from policies.roce.bundle import render_roce_artifacts
+from policies.roce.model import RoceSnapshot
+from policies.roce.verify import verify_roce
+from policies.verdict import Counterexample, Endpoint, Verdict
 from tenancy import audit
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
@@ -36,7 +39,7 @@ from tenancy.settings import Settings
 from tenancy.snapshot import load_snapshot
 from tenancy.uow import Tx, UnitOfWork
 
-Snapshot = FabricSnapshot | RoceSnapshot
+Snapshot = IbSnapshot | RoceSnapshot
 
 
 def load_any_snapshot(session: Session, fabric: m.Fabric) -> Snapshot:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
-from policies.merkle import verify_consistency, verify_inclusion
+from policies.evidence.merkle import verify_consistency, verify_inclusion
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.demo import load_demo

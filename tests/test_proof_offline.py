@@ -16,7 +16,7 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
-from policies.proofs import sign_envelope, verify_envelope
+from policies.evidence.proofs import sign_envelope, verify_envelope
 from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine

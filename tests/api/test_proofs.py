@@ -6,10 +6,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import ValidationError
-from policies.proofs import PREDICATE_TYPE, verify_envelope
-from policies.verify import Verdict
+from policies.evidence.audit_log import load_public_key
+from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
+from policies.verdict import Verdict
 from tenancy import audit, keys_store, tokens
-from tenancy.audit_verify import load_public_key
 from tenancy.schemas import TokenCreate
 from tests.builders import FABRIC, assert_problem, created, dump_database, ok
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from policies.frr_parser import Severity, parse_frr_conf
+from policies.roce.parse_frr import Severity, parse_frr_conf
 from tests.builders import (
     APPLICATION_JSON,
     APPLICATION_YAML,

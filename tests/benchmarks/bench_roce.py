@@ -31,8 +31,8 @@ from faker import Faker
 from sqlalchemy import insert, select
 from sqlmodel import col
 
-from policies.render_roce import render_roce_artifacts
-from policies.roce_verify import verify_roce
+from policies.roce.bundle import render_roce_artifacts
+from policies.roce.verify import verify_roce
 from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine

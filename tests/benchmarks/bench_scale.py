@@ -14,8 +14,8 @@ from faker import Faker
 from sqlalchemy import insert, select
 from sqlmodel import col
 
-from policies.render_opensm import render_partitions_conf
-from policies.verify import verify_isolation
+from policies.infiniband.render import render_partitions_conf
+from policies.infiniband.verify import verify_isolation
 from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.frr_parser import parse_frr_conf
-from policies.render_frr import render_frr_conf
+from policies.roce.parse_frr import parse_frr_conf
+from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot
 
 from .conftest import skip_or_fail

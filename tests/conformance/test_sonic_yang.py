@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from policies.render_sonic import render_config_db
+from policies.roce.render_sonic import render_config_db
 from tests.policies.roce_snapshots import roce_snapshot
 
 from .conftest import skip_or_fail

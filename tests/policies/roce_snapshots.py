@@ -9,7 +9,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 
 from policies.model import Grant, Node, NodeRole, Owner
-from policies.roce_model import (
+from policies.roce.model import (
     Link,
     Nic,
     RoceQos,

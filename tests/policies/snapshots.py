@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from policies.intent import plan_partitions
-from policies.model import (
-    FabricSettings,
-    FabricSnapshot,
-    Grant,
+from policies.infiniband.intent import plan_partitions
+from policies.infiniband.model import (
     IbPort,
+    IbSettings,
+    IbSnapshot,
     Member,
-    Node,
-    NodeRole,
-    Owner,
     Partition,
     QosClass,
 )
+from policies.model import Grant, Node, NodeRole, Owner
 
 GOLD = QosClass("gold", ib_sl=3, ib_rate=3, ib_mtu=4, vlarb_weight=128)
 BRONZE = QosClass("bronze", ib_sl=1, ib_rate=3, ib_mtu=4, vlarb_weight=16)
@@ -47,10 +44,8 @@ def two_tenant_nodes() -> tuple[Node, ...]:
     )
 
 
-def fabric(pkeys_per_port: int = 128) -> FabricSettings:
-    return FabricSettings(
-        "ib-east", pkey_first=0x0100, pkey_last=0x01FF, pkeys_per_port=pkeys_per_port
-    )
+def fabric(pkeys_per_port: int = 128) -> IbSettings:
+    return IbSettings("ib-east", pkey_first=0x0100, pkey_last=0x01FF, pkeys_per_port=pkeys_per_port)
 
 
 def two_tenant_snapshot(
@@ -58,7 +53,7 @@ def two_tenant_snapshot(
     grants: tuple[Grant, ...] = (Grant("acme", "storage"),),
     nodes: tuple[Node, ...] | None = None,
     pkeys_per_port: int = 128,
-) -> FabricSnapshot:
+) -> IbSnapshot:
     """The reference fabric: acme (gold) and globex (bronze) with storage granted to acme."""
     nodes = nodes if nodes is not None else two_tenant_nodes()
     partitions = plan_partitions(
@@ -68,13 +63,11 @@ def two_tenant_snapshot(
         {"storage": 0x0100},
         grants,
     )
-    return FabricSnapshot(
-        fabric(pkeys_per_port), nodes, ports(), partitions, grants, (BRONZE, GOLD)
-    )
+    return IbSnapshot(fabric(pkeys_per_port), nodes, ports(), partitions, grants, (BRONZE, GOLD))
 
 
-def with_partitions(snapshot: FabricSnapshot, *extra: Partition) -> FabricSnapshot:
-    return FabricSnapshot(
+def with_partitions(snapshot: IbSnapshot, *extra: Partition) -> IbSnapshot:
+    return IbSnapshot(
         snapshot.fabric,
         snapshot.nodes,
         snapshot.ports,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from policies.config_audit import audit_config_db, audit_frr, audit_partitions
-from policies.model import DEFAULT_PKEY, FabricSnapshot, format_guid
-from policies.observations import compare_observation, intended_tables, observed_snapshot
-from policies.render_frr import render_frr_conf
-from policies.render_sonic import render_config_db_json
-from policies.verify import Rule
+from policies.infiniband.model import DEFAULT_PKEY, IbSnapshot, format_guid
+from policies.infiniband.observations import compare_observation, intended_tables, observed_snapshot
+from policies.roce.render_frr import render_frr_conf
+from policies.roce.render_sonic import render_config_db_json
+from policies.verdict import Rule
 
 from .roce_snapshots import roce_snapshot
 from .snapshots import guid, two_tenant_snapshot
@@ -115,7 +115,7 @@ def test_a_default_statement_with_all_full_lets_every_tenant_reach_every_other()
 # --- observed tables --------------------------------------------------------------------------
 
 
-def live_tables(snapshot: FabricSnapshot) -> dict[int, list[int]]:
+def live_tables(snapshot: IbSnapshot) -> dict[int, list[int]]:
     tables = {g: sorted(keys) for g, keys in intended_tables(snapshot).items()}
     sm = guid("sm01")
     tables[sm] = [0xFFFF]  # SELF=full

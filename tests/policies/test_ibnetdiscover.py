@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from policies.errors import InputFormatError
-from policies.ibnetdiscover import (
+from policies.infiniband.parse_ibnetdiscover import (
     DiscoveredCaPort,
     DiscoveredSwitch,
     DiscoveredTopology,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.errors import ValidationError
-from policies.merkle import (
+from policies.evidence.merkle import (
     EMPTY_ROOT,
     consistency_proof,
     entry_leaf_hash,

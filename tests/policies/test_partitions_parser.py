@@ -8,23 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.model import (
-    FabricSettings,
-    FabricSnapshot,
-    Member,
-    Owner,
-    Partition,
-    QosClass,
-)
-from policies.partitions_parser import (
-    Finding,
+from policies.findings import Finding, Severity
+from policies.infiniband.model import IbSettings, IbSnapshot, Member, Partition, QosClass
+from policies.infiniband.parse_partitions import (
     ParsedMember,
     ParsedPartitions,
-    Severity,
     memberships,
     parse_partitions_conf,
 )
-from policies.render_opensm import render_partitions_conf
+from policies.infiniband.render import render_partitions_conf
+from policies.model import Owner
 
 CRITICAL = Severity.CRITICAL
 WARNING = Severity.WARNING
@@ -101,7 +94,7 @@ def test_each_finding(code, severity, line, fails_open, text):
 
 
 def test_every_documented_code_has_a_case():
-    import policies.partitions_parser as module
+    import policies.infiniband.parse_partitions as module
 
     documented = {
         line.split()[0] for line in (module.__doc__ or "").splitlines() if "  critical  " in line
@@ -291,8 +284,8 @@ def test_empty_file_fails_open():
 
 def test_rendered_file_has_no_critical_finding():
     gold = QosClass("gold", ib_sl=1, ib_rate=7, ib_mtu=4, vlarb_weight=64)
-    snapshot = FabricSnapshot(
-        fabric=FabricSettings(name="lab"),
+    snapshot = IbSnapshot(
+        fabric=IbSettings(name="lab"),
         partitions=(
             Partition(0x0101, Owner.tenant("acme"), (Member(0x2C90300A1B2C4, True),), "gold"),
             Partition(0x0102, Owner.tenant("beta"), (Member(0x2C90300A1B2C5, False),)),

@@ -12,7 +12,7 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from policies.errors import ValidationError
-from policies.proofs import (
+from policies.evidence.proofs import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     STATEMENT_TYPE,
@@ -25,7 +25,7 @@ from policies.proofs import (
     sign_envelope,
     verify_envelope,
 )
-from policies.render_opensm import PARTITIONS_PATH
+from policies.infiniband.render import PARTITIONS_PATH
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 OTHER_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(1, 33)))

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
-from policies.frr_parser import ParsedBgp, Severity, parse_frr_conf
 from policies.model import Grant
-from policies.render_frr import render_frr_conf
-from policies.roce_model import RoceSnapshot
+from policies.roce.model import RoceSnapshot
+from policies.roce.parse_frr import ParsedBgp, Severity, parse_frr_conf
+from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -209,7 +209,7 @@ def test_grant_for_a_tenant_without_segment_leaks_nothing():
 
 
 def test_a_renderer_defect_is_refused_before_emission(monkeypatch):
-    import policies.render_frr as render
+    import policies.roce.render_frr as render
 
     original = render._l2vni_block
     monkeypatch.setattr(

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from policies.errors import ArtifactHazardError, ValidationError
-from policies.model import Member, Owner, Partition
-from policies.partitions_parser import MAX_LINE_BYTES
-from policies.render_opensm import (
+from policies.infiniband.model import Member, Partition
+from policies.infiniband.parse_partitions import MAX_LINE_BYTES
+from policies.infiniband.render import (
     DEFAULT_STATEMENT,
     SubnetManagerKeys,
     render_opensm_artifacts,
@@ -20,6 +20,7 @@ from policies.render_opensm import (
     render_partitions_conf,
     render_qos_policy,
 )
+from policies.model import Owner
 from tests.policies.snapshots import two_tenant_snapshot, with_partitions
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -157,7 +158,7 @@ def test_keys_never_show_in_repr():
 
 def test_bundle_refuses_a_partitions_file_that_opensm_would_discard(monkeypatch):
     # Safety net: if a renderer defect ever produced a file OpenSM falls back from, emit nothing.
-    import policies.render_opensm as render
+    import policies.infiniband.render as render
 
     monkeypatch.setattr(
         render, "render_partitions_conf", lambda _s: "Default=0x7fff : 0002c9=full ;\n"

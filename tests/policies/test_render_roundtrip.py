@@ -5,17 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.model import (
-    FabricSettings,
-    FabricSnapshot,
-    Member,
-    Owner,
-    OwnerKind,
-    Partition,
-    QosClass,
-)
-from policies.partitions_parser import Severity, memberships, parse_partitions_conf
-from policies.render_opensm import render_partitions_conf
+from policies.findings import Severity
+from policies.infiniband.model import IbSettings, IbSnapshot, Member, Partition, QosClass
+from policies.infiniband.parse_partitions import memberships, parse_partitions_conf
+from policies.infiniband.render import render_partitions_conf
+from policies.model import Owner, OwnerKind
 
 QOS_CLASSES = (
     QosClass("gold", ib_sl=1, ib_rate=16, ib_mtu=5, vlarb_weight=64),
@@ -33,7 +27,7 @@ MEMBERS = st.dictionaries(GUIDS, st.booleans(), max_size=8).map(
 
 
 @st.composite
-def snapshots(draw: st.DrawFn) -> FabricSnapshot:
+def snapshots(draw: st.DrawFn) -> IbSnapshot:
     owners = draw(st.lists(OWNERS, min_size=1, max_size=5, unique=True))
     count = draw(st.integers(min_value=len(owners), max_value=3 * len(owners)))
     keys = draw(
@@ -48,12 +42,12 @@ def snapshots(draw: st.DrawFn) -> FabricSnapshot:
         Partition(key, owners[index % len(owners)], draw(MEMBERS), draw(QOS_NAMES))
         for index, key in enumerate(keys)
     )
-    return FabricSnapshot(
-        fabric=FabricSettings(name=draw(SLUGS)), partitions=partitions, qos_classes=QOS_CLASSES
+    return IbSnapshot(
+        fabric=IbSettings(name=draw(SLUGS)), partitions=partitions, qos_classes=QOS_CLASSES
     )
 
 
-def expected_memberships(snapshot: FabricSnapshot) -> dict[int, dict[int, str]]:
+def expected_memberships(snapshot: IbSnapshot) -> dict[int, dict[int, str]]:
     return {
         partition.pkey: {m.guid: "full" if m.full else "limited" for m in partition.members}
         for partition in snapshot.partitions

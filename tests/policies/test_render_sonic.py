@@ -12,8 +12,8 @@ import pytest
 
 from policies.errors import NotFoundError, ValidationError
 from policies.model import Owner
-from policies.render_sonic import render_config_db, render_config_db_json
-from policies.roce_model import CNP_DSCP, CNP_TC, RoceQos
+from policies.roce.model import CNP_DSCP, CNP_TC, RoceQos
+from policies.roce.render_sonic import render_config_db, render_config_db_json
 from tests.policies.roce_snapshots import BRONZE, GOLD, roce_snapshot
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,18 +7,12 @@ from ipaddress import IPv4Network
 
 import pytest
 
+from policies.infiniband.verify import verify_isolation
 from policies.model import Grant, Node, NodeRole, Owner
-from policies.roce_model import RoceQos, RoceSettings, RoceSnapshot, VrfSegment
-from policies.roce_verify import check_roce_settings, verify_roce
-from policies.verify import (
-    IB_RULES,
-    ROCE_RULES,
-    Counterexample,
-    Endpoint,
-    Rule,
-    Verdict,
-    verify_isolation,
-)
+from policies.roce.model import RoceQos, RoceSettings, RoceSnapshot, VrfSegment
+from policies.roce.settings import check_roce_settings
+from policies.roce.verify import verify_roce
+from policies.verdict import IB_RULES, ROCE_RULES, Counterexample, Endpoint, Rule, Verdict
 from tests.policies.roce_snapshots import BRONZE, GOLD, SILVER, roce_snapshot
 from tests.policies.snapshots import two_tenant_snapshot
 

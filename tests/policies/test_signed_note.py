@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from policies.errors import ValidationError
-from policies.merkle import leaf_hash, root_hash
-from policies.signed_note import (
+from policies.evidence.merkle import leaf_hash, root_hash
+from policies.evidence.signed_note import (
     Checkpoint,
     checkpoint_text,
     key_id,

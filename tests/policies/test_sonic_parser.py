@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from policies.errors import InputFormatError
-from policies.partitions_parser import Severity
-from policies.sonic_parser import (
+from policies.findings import Severity
+from policies.roce.parse_config_db import (
     Finding,
     PortQos,
     QueueConfig,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from policies.model import DEFAULT_PKEY, Grant, Node, NodeRole, Owner, Partition
-from policies.verify import Rule, Verdict, verify_isolation
+from policies.infiniband.model import DEFAULT_PKEY, Partition
+from policies.infiniband.verify import verify_isolation
+from policies.model import Grant, Node, NodeRole, Owner
+from policies.verdict import Rule, Verdict
 from tests.policies.snapshots import (
     guid,
     member,
@@ -205,7 +207,7 @@ def test_verdict_carries_the_snapshot_digest_which_changes_with_state():
 
 
 def test_counterexamples_are_capped_per_rule():
-    from policies.verify import MAX_COUNTEREXAMPLES_PER_RULE
+    from policies.verdict import MAX_COUNTEREXAMPLES_PER_RULE
 
     snapshot = with_partitions(
         two_tenant_snapshot(), *(Partition(0x7FFF, Owner.tenant(f"t{i}"), ()) for i in range(150))

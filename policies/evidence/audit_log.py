@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import InputFormatError, ValidationError
-from policies.merkle import entry_leaf_hash, root_hash
-from policies.signed_note import Checkpoint, verify_note
+from policies.evidence.merkle import entry_leaf_hash, root_hash
+from policies.evidence.signed_note import Checkpoint, verify_note
 
 HASHED_FIELDS = (
     "index",
@@ -44,9 +44,11 @@ class LogReport:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
     def bad(self, index: int | None, message: str) -> None:
+        """Record a problem; `index` (when known) lowers `first_bad_index`."""
         self.problems.append(message)
         if index is not None and (self.first_bad_index is None or index < self.first_bad_index):
             self.first_bad_index = index
@@ -147,6 +149,7 @@ def _signer(note: str) -> str | None:
 
 
 def load_public_key(pem: str) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM; ``ValidationError`` for any other key type."""
     key = serialization.load_pem_public_key(pem.encode())
     if not isinstance(key, Ed25519PublicKey):
         raise ValidationError("the public key is not an Ed25519 key")

@@ -36,11 +36,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from policies.errors import ValidationError
-from policies.frr_parser import parse_frr_conf
-from policies.model import DEFAULT_PKEY, format_guid, format_pkey
-from policies.partitions_parser import memberships, parse_partitions_conf
-from policies.render_opensm import PARTITIONS_PATH
-from policies.sonic_parser import parse_config_db
+from policies.infiniband.model import DEFAULT_PKEY, format_guid, format_pkey
+from policies.infiniband.parse_partitions import memberships, parse_partitions_conf
+from policies.infiniband.render import PARTITIONS_PATH
+from policies.roce.parse_config_db import parse_config_db
+from policies.roce.parse_frr import parse_frr_conf
 
 __all__ = [
     "PAYLOAD_TYPE",

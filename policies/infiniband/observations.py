@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from policies.model import (
+from policies.infiniband.model import (
     DEFAULT_PKEY,
     PKEY_BASE_MASK,
     PKEY_FULL_BIT,
-    FabricSnapshot,
+    IbSnapshot,
     Member,
-    NodeRole,
-    Owner,
     Partition,
     format_pkey,
 )
-from policies.verify import Verdict, verify_isolation
+from policies.infiniband.verify import verify_isolation
+from policies.model import NodeRole, Owner
+from policies.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class ObservationReport:
         return self.verdict.holds
 
 
-def intended_tables(snapshot: FabricSnapshot) -> dict[int, set[int]]:
+def intended_tables(snapshot: IbSnapshot) -> dict[int, set[int]]:
     """The P_Keys each CA port should hold.
 
     Its memberships, and 0x7fff: limited, or full if the port is listed in `default_full`.
@@ -70,9 +70,7 @@ def intended_tables(snapshot: FabricSnapshot) -> dict[int, set[int]]:
     return tables
 
 
-def observed_snapshot(
-    intended: FabricSnapshot, tables: Mapping[int, Iterable[int]]
-) -> FabricSnapshot:
+def observed_snapshot(intended: IbSnapshot, tables: Mapping[int, Iterable[int]]) -> IbSnapshot:
     """The intended snapshot with partitions and default-partition members read from `tables`.
 
     A key is full on a port if any of its entries there has bit 15 set. Entries with base 0 are
@@ -104,7 +102,7 @@ def observed_snapshot(
 
 
 def compare_observation(
-    intended: FabricSnapshot, tables: Mapping[int, Iterable[int]]
+    intended: IbSnapshot, tables: Mapping[int, Iterable[int]]
 ) -> ObservationReport:
     """Per-port drift of the live `tables` (port GUID -> P_Keys) and their isolation verdict.
 

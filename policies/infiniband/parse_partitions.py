@@ -56,9 +56,15 @@ import ipaddress
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from policies.model import DEFAULT_PKEY, PKEY_BASE_MASK, PKEY_FULL_BIT, format_guid, format_pkey
+from policies.findings import Finding, Severity
+from policies.infiniband.model import (
+    DEFAULT_PKEY,
+    PKEY_BASE_MASK,
+    PKEY_FULL_BIT,
+    format_guid,
+    format_pkey,
+)
 
 # OpenSM: osm_prtn_config_parse_file() calls fgets(line, sizeof(line) - 1, file) on a 4096-byte
 # buffer, so one read returns at most 4094 bytes *including* the newline; a longer line is split
@@ -101,33 +107,6 @@ del _SPECIALS[""]
 _GROUP_FLAGS = _prefixes(("mtu", "rate", "scope", "Q_Key", "TClass", "sl", "FlowLabel"))
 _PARTITION_FLAGS = _prefixes(("ipoib", "defmember"))
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
-
-
-class Severity(StrEnum):
-    """How bad a finding is.
-
-    CRITICAL: OpenSM would discard the file and fall back to ``Default=0x7fff : ALL=full`` (every
-    port a full member of the default partition), or isolation silently changes. WARNING: legal,
-    but easy to get wrong or dependent on other settings.
-    """
-
-    CRITICAL = "critical"
-    WARNING = "warning"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One construct OpenSM fails open on or reads differently than it looks.
-
-    `line` is 1-based (None for file-wide findings). `fails_open` is True when this construct
-    alone makes OpenSM discard the file (always with severity CRITICAL).
-    """
-
-    code: str
-    severity: Severity
-    line: int | None
-    message: str
-    fails_open: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from policies.render_frr import render_frr_conf
-from policies.render_opensm import Artifact
-from policies.render_sonic import render_config_db_json
-from policies.roce_model import RoceSnapshot
+from policies.artifacts import Artifact
+from policies.roce.model import RoceSnapshot
+from policies.roce.render_frr import render_frr_conf
+from policies.roce.render_sonic import render_config_db_json
 
 
 def render_roce_artifacts(snapshot: RoceSnapshot) -> tuple[Artifact, ...]:

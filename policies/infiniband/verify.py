@@ -9,146 +9,35 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
-from enum import StrEnum
 
-from policies.intent import is_allowed_edge
-from policies.model import (
+from policies.infiniband.model import (
     DEFAULT_PKEY,
     PKEY_BASE_MASK,
-    FabricSnapshot,
     IbPort,
+    IbSnapshot,
     Member,
-    NodeRole,
-    Owner,
-    OwnerKind,
     Partition,
     format_guid,
     format_pkey,
 )
-
-# A wrong fabric can produce one counterexample per port pair; callers need a sample, not all.
-MAX_COUNTEREXAMPLES_PER_RULE = 100
-
-
-class Rule(StrEnum):
-    """The properties `verify_isolation` evaluates; a counterexample names the one it refutes."""
-
-    CROSS_TENANT = "cross-tenant-reachability"
-    SERVICE_WITHOUT_GRANT = "service-without-grant"
-    UNASSIGNED_MEMBER = "unassigned-port-reachable"
-    CROSS_SERVICE = "cross-service-reachability"
-    DEFAULT_PARTITION_FULL = "default-partition-full-member"
-    NODE_SHARED = "node-shared"
-    MANAGEMENT_ASSIGNED = "management-node-assigned"
-    PKEY_BUDGET = "pkey-budget-exceeded"
-    PKEY_INVALID = "pkey-invalid"
-    PKEY_OUT_OF_RANGE = "pkey-out-of-range"
-    PKEY_DUPLICATE = "pkey-duplicate"
-    UNKNOWN_MEMBER = "unknown-member-port"
-    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce_verify (reference/roce.md §7).
-    VNI_DUPLICATE = "vni-duplicate"
-    VNI_OUT_OF_RANGE = "vni-out-of-range"
-    VLAN_DUPLICATE = "vlan-duplicate"
-    VLAN_OUT_OF_RANGE = "vlan-out-of-range"
-    VRF_INVALID = "vrf-invalid"
-    RD_INVALID = "rd-invalid"
-    PORT_SHARED = "port-shared"
-    ROUTE_LEAK = "route-leak"
-    SUBNET_OVERLAP = "subnet-overlap"
-    SUBNET_OUTSIDE_POOL = "subnet-outside-pool"
-    NIC_UNKNOWN_PORT = "nic-unknown-port"
-    QOS_PFC_ON_LOSSY = "qos-pfc-on-lossy"
-    QOS_LOSSLESS_LIMIT = "qos-lossless-limit"
-    QOS_ECN_MISSING = "qos-ecn-missing"
-    QOS_CNP_CONFLICT = "qos-cnp-conflict"
-    QOS_DSCP_DUPLICATE = "qos-dscp-duplicate"
-    QOS_ETS_OVERCOMMIT = "qos-ets-overcommit"
-    MTU_BUDGET = "mtu-budget"
-
-
-# The rules a verdict evaluates, per fabric kind; the reachability and node rules are shared.
-_SHARED_RULES = (
-    Rule.CROSS_TENANT,
-    Rule.SERVICE_WITHOUT_GRANT,
-    Rule.UNASSIGNED_MEMBER,
-    Rule.CROSS_SERVICE,
+from policies.intent import is_allowed_edge
+from policies.model import NodeRole, Owner
+from policies.verdict import (
+    IB_RULES,
+    Counterexample,
+    Endpoint,
+    ReachabilityEdge,
+    Rule,
+    Verdict,
+    capped,
+    edge_rule,
 )
-IB_RULES: tuple[Rule, ...] = (
-    *_SHARED_RULES,
-    Rule.DEFAULT_PARTITION_FULL,
-    Rule.NODE_SHARED,
-    Rule.MANAGEMENT_ASSIGNED,
-    Rule.PKEY_BUDGET,
-    Rule.PKEY_INVALID,
-    Rule.PKEY_OUT_OF_RANGE,
-    Rule.PKEY_DUPLICATE,
-    Rule.UNKNOWN_MEMBER,
-)
-ROCE_RULES: tuple[Rule, ...] = (
-    *_SHARED_RULES,
-    Rule.NODE_SHARED,
-    Rule.MANAGEMENT_ASSIGNED,
-    *(rule for rule in Rule if rule not in IB_RULES),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One side of a counterexample: a port, the host it is on, and who owns it.
-
-    On RoCE `guid` is 0 and `port` names the switch port the host is cabled to
-    (``leaf01:Ethernet0``).
-    """
-
-    guid: int
-    node: str
-    owner: Owner
-    port: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Counterexample:
-    """A concrete refutation of `rule`: the endpoints involved and the segment that links them.
-
-    `segment` is the partition's P_Key on InfiniBand and the VNI on RoCE.
-    """
-
-    rule: Rule
-    message: str
-    segment: int | None = None
-    a: Endpoint | None = None
-    b: Endpoint | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReachabilityEdge:
-    """`source` and `target` can communicate through `segment`; `allowed` is the intent.
-
-    `segment` is a P_Key on InfiniBand and an L3VNI on RoCE.
-    """
-
-    source: Owner
-    target: Owner
-    segment: int
-    allowed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Result of a verification: `holds` iff there is no counterexample for any rule."""
-
-    holds: bool
-    snapshot_digest: str
-    counterexamples: tuple[Counterexample, ...]
-    reachability: tuple[ReachabilityEdge, ...]
-    rules: tuple[Rule, ...] = IB_RULES
 
 
 class _Index:
     """Lookups shared by the rules: port by GUID and the owner each port belongs to."""
 
-    def __init__(self, snapshot: FabricSnapshot) -> None:
+    def __init__(self, snapshot: IbSnapshot) -> None:
         self.snapshot = snapshot
         self.port = {p.guid: p for p in snapshot.ports}
         nodes = {n.name: n for n in snapshot.nodes}
@@ -166,7 +55,7 @@ class _Index:
         return Endpoint(guid, node, self.owner.get(guid, Owner.unassigned(node)))
 
 
-def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
+def verify_isolation(snapshot: IbSnapshot) -> Verdict:
     """Check that the snapshot's partitions isolate tenants exactly as intended.
 
     Property: for every pair of distinct owners that share a partition with at least one full
@@ -189,7 +78,7 @@ def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
         _key_violations(index),
         _budget_violations(index),
     ):
-        found.extend(_capped(check))
+        found.extend(capped(check))
     return Verdict(
         holds=not found,
         snapshot_digest=snapshot.digest,
@@ -197,16 +86,6 @@ def verify_isolation(snapshot: FabricSnapshot) -> Verdict:
         reachability=tuple(edge for edge, _, _ in edges),
         rules=IB_RULES,
     )
-
-
-def _capped(counterexamples: Iterator[Counterexample]) -> list[Counterexample]:
-    per_rule: Counter[Rule] = Counter()
-    kept = []
-    for example in counterexamples:
-        per_rule[example.rule] += 1
-        if per_rule[example.rule] <= MAX_COUNTEREXAMPLES_PER_RULE:
-            kept.append(example)
-    return kept
 
 
 Witnessed = tuple[ReachabilityEdge, int, int]
@@ -268,18 +147,6 @@ def _edge_violations(index: _Index, edges: list[Witnessed]) -> Iterator[Countere
             index.endpoint(a_guid),
             index.endpoint(b_guid),
         )
-
-
-def edge_rule(a: Owner, b: Owner) -> Rule:
-    """The rule an unintended edge between `a` and `b` refutes, by the kinds of the owners."""
-    kinds = {a.kind, b.kind}
-    if OwnerKind.UNASSIGNED in kinds:
-        return Rule.UNASSIGNED_MEMBER
-    if kinds == {OwnerKind.TENANT}:
-        return Rule.CROSS_TENANT
-    if kinds == {OwnerKind.SERVICE}:
-        return Rule.CROSS_SERVICE
-    return Rule.SERVICE_WITHOUT_GRANT
 
 
 def _ownership_violations(index: _Index) -> Iterator[Counterexample]:

@@ -8,13 +8,14 @@ no line over 4096 bytes, and ``any, pkey`` rather than ``ipoib, pkey`` in the Qo
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from policies.artifacts import Artifact
 from policies.errors import ArtifactHazardError, ValidationError
-from policies.model import FabricSnapshot, Partition, QosClass, format_guid, format_pkey
-from policies.partitions_parser import MAX_LINE_BYTES, Severity, parse_partitions_conf
+from policies.findings import Severity
+from policies.infiniband.model import IbSnapshot, Partition, QosClass, format_guid, format_pkey
+from policies.infiniband.parse_partitions import MAX_LINE_BYTES, parse_partitions_conf
 
 PARTITIONS_PATH = "opensm/partitions.conf"
 QOS_POLICY_PATH = "opensm/qos-policy.conf"
@@ -54,22 +55,7 @@ class SubnetManagerKeys:
         return "SubnetManagerKeys(<redacted>)"
 
 
-@dataclass(frozen=True, slots=True)
-class Artifact:
-    """One rendered file: its path inside the bundle and its bytes."""
-
-    path: str
-    content: bytes
-
-    @property
-    def sha256(self) -> str:
-        """Hex sha256 of the content (the download's ETag)."""
-        return hashlib.sha256(self.content).hexdigest()
-
-
-def render_opensm_artifacts(
-    snapshot: FabricSnapshot, keys: SubnetManagerKeys
-) -> tuple[Artifact, ...]:
+def render_opensm_artifacts(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> tuple[Artifact, ...]:
     """Render the three OpenSM files for `snapshot`, sorted by path.
 
     Before anything is returned, partitions.conf is parsed back with OpenSM's grammar: a file
@@ -103,14 +89,14 @@ def _refuse_hazards(partitions_conf: str) -> None:
         )
 
 
-def _header(snapshot: FabricSnapshot, what: str) -> list[str]:
+def _header(snapshot: IbSnapshot, what: str) -> list[str]:
     return [
         f"# {what} for fabric {snapshot.fabric.name}, rendered by isofabric; do not edit.",
         f"# snapshot {snapshot.digest}",
     ]
 
 
-def render_partitions_conf(snapshot: FabricSnapshot) -> str:
+def render_partitions_conf(snapshot: IbSnapshot) -> str:
     """Render OpenSM's partitions.conf: the explicit default partition, then one statement per key.
 
     Contract: every statement has an explicit key, every member is one ``0x<guid>=full|limited``
@@ -148,7 +134,7 @@ def _checked(text: str) -> str:
     return text
 
 
-def render_qos_policy(snapshot: FabricSnapshot) -> str:
+def render_qos_policy(snapshot: IbSnapshot) -> str:
     """Render an OpenSM QoS policy file with a `qos-ulps` section.
 
     Contract: ``default : <SL>`` plus one ``any, pkey 0x....  : <SL>`` line per partition that has
@@ -170,7 +156,7 @@ def sl_to_vl(sl: int) -> int:
     return sl % DATA_VLS
 
 
-def render_opensm_options(snapshot: FabricSnapshot, keys: SubnetManagerKeys) -> str:
+def render_opensm_options(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> str:
     """Render an OpenSM options file (``opensm -F``): QoS tables, enforcement and key protection.
 
     Contract: ``qos TRUE``, ``max_op_vls``, ``qos_sl2vl``, ``qos_vlarb_high/low`` derived from the

@@ -42,8 +42,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.errors import InputFormatError
-from policies.partitions_parser import Severity
-from policies.roce_model import CNP_TC
+from policies.findings import Severity
+from policies.roce.model import CNP_TC
 
 _VLAN_NAME = re.compile(r"Vlan([0-9]+)")
 _QUEUE_INDEX = re.compile(r"([0-9]+)(?:-([0-9]+))?")
