@@ -58,7 +58,7 @@ class BearerTokenAuth:
         if bearer and self.token is not None and hmac.compare_digest(bearer.encode(), self.token):
             return ADMIN
         if bearer:
-            principal = tokens.authenticate(self.uow, bearer)
+            principal = tokens.authenticate(self.uow, secret=bearer)
             if principal is not None:
                 return principal
         if self.token is None and not tokens.tokens_exist(self.uow):

@@ -59,7 +59,11 @@ def serve(
     settings = _settings(db)
     application = create_app(settings)
     uow = application.state.uow
-    if demo and load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text()):
+    if demo and load_demo(
+        uow,
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    ):
         typer.echo(
             "loaded demo data: fabrics ib-east (InfiniBand) and roce-west (RoCE), "
             "tenants acme, research, globex"
@@ -116,7 +120,7 @@ def verify(fabric: FabricOption, db: DbOption = None) -> None:
     """Print the fabric's verdict as JSON; exit 1 if isolation does not hold."""
     from tenancy.verification import verify_fabric
 
-    view = verify_fabric(_uow(db), fabric)
+    view = verify_fabric(_uow(db), fabric_name=fabric)
     typer.echo(view.model_dump_json(indent=2, by_alias=True))
     raise typer.Exit(0 if view.holds else 1)
 
@@ -144,9 +148,9 @@ def check_partitions(
 @audit_app.command("export")
 def audit_export(db: DbOption = None) -> None:
     """Print the audit log as JSON Lines (one entry per line, with its leaf hash)."""
-    from tenancy import audit
+    from tenancy import audit_log
 
-    for line in audit.export_lines(_uow(db)):
+    for line in audit_log.export_lines(_uow(db)):
         typer.echo(line)
 
 
@@ -160,9 +164,9 @@ def audit_verify(
     db: DbOption = None,
 ) -> None:
     """Recompute the Merkle tree, check stored checkpoints and a kept one; exit 1 if tampered."""
-    from tenancy import audit
+    from tenancy import audit_log
 
-    report = audit.verify(
+    report = audit_log.verify(
         _uow(db),
         log_text=log.read_text() if log else None,
         kept=_note_of(checkpoint) if checkpoint else None,
@@ -216,7 +220,7 @@ def token_create(
     except ValidationError as error:
         typer.echo(f"invalid token request: {error}", err=True)
         raise typer.Exit(2) from error
-    typer.echo(tokens.create_token(_uow(db), spec).token)
+    typer.echo(tokens.create_token(_uow(db), spec=spec).token)
 
 
 @token_app.command("list")
@@ -226,7 +230,7 @@ def token_list(db: DbOption = None) -> None:
 
     uow, cursor = _uow(db), None
     while True:
-        page = tokens.list_tokens(uow, 1000, cursor)
+        page = tokens.list_tokens(uow, limit=1000, cursor=cursor)
         for view in page.data:
             typer.echo(view.model_dump_json())
         if page.next is None:
@@ -239,7 +243,7 @@ def token_revoke(token_id: Annotated[str, typer.Argument()], db: DbOption = None
     """Revoke a token by id."""
     from tenancy import tokens
 
-    tokens.revoke_token(_uow(db), token_id)
+    tokens.revoke_token(_uow(db), token_id=token_id)
     typer.echo(f"revoked {token_id}")
 
 
@@ -277,7 +281,9 @@ def audit_config(
     from tenancy.config_audits import audit_config as run_audit
 
     text = file.read_text(encoding="utf-8", errors="replace")
-    view = run_audit(_uow(db), fabric, _audit_format(file, format), leaf, text)
+    view = run_audit(
+        _uow(db), fabric_name=fabric, fmt=_audit_format(file, format), leaf=leaf, text=text
+    )
     typer.echo(view.model_dump_json(indent=2))
     critical = any(f.severity == "critical" for f in view.findings)
     raise typer.Exit(0 if view.holds and not critical else 1)
@@ -325,25 +331,25 @@ app.add_typer(proof_app, name="proof")
 @keys_app.command("create")
 def keys_create(db: DbOption = None) -> None:
     """Create the active signing key unless one exists; print its public form."""
-    from tenancy import keys_store
+    from tenancy import signing_keys
 
-    typer.echo(json.dumps(keys_store.create(_uow(db)), indent=2))
+    typer.echo(json.dumps(signing_keys.create(_uow(db)), indent=2))
 
 
 @keys_app.command("rotate")
 def keys_rotate(db: DbOption = None) -> None:
     """Make a new active key; the previous one is retired and stays published."""
-    from tenancy import keys_store
+    from tenancy import signing_keys
 
-    typer.echo(json.dumps(keys_store.rotate(_uow(db)), indent=2))
+    typer.echo(json.dumps(signing_keys.rotate(_uow(db)), indent=2))
 
 
 @keys_app.command("list")
 def keys_list(db: DbOption = None) -> None:
     """Print every public key (keyid, PEM, JWK, status) as JSON."""
-    from tenancy import keys_store
+    from tenancy import signing_keys
 
-    typer.echo(json.dumps(keys_store.list_keys(_uow(db)), indent=2))
+    typer.echo(json.dumps(signing_keys.list_keys(_uow(db)), indent=2))
 
 
 @proof_app.command("issue")
@@ -355,7 +361,7 @@ def proof_issue(
     """Issue (and store) an isolation proof; print {"id", "envelope"}."""
     from tenancy import proofs
 
-    typer.echo(json.dumps(proofs.issue(_uow(db), tenant, fabric), indent=2))
+    typer.echo(json.dumps(proofs.issue(_uow(db), tenant_name=tenant, fabric_name=fabric), indent=2))
 
 
 @proof_app.command("verify")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api.deps import Listing, Uow
-from tenancy import audit
+from tenancy import audit_log
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -15,13 +15,13 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"])
 @router.get("/entries")
 def list_entries(uow: Uow, listing: Listing) -> dict[str, Any]:
     """Audit entries in index order: time, principal, role, action, target, request id, digests."""
-    return audit.list_entries(uow, listing.limit, listing.cursor)
+    return audit_log.list_entries(uow, limit=listing.limit, cursor=listing.cursor)
 
 
 @router.get("/checkpoint")
 def get_checkpoint(uow: Uow) -> dict[str, Any]:
     """A signed checkpoint (C2SP signed note, Ed25519) of the whole log: keep it to audit later."""
-    return audit.checkpoint(uow)
+    return audit_log.checkpoint(uow)
 
 
 @router.get("/proofs/inclusion")
@@ -29,7 +29,7 @@ def inclusion_proof(
     uow: Uow, index: Annotated[int, Query(ge=0)], size: Annotated[int, Query(ge=1)]
 ) -> dict[str, Any]:
     """RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
-    return audit.inclusion(uow, index, size)
+    return audit_log.inclusion(uow, index=index, size=size)
 
 
 @router.get("/proofs/consistency")
@@ -37,4 +37,4 @@ def consistency_proof(
     uow: Uow, first: Annotated[int, Query(ge=1)], second: Annotated[int, Query(ge=1)]
 ) -> dict[str, Any]:
     """RFC 9162 consistency proof between the trees of `first` and `second` entries."""
-    return audit.consistency(uow, first, second)
+    return audit_log.consistency(uow, first=first, second=second)

@@ -40,11 +40,11 @@ async def post_audit(
     parser findings, drift from intent per owner, and the isolation counterexamples it allows.
     Changes nothing."""
     text = await read_text_body(request)
-    return config_audits.audit_config(uow, fabric, format, leaf, text)
+    return config_audits.audit_config(uow, fabric_name=fabric, fmt=format, leaf=leaf, text=text)
 
 
 @router.post("/{fabric}/observations")
 def post_observation(fabric: str, document: ObservationCreate, uow: Uow) -> ObservationView:
     """Compare the live P_Key tables (the output of `isofabric collect ib`) with intent: per-port
     drift and the cross-owner reachability the tables allow. Changes nothing."""
-    return config_audits.observe(uow, fabric, document)
+    return config_audits.observe(uow, fabric_name=fabric, document=document)

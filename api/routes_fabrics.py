@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request, Response, status
 
 from api.deps import Listing, Uow
 from api.limits import media_type, read_text_body
-from tenancy import fabrics, nodes, services, topology, verification
+from tenancy import fabrics, nodes, shared_services, topology, verification
 from tenancy.schemas import (
     AnyFabricCreate,
     ArtifactsView,
@@ -34,19 +34,19 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_fabric(spec: AnyFabricCreate, uow: Uow) -> FabricView:
     """Register an InfiniBand fabric (P_Key range) or a RoCE fabric (VLAN/VNI/prefix pools)."""
-    return fabrics.create_fabric(uow, spec)
+    return fabrics.create_fabric(uow, spec=spec)
 
 
 @router.get("")
 def list_fabrics(uow: Uow, listing: Listing) -> Page[FabricView]:
     """List fabrics by name."""
-    return fabrics.list_fabrics(uow, listing.limit, listing.cursor)
+    return fabrics.list_fabrics(uow, limit=listing.limit, cursor=listing.cursor)
 
 
 @router.get("/{fabric}")
 def get_fabric(fabric: str, uow: Uow) -> FabricView:
     """One fabric."""
-    return fabrics.get_fabric(uow, fabric)
+    return fabrics.get_fabric(uow, name=fabric)
 
 
 @router.put(
@@ -69,7 +69,9 @@ async def put_topology(fabric: str, request: Request, uow: Uow) -> TopologyImpor
     """Reconcile the fabric's inventory: `ibnetdiscover` output (text/plain) on InfiniBand, an
     inventory document (application/json or application/yaml) on RoCE."""
     text = await read_text_body(request)
-    return topology.import_document(uow, fabric, media_type(request), text)
+    return topology.import_document(
+        uow, fabric_name=fabric, media_type=media_type(request), text=text
+    )
 
 
 @router.get("/{fabric}/nodes")
@@ -83,50 +85,58 @@ def list_nodes(
 ) -> Page[NodeView]:
     """Nodes with their ports, filtered by holding tenant, freedom or role."""
     return nodes.list_nodes(
-        uow, fabric, tenant=tenant, free=free, role=role, limit=listing.limit, cursor=listing.cursor
+        uow,
+        fabric_name=fabric,
+        tenant=tenant,
+        free=free,
+        role=role,
+        limit=listing.limit,
+        cursor=listing.cursor,
     )
 
 
 @router.get("/{fabric}/nodes/{node}")
 def get_node(fabric: str, node: str, uow: Uow) -> NodeView:
     """One node with its ports."""
-    return nodes.get_node(uow, fabric, node)
+    return nodes.get_node(uow, fabric_name=fabric, node_name=node)
 
 
 @router.patch("/{fabric}/nodes/{node}")
 def patch_node(fabric: str, node: str, patch: NodePatch, uow: Uow) -> NodeView:
     """Set a node's role (compute, storage, management)."""
-    return nodes.set_node_role(uow, fabric, node, patch)
+    return nodes.set_node_role(uow, fabric_name=fabric, node_name=node, patch=patch)
 
 
 @router.post("/{fabric}/services", status_code=status.HTTP_201_CREATED)
 def create_service(fabric: str, spec: ServiceCreate, uow: Uow) -> ServiceView:
     """Create an operator-owned shared service (e.g. storage) with its own partition."""
-    return services.create_service(uow, fabric, spec)
+    return shared_services.create_service(uow, fabric_name=fabric, spec=spec)
 
 
 @router.get("/{fabric}/services")
 def list_services(fabric: str, uow: Uow, listing: Listing) -> Page[ServiceView]:
     """Shared services of the fabric."""
-    return services.list_services(uow, fabric, listing.limit, listing.cursor)
+    return shared_services.list_services(
+        uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor
+    )
 
 
 @router.get("/{fabric}/services/{service}")
 def get_service(fabric: str, service: str, uow: Uow) -> ServiceView:
     """One shared service."""
-    return services.get_service(uow, fabric, service)
+    return shared_services.get_service(uow, fabric_name=fabric, name=service)
 
 
 @router.get("/{fabric}/verification")
 def get_verification(fabric: str, uow: Uow) -> VerificationView:
     """Verify isolation now: verdict, counterexamples and the reachability relation."""
-    return verification.verify_fabric(uow, fabric)
+    return verification.verify_fabric(uow, fabric_name=fabric)
 
 
 @router.get("/{fabric}/artifacts")
 def list_artifacts(fabric: str, uow: Uow) -> ArtifactsView:
     """Manifest of the rendered OpenSM files (sha256, size) and the snapshot digest."""
-    return verification.list_artifacts(uow, fabric)
+    return verification.list_artifacts(uow, fabric_name=fabric)
 
 
 @router.get(
@@ -141,7 +151,7 @@ def get_artifact(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One rendered file; ETag is its quoted sha256, X-Snapshot-Digest the verified snapshot."""
-    artifact, digest = verification.get_artifact(uow, fabric, path)
+    artifact, digest = verification.get_artifact(uow, fabric_name=fabric, path=path)
     etag = f'"{artifact.sha256}"'
     headers = {"ETag": etag, "X-Snapshot-Digest": digest, "Cache-Control": "no-cache"}
     if if_none_match is not None and _matches(if_none_match, etag):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
-from tenancy import keys_store, proofs
+from tenancy import proofs, signing_keys
 from tenancy.schemas import ProofCreated, ProofIssue
 
 router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
@@ -20,7 +20,9 @@ def issue_proof(tenant: str, spec: ProofIssue, uow: Uow) -> ProofCreated:
 
     409 isolation-violation when the fabric does not verify. Recorded in the audit log.
     """
-    return ProofCreated.model_validate(proofs.issue(uow, tenant, spec.fabric))
+    return ProofCreated.model_validate(
+        proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric)
+    )
 
 
 @router.get("/v1/proofs")
@@ -45,10 +47,10 @@ def list_proofs(
 @router.get("/v1/proofs/{proof_id}")
 def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> dict[str, Any]:
     """One stored proof; another tenant's proof is a 404."""
-    return proofs.get_proof(uow, proof_id, principal.tenant)
+    return proofs.get_proof(uow, proof_id=proof_id, tenant=principal.tenant)
 
 
 @router.get("/v1/keys")
 def list_keys(uow: Uow) -> dict[str, Any]:
     """The public keys proofs and checkpoints are signed with: keyid, PEM, JWK and status."""
-    return keys_store.list_keys(uow)
+    return signing_keys.list_keys(uow)

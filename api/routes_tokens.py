@@ -16,17 +16,19 @@ def create_token(spec: TokenCreate, uow: Uow, principal: CurrentPrincipal) -> To
     """Mint a token; the response is the only time its secret is shown (store it now)."""
     if principal.tenant is not None and spec.tenant != principal.tenant:
         raise hidden_tenant(spec.tenant or "")
-    return tokens.create_token(uow, spec)
+    return tokens.create_token(uow, spec=spec)
 
 
 @router.get("")
 def list_tokens(uow: Uow, listing: Listing, principal: CurrentPrincipal) -> Page[TokenView]:
     """Tokens (never their secrets); a tenant admin sees its tenant's only."""
-    return tokens.list_tokens(uow, listing.limit, listing.cursor, principal.tenant)
+    return tokens.list_tokens(
+        uow, limit=listing.limit, cursor=listing.cursor, tenant=principal.tenant
+    )
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
 def revoke_token(token_id: str, uow: Uow, principal: CurrentPrincipal) -> Response:
     """Revoke a token: it stops working at once; the record stays for the audit trail."""
-    tokens.revoke_token(uow, token_id, principal.tenant)
+    tokens.revoke_token(uow, token_id=token_id, tenant=principal.tenant)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -42,8 +42,8 @@ def list_usage_records(
     `final: false`. Hourly ranges span at most 31 days, daily ones 366."""
     return usage.usage_records(
         uow,
-        usage.parse_time(from_, "from"),
-        None if to is None else usage.parse_time(to, "to"),
+        since=usage.parse_time(from_, "from"),
+        until=None if to is None else usage.parse_time(to, "to"),
         tenant=tenant,
         granularity=granularity,
         limit=listing.limit,
@@ -66,8 +66,8 @@ def usage_records_csv(
     """The same records as RFC 4180 CSV whose header is the FOCUS columns."""
     text = usage.usage_csv(
         uow,
-        usage.parse_time(from_, "from"),
-        None if to is None else usage.parse_time(to, "to"),
+        since=usage.parse_time(from_, "from"),
+        until=None if to is None else usage.parse_time(to, "to"),
         tenant=tenant,
         granularity=granularity,
     )
@@ -83,4 +83,4 @@ def list_usage_events(uow: Uow, listing: Listing) -> UsageEventsPage:
     """Final hourly usage records as CloudEvents 1.0 (type isofabric.usage.hourly.v1), in
     (period_start, id) order. Resume from `next`: it is never null and stays the same when
     nothing is new, so a poller sees every event exactly once."""
-    return usage.usage_events(uow, listing.cursor, listing.limit)
+    return usage.usage_events(uow, cursor=listing.cursor, limit=listing.limit)

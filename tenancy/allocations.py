@@ -16,10 +16,10 @@ from policies.model import FabricKind, NodeRole
 from tenancy import models as m
 from tenancy import roce, usage
 from tenancy.db import fetch_all
-from tenancy.keys import claim_pkey, release_segment
 from tenancy.locks import lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
 from tenancy.pagination import page_rows
+from tenancy.pools import claim_pkey, release_segment
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -91,7 +91,7 @@ def release_segments(tx: Tx, fabric_id: int, tenant: m.Tenant) -> None:
 # --- allocations -------------------------------------------------------------------------------
 
 
-def allocate(uow: UnitOfWork, tenant_name: str, spec: AllocationCreate) -> AllocationView:
+def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> AllocationView:
     """Give a tenant nodes exclusively, creating its partition on the fabric on first use.
 
     Named nodes must exist, be compute nodes and be free; `count` picks free compute nodes in
@@ -200,7 +200,7 @@ def _allocation_nodes(session: Session, allocation_id: str) -> list[str]:
 
 
 def list_allocations(
-    uow: UnitOfWork, tenant_name: str, limit: int, cursor: str | None, fabric: str | None = None
+    uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None, fabric: str | None = None
 ) -> Page[AllocationView]:
     """The tenant's current (unreleased) allocations, oldest id first."""
     with uow.transaction() as tx:
@@ -222,7 +222,7 @@ def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> Al
     )
 
 
-def get_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) -> AllocationView:
+def get_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str) -> AllocationView:
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         return _view_of(tx.session, _allocation_of(tx.session, tenant, allocation_id), tenant)
@@ -237,7 +237,7 @@ def _allocation_of(session: Session, tenant: m.Tenant, allocation_id: str) -> m.
     return allocation
 
 
-def release_allocation(uow: UnitOfWork, tenant_name: str, allocation_id: str) -> None:
+def release_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str) -> None:
     """Free the allocation's nodes; the tenant's partition goes with its last allocation."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)

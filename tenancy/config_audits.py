@@ -29,8 +29,9 @@ from tenancy.schemas import (
     ObservationView,
     PortDriftView,
 )
+from tenancy.snapshot import load_snapshot
 from tenancy.uow import UnitOfWork
-from tenancy.verification import counterexample_view, load_any_snapshot
+from tenancy.verification import counterexample_view
 
 _FORMAT_KIND = {
     AuditFormat.PARTITIONS: FabricKind.INFINIBAND,
@@ -40,7 +41,7 @@ _FORMAT_KIND = {
 
 
 def audit_config(
-    uow: UnitOfWork, fabric_name: str, fmt: str, leaf: str | None, text: str
+    uow: UnitOfWork, *, fabric_name: str, fmt: str, leaf: str | None, text: str
 ) -> ConfigAuditView:
     """Audit a deployed partitions.conf, config_db.json or frr.conf against the fabric's intent.
 
@@ -56,7 +57,7 @@ def audit_config(
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         _check_kind(fabric, audit_format)
-        snapshot = load_any_snapshot(tx.session, fabric)
+        snapshot = load_snapshot(tx.session, fabric)
     report, leaf = _run(snapshot, audit_format, leaf, text)
     return ConfigAuditView(
         fabric=fabric_name,
@@ -109,7 +110,7 @@ def _run(
     return audit_frr(snapshot, leaf, text), leaf
 
 
-def observe(uow: UnitOfWork, fabric_name: str, document: ObservationCreate) -> ObservationView:
+def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -> ObservationView:
     """Drift of a live InfiniBand fabric's P_Key tables from intent, and what they allow."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
@@ -117,7 +118,7 @@ def observe(uow: UnitOfWork, fabric_name: str, document: ObservationCreate) -> O
             raise ValidationError(
                 f"observations apply to InfiniBand fabrics; '{fabric_name}' is {fabric.kind}"
             )
-        snapshot = load_any_snapshot(tx.session, fabric)
+        snapshot = load_snapshot(tx.session, fabric)
     assert isinstance(snapshot, IbSnapshot)
     tables: dict[int, list[int]] = {}
     for port in document.ports:

@@ -7,7 +7,7 @@ from contextlib import suppress
 from sqlmodel import select
 
 from policies.errors import ConflictError
-from tenancy import allocations, fabrics, nodes, services, tenants, topology
+from tenancy import allocations, fabrics, nodes, shared_services, tenants, topology
 from tenancy import models as m
 from tenancy.schemas import (
     AllocationCreate,
@@ -35,7 +35,9 @@ def _exists(uow: UnitOfWork, name: str) -> bool:
         return tx.session.exec(select(m.Fabric).where(m.Fabric.name == name)).first() is not None
 
 
-def load_demo(uow: UnitOfWork, topology_text: str, roce_inventory_text: str | None = None) -> bool:
+def load_demo(
+    uow: UnitOfWork, *, topology_text: str, roce_inventory_text: str | None = None
+) -> bool:
     """Create the demo fabrics that do not exist yet; True if anything was created.
 
     ib-east (InfiniBand, from ibnetdiscover output) and, given its inventory, roce-west (RoCE):
@@ -46,19 +48,26 @@ def load_demo(uow: UnitOfWork, topology_text: str, roce_inventory_text: str | No
     if not _exists(uow, DEMO_FABRIC):
         fabrics.create_fabric(
             uow,
-            FabricCreate(
+            spec=FabricCreate(
                 name=DEMO_FABRIC,
                 kind="infiniband",
                 pkey_range=PKeyRange(first="0x0100", last="0x7ffe"),
             ),
         )
-        topology.import_topology(uow, DEMO_FABRIC, topology_text)
-        nodes.set_node_role(uow, DEMO_FABRIC, "sm01", NodePatch(role="management"))
+        topology.import_topology(uow, fabric_name=DEMO_FABRIC, text=topology_text)
+        nodes.set_node_role(
+            uow, fabric_name=DEMO_FABRIC, node_name="sm01", patch=NodePatch(role="management")
+        )
         _onboard(uow, DEMO_FABRIC)
         created = True
     if roce_inventory_text is not None and not _exists(uow, DEMO_ROCE_FABRIC):
-        fabrics.create_fabric(uow, RoceFabricCreate(name=DEMO_ROCE_FABRIC, kind="roce"))
-        topology.import_document(uow, DEMO_ROCE_FABRIC, "application/json", roce_inventory_text)
+        fabrics.create_fabric(uow, spec=RoceFabricCreate(name=DEMO_ROCE_FABRIC, kind="roce"))
+        topology.import_document(
+            uow,
+            fabric_name=DEMO_ROCE_FABRIC,
+            media_type="application/json",
+            text=roce_inventory_text,
+        )
         _onboard(uow, DEMO_ROCE_FABRIC)
         created = True
     return created
@@ -66,10 +75,16 @@ def load_demo(uow: UnitOfWork, topology_text: str, roce_inventory_text: str | No
 
 def _onboard(uow: UnitOfWork, fabric: str) -> None:
     for storage in ("stor01", "stor02"):
-        nodes.set_node_role(uow, fabric, storage, NodePatch(role="storage"))
-    services.create_service(uow, fabric, ServiceCreate(name="storage", nodes=["stor01", "stor02"]))
+        nodes.set_node_role(
+            uow, fabric_name=fabric, node_name=storage, patch=NodePatch(role="storage")
+        )
+    shared_services.create_service(
+        uow, fabric_name=fabric, spec=ServiceCreate(name="storage", nodes=["stor01", "stor02"])
+    )
     for name, kind, qos in DEMO_TENANTS:
         with suppress(ConflictError):  # the tenant exists (e.g. on another fabric): reuse it
-            tenants.create_tenant(uow, TenantCreate(name=name, kind=kind, qos_class=qos))
-        allocations.allocate(uow, name, AllocationCreate(fabric=fabric, count=2))
-    services.grant_service(uow, "acme", GrantCreate(fabric=fabric, service="storage"))
+            tenants.create_tenant(uow, spec=TenantCreate(name=name, kind=kind, qos_class=qos))
+        allocations.allocate(uow, tenant_name=name, spec=AllocationCreate(fabric=fabric, count=2))
+    shared_services.grant_service(
+        uow, tenant_name="acme", spec=GrantCreate(fabric=fabric, service="storage")
+    )

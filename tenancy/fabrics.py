@@ -39,7 +39,7 @@ def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
     )
 
 
-def create_fabric(uow: UnitOfWork, spec: FabricCreate | RoceFabricCreate) -> FabricView:
+def create_fabric(uow: UnitOfWork, *, spec: FabricCreate | RoceFabricCreate) -> FabricView:
     """Register a fabric; its name is unique and its pools are fixed at creation."""
     with uow.transaction() as tx:
         if tx.session.exec(select(m.Fabric).where(m.Fabric.name == spec.name)).first():
@@ -83,7 +83,7 @@ def count_where(session: Session, model: type[SQLModel], fabric_id: int) -> int:
     return int(fetch_all(session, query)[0][0])
 
 
-def list_fabrics(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[FabricView]:
+def list_fabrics(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[FabricView]:
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
         query = select(m.Fabric).order_by(col(m.Fabric.name))
@@ -99,6 +99,6 @@ def list_fabrics(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[Fabric
         )
 
 
-def get_fabric(uow: UnitOfWork, name: str) -> FabricView:
+def get_fabric(uow: UnitOfWork, *, name: str) -> FabricView:
     with uow.transaction() as tx:
         return fabric_view(tx.session, fabric_named(tx.session, name))

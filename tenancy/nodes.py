@@ -55,8 +55,8 @@ def _filtered(
 
 def list_nodes(
     uow: UnitOfWork,
-    fabric_name: str,
     *,
+    fabric_name: str,
     tenant: str | None = None,
     free: bool | None = None,
     role: str | None = None,
@@ -131,7 +131,7 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
     return grouped
 
 
-def get_node(uow: UnitOfWork, fabric_name: str, node_name: str) -> NodeView:
+def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
@@ -149,7 +149,9 @@ def get_node(uow: UnitOfWork, fabric_name: str, node_name: str) -> NodeView:
     )
 
 
-def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: NodePatch) -> NodeView:
+def set_node_role(
+    uow: UnitOfWork, *, fabric_name: str, node_name: str, patch: NodePatch
+) -> NodeView:
     """Change a node's role; a node someone holds cannot become storage or management."""
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
@@ -164,4 +166,4 @@ def set_node_role(uow: UnitOfWork, fabric_name: str, node_name: str, patch: Node
         node.role = patch.role
         tx.session.add(node)
         commit_gate(tx, fabric, "node.update", f"fabrics/{fabric.name}/nodes/{node.name}")
-    return get_node(uow, fabric_name, node_name)
+    return get_node(uow, fabric_name=fabric_name, node_name=node_name)

@@ -19,12 +19,13 @@ from policies.errors import IsolationViolationError, NotFoundError
 from policies.evidence.claims import claims_for
 from policies.evidence.proofs import build_statement, sign_envelope
 from policies.verdict import Verdict
-from tenancy import audit, keys_store
+from tenancy import audit_log, signing_keys
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.pagination import page_rows
+from tenancy.snapshot import load_snapshot
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import load_any_snapshot, render_fabric, verify_snapshot
+from tenancy.verification import render_fabric, verify_snapshot
 
 ENGINE = "isofabric"
 
@@ -40,12 +41,12 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def issue(uow: UnitOfWork, tenant_name: str, fabric_name: str) -> dict[str, Any]:
+def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> dict[str, Any]:
     """Verify, render and sign a proof of the tenant's isolation on the fabric; store it."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         fabric = fabric_named(tx.session, fabric_name)
-        snapshot = load_any_snapshot(tx.session, fabric)
+        snapshot = load_snapshot(tx.session, fabric)
         verdict = verify_snapshot(snapshot)
         if not verdict.holds:
             raise IsolationViolationError(
@@ -56,7 +57,7 @@ def issue(uow: UnitOfWork, tenant_name: str, fabric_name: str) -> dict[str, Any]
         subjects, claims = claims_for(snapshot, tenant.name, files)
         predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
         statement = build_statement(subjects, predicate)
-        envelope = sign_envelope(statement, keys_store.signing_key(tx.session, _origin(tx)))
+        envelope = sign_envelope(statement, signing_keys.signing_key(tx.session, _origin(tx)))
         proof = m.Proof(
             id=str(uuid.uuid4()),
             tenant=tenant.name,
@@ -65,7 +66,7 @@ def issue(uow: UnitOfWork, tenant_name: str, fabric_name: str) -> dict[str, Any]
             envelope=json.dumps(envelope, sort_keys=True),
         )
         tx.session.add(proof)
-        audit.record(
+        audit_log.record(
             tx,
             "proof.issue",
             f"tenants/{tenant.name}/isolation-proofs/{proof.id}",
@@ -124,7 +125,7 @@ def list_proofs(
         return {"data": [_view(row) for row in page], "count": total, "next": following}
 
 
-def get_proof(uow: UnitOfWork, proof_id: str, tenant: str | None) -> dict[str, Any]:
+def get_proof(uow: UnitOfWork, *, proof_id: str, tenant: str | None) -> dict[str, Any]:
     """One stored proof; a proof of another tenant than `tenant` (if given) is a 404."""
     with uow.transaction() as tx:
         row = tx.session.get(m.Proof, proof_id)

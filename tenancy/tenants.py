@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError
-from tenancy import audit
+from tenancy import audit_log
 from tenancy import models as m
 from tenancy.allocations import release_tenant_everywhere
 from tenancy.lookups import qos_class_named, tenant_named
@@ -66,18 +66,18 @@ def qos_view(row: m.QosClass) -> QosClassView:
     return QosClassView.model_validate(row, from_attributes=True)
 
 
-def create_qos_class(uow: UnitOfWork, spec: QosClassCreate) -> QosClassView:
+def create_qos_class(uow: UnitOfWork, *, spec: QosClassCreate) -> QosClassView:
     with uow.transaction() as tx:
         if tx.session.exec(select(m.QosClass).where(m.QosClass.name == spec.name)).first():
             raise ConflictError(f"QoS class '{spec.name}' already exists", name=spec.name)
         row = m.QosClass(**spec.model_dump())
         tx.session.add(row)
         tx.session.flush()
-        audit.record(tx, "qos-class.create", f"qos-classes/{row.name}")
+        audit_log.record(tx, "qos-class.create", f"qos-classes/{row.name}")
         return qos_view(row)
 
 
-def list_qos_classes(uow: UnitOfWork, limit: int, cursor: str | None) -> Page[QosClassView]:
+def list_qos_classes(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[QosClassView]:
     with uow.transaction() as tx:
         rows, total, after = page_rows(
             tx.session, select(m.QosClass), col(m.QosClass.name), limit, cursor
@@ -101,7 +101,7 @@ def _qos_names(session: Session) -> dict[int | None, str]:
     return {q.id: q.name for q in session.exec(select(m.QosClass))}
 
 
-def create_tenant(uow: UnitOfWork, spec: TenantCreate) -> TenantView:
+def create_tenant(uow: UnitOfWork, *, spec: TenantCreate) -> TenantView:
     """Onboard a tenant; names are unique forever (offboarded tenants keep theirs for history)."""
     with uow.transaction() as tx:
         if tx.session.exec(select(m.Tenant).where(m.Tenant.name == spec.name)).first():
@@ -116,12 +116,13 @@ def create_tenant(uow: UnitOfWork, spec: TenantCreate) -> TenantView:
         )
         tx.session.add(tenant)
         tx.session.flush()
-        audit.record(tx, "tenant.create", f"tenants/{tenant.name}")
+        audit_log.record(tx, "tenant.create", f"tenants/{tenant.name}")
         return tenant_view(tenant, qos.name)
 
 
 def list_tenants(
     uow: UnitOfWork,
+    *,
     limit: int,
     cursor: str | None,
     status: str | None = None,
@@ -145,13 +146,13 @@ def list_tenants(
         )
 
 
-def get_tenant(uow: UnitOfWork, name: str) -> TenantView:
+def get_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, name)
         return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])
 
 
-def offboard_tenant(uow: UnitOfWork, name: str) -> TenantView:
+def offboard_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
     """Release every allocation, grant and partition of the tenant and mark it offboarded.
 
     The record stays (status ``offboarded``) for audit and billing history. Released P_Keys are
@@ -166,5 +167,5 @@ def offboard_tenant(uow: UnitOfWork, name: str) -> TenantView:
         tenant.offboarded_at = tx.now
         tx.session.add(tenant)
         tx.session.flush()
-        audit.record(tx, "tenant.offboard", f"tenants/{tenant.name}")
+        audit_log.record(tx, "tenant.offboard", f"tenants/{tenant.name}")
         return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])

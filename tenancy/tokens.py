@@ -13,7 +13,7 @@ import uuid
 from sqlmodel import col, select
 
 from policies.errors import NotFoundError
-from tenancy import audit
+from tenancy import audit_log
 from tenancy import models as m
 from tenancy.lookups import tenant_named
 from tenancy.pagination import page_rows
@@ -31,7 +31,7 @@ def token_view(row: m.ApiToken) -> TokenView:
     return TokenView.model_validate(row, from_attributes=True)
 
 
-def create_token(uow: UnitOfWork, spec: TokenCreate) -> TokenCreated:
+def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
     """Mint a token; the returned secret is never stored nor shown again."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with uow.transaction() as tx:
@@ -48,14 +48,14 @@ def create_token(uow: UnitOfWork, spec: TokenCreate) -> TokenCreated:
         )
         tx.session.add(row)
         tx.session.flush()
-        audit.record(tx, "token.create", f"tokens/{row.id}")
+        audit_log.record(tx, "token.create", f"tokens/{row.id}")
         return TokenCreated(
             id=row.id, name=row.name, role=row.role, tenant=row.tenant, token=secret
         )
 
 
 def list_tokens(
-    uow: UnitOfWork, limit: int, cursor: str | None, tenant: str | None = None
+    uow: UnitOfWork, *, limit: int, cursor: str | None, tenant: str | None = None
 ) -> Page[TokenView]:
     """Tokens by id (never their secret); only `tenant`'s when given."""
     with uow.transaction() as tx:
@@ -66,7 +66,7 @@ def list_tokens(
         return Page(data=[token_view(r) for r in rows], count=total, next=after)
 
 
-def revoke_token(uow: UnitOfWork, token_id: str, tenant: str | None = None) -> None:
+def revoke_token(uow: UnitOfWork, *, token_id: str, tenant: str | None = None) -> None:
     """Revoke a token (idempotent); with `tenant`, only a token of that tenant is visible."""
     with uow.transaction() as tx:
         row = tx.session.get(m.ApiToken, token_id)
@@ -76,7 +76,7 @@ def revoke_token(uow: UnitOfWork, token_id: str, tenant: str | None = None) -> N
             row.revoked_at = tx.now
             tx.session.add(row)
             tx.session.flush()
-            audit.record(tx, "token.revoke", f"tokens/{row.id}")
+            audit_log.record(tx, "token.revoke", f"tokens/{row.id}")
 
 
 def tokens_exist(uow: UnitOfWork) -> bool:
@@ -85,7 +85,7 @@ def tokens_exist(uow: UnitOfWork) -> bool:
         return tx.session.exec(select(m.ApiToken.id).limit(1)).first() is not None
 
 
-def authenticate(uow: UnitOfWork, secret: str) -> Principal | None:
+def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
     """The principal of a valid (known, unexpired, unrevoked) token secret, else None."""
     if not secret.startswith(TOKEN_PREFIX):
         return None

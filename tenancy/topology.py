@@ -34,7 +34,7 @@ from tenancy.verification import commit_gate
 
 
 def import_document(
-    uow: UnitOfWork, fabric_name: str, media_type: str, text: str
+    uow: UnitOfWork, *, fabric_name: str, media_type: str, text: str
 ) -> TopologyImportResult:
     """Import an inventory in the format the fabric takes; any other format is a 415.
 
@@ -44,9 +44,11 @@ def import_document(
     with uow.transaction() as tx:
         kind = fabric_named(tx.session, fabric_name).kind
     if kind == FabricKind.INFINIBAND and media_type == "text/plain":
-        return import_topology(uow, fabric_name, text)
+        return import_topology(uow, fabric_name=fabric_name, text=text)
     if kind == FabricKind.ROCE and (media_type == JSON or media_type in YAML_TYPES):
-        return import_roce_inventory(uow, fabric_name, parse_inventory(text, media_type))
+        return import_roce_inventory(
+            uow, fabric_name=fabric_name, inventory=parse_inventory(text, media_type)
+        )
     wanted = (
         "text/plain (ibnetdiscover output)"
         if kind == FabricKind.INFINIBAND
@@ -58,7 +60,7 @@ def import_document(
 
 
 def import_roce_inventory(
-    uow: UnitOfWork, fabric_name: str, inventory: RoceInventory
+    uow: UnitOfWork, *, fabric_name: str, inventory: RoceInventory
 ) -> TopologyImportResult:
     """Reconcile a RoCE fabric with an inventory document; verified before commit."""
     validate_inventory(inventory)
@@ -75,7 +77,7 @@ def import_roce_inventory(
         return result.model_copy(update={"nodes": count_where(tx.session, m.Node, m.pk(fabric))})
 
 
-def import_topology(uow: UnitOfWork, fabric_name: str, text: str) -> TopologyImportResult:
+def import_topology(uow: UnitOfWork, *, fabric_name: str, text: str) -> TopologyImportResult:
     """Parse `text` (ibnetdiscover output) and reconcile the fabric's switches, nodes and ports.
 
     Raises InputFormatError (naming the line) before anything is written if the text is malformed.

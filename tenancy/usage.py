@@ -248,9 +248,9 @@ def _records(
 
 def usage_records(
     uow: UnitOfWork,
+    *,
     since: datetime,
     until: datetime | None = None,
-    *,
     tenant: str | None = None,
     granularity: str = "hour",
     limit: int = DEFAULT_LIMIT,
@@ -272,9 +272,9 @@ def usage_records(
 
 def usage_csv(
     uow: UnitOfWork,
+    *,
     since: datetime,
     until: datetime | None = None,
-    *,
     tenant: str | None = None,
     granularity: str = "hour",
 ) -> str:
@@ -336,7 +336,7 @@ def _final_hourly(
 
 
 def usage_events(
-    uow: UnitOfWork, cursor: str | None, limit: int = DEFAULT_LIMIT
+    uow: UnitOfWork, *, cursor: str | None, limit: int = DEFAULT_LIMIT
 ) -> UsageEventsPage:
     """Final hourly records as CloudEvents after `cursor`; `next` is never null (it is `cursor`
     itself when nothing is new), so a poller resumes from it forever and sees each event once."""

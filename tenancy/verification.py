@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from policies.artifacts import Artifact
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.infiniband.model import IbSnapshot, format_guid, format_pkey
+from policies.infiniband.model import format_guid, format_pkey
 from policies.infiniband.render import SubnetManagerKeys, render_opensm_artifacts
 from policies.infiniband.verify import verify_isolation
 from policies.model import FabricKind, Owner
@@ -21,10 +21,9 @@ from policies.roce.bundle import render_roce_artifacts
 from policies.roce.model import RoceSnapshot
 from policies.roce.verify import verify_roce
 from policies.verdict import Counterexample, Endpoint, Verdict
-from tenancy import audit
+from tenancy import audit_log
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
-from tenancy.roce import load_roce_snapshot
 from tenancy.schemas import (
     ArtifactFile,
     ArtifactsView,
@@ -36,17 +35,8 @@ from tenancy.schemas import (
     VerificationView,
 )
 from tenancy.settings import Settings
-from tenancy.snapshot import load_snapshot
+from tenancy.snapshot import Snapshot, load_snapshot
 from tenancy.uow import Tx, UnitOfWork
-
-Snapshot = IbSnapshot | RoceSnapshot
-
-
-def load_any_snapshot(session: Session, fabric: m.Fabric) -> Snapshot:
-    """The engine's view of the fabric, InfiniBand or RoCE."""
-    if fabric.kind == FabricKind.ROCE:
-        return load_roce_snapshot(session, fabric)
-    return load_snapshot(session, fabric)
 
 
 def verify_snapshot(snapshot: Snapshot) -> Verdict:
@@ -68,7 +58,7 @@ def _refusal(detail: str, verdict: Verdict, kind: str) -> IsolationViolationErro
 
 def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
     """Verify the transaction's pending state; raise `IsolationViolationError` unless isolated."""
-    verdict = verify_snapshot(load_any_snapshot(tx.session, fabric))
+    verdict = verify_snapshot(load_snapshot(tx.session, fabric))
     if not verdict.holds:
         raise _refusal(
             f"the change would break isolation on fabric '{fabric.name}' "
@@ -83,15 +73,15 @@ def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
     """Verify the pending change (`ensure_isolated`), then record it in the audit log with the
     digest of the verified state; both happen in the change's own transaction."""
     verdict = ensure_isolated(tx, fabric)
-    audit.record(tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest)
+    audit_log.record(tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest)
     return verdict
 
 
-def verify_fabric(uow: UnitOfWork, fabric_name: str) -> VerificationView:
+def verify_fabric(uow: UnitOfWork, *, fabric_name: str) -> VerificationView:
     """The fabric's current verdict with counterexamples and the reachability relation."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        verdict = verify_snapshot(load_any_snapshot(tx.session, fabric))
+        verdict = verify_snapshot(load_snapshot(tx.session, fabric))
         return verdict_view(verdict, fabric.kind)
 
 
@@ -140,7 +130,7 @@ def _endpoint_view(endpoint: Endpoint | None) -> EndpointView | None:
 
 def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[Snapshot, tuple[Artifact, ...]]:
     """Render the artifacts of a verified snapshot; a snapshot that does not verify is refused."""
-    snapshot = load_any_snapshot(tx.session, fabric)
+    snapshot = load_snapshot(tx.session, fabric)
     verdict = verify_snapshot(snapshot)
     if not verdict.holds:
         raise _refusal(
@@ -154,7 +144,7 @@ def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[Snapshot, tuple[Artifact, .
     return snapshot, render_opensm_artifacts(snapshot, keys)
 
 
-def list_artifacts(uow: UnitOfWork, fabric_name: str) -> ArtifactsView:
+def list_artifacts(uow: UnitOfWork, *, fabric_name: str) -> ArtifactsView:
     """The manifest of the fabric's artifacts: path, sha256 and size of each file."""
     with uow.transaction() as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
@@ -165,7 +155,7 @@ def list_artifacts(uow: UnitOfWork, fabric_name: str) -> ArtifactsView:
     )
 
 
-def get_artifact(uow: UnitOfWork, fabric_name: str, path: str) -> tuple[Artifact, str]:
+def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> tuple[Artifact, str]:
     """One rendered file and the digest of the snapshot it was rendered from."""
     with uow.transaction() as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
@@ -201,7 +191,7 @@ def subnet_manager_keys(
     )
 
 
-def tenant_reachability(uow: UnitOfWork, tenant_name: str) -> TenantReachabilityView:
+def tenant_reachability(uow: UnitOfWork, *, tenant_name: str) -> TenantReachabilityView:
     """Per fabric where the tenant holds active segments: the reachability edges that involve
     it and whether the fabric's verdict holds."""
     with uow.transaction() as tx:
@@ -215,7 +205,7 @@ def tenant_reachability(uow: UnitOfWork, tenant_name: str) -> TenantReachability
         owner = str(Owner.tenant(tenant.name))
         views = []
         for fabric in fabrics:
-            view = verdict_view(verify_snapshot(load_any_snapshot(tx.session, fabric)), fabric.kind)
+            view = verdict_view(verify_snapshot(load_snapshot(tx.session, fabric)), fabric.kind)
             edges = [e for e in view.reachability if owner in (e.source, e.target)]
             views.append(
                 FabricReachabilityView(

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select, text
 from sqlmodel import SQLModel
 
 import tenancy.models  # noqa: F401  (registers every table on SQLModel.metadata)
-from tenancy import allocations, fabrics, nodes, services, tenants, topology
+from tenancy import allocations, fabrics, nodes, shared_services, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
     FabricCreate,
@@ -247,9 +247,9 @@ def fabric_spec(
 def uow_create_fabric(
     uow: UnitOfWork, name: str = FABRIC, topology_text: str | None = None, **spec: Any
 ) -> None:
-    fabrics.create_fabric(uow, fabric_spec(name, **spec))
+    fabrics.create_fabric(uow, spec=fabric_spec(name, **spec))
     topology.import_topology(
-        uow, name, example_topology() if topology_text is None else topology_text
+        uow, fabric_name=name, text=example_topology() if topology_text is None else topology_text
     )
 
 
@@ -257,19 +257,23 @@ def uow_onboard(uow: UnitOfWork) -> Onboarded:
     """The same onboarding as `api_onboard`, through the tenancy use cases."""
     uow_create_fabric(uow)
     for node, role in ROLES.items():
-        nodes.set_node_role(uow, FABRIC, node, NodePatch(role=role))
-    services.create_service(uow, FABRIC, ServiceCreate(name=SERVICE, nodes=list(SERVICE_NODES)))
+        nodes.set_node_role(uow, fabric_name=FABRIC, node_name=node, patch=NodePatch(role=role))
+    shared_services.create_service(
+        uow, fabric_name=FABRIC, spec=ServiceCreate(name=SERVICE, nodes=list(SERVICE_NODES))
+    )
     allocation_ids = {}
     for spec in TENANTS:
         tenants.create_tenant(
-            uow, TenantCreate(name=spec.name, kind=spec.kind, qos_class=spec.qos_class)
+            uow, spec=TenantCreate(name=spec.name, kind=spec.kind, qos_class=spec.qos_class)
         )
         view = allocations.allocate(
-            uow, spec.name, AllocationCreate(fabric=FABRIC, nodes=list(spec.nodes))
+            uow, tenant_name=spec.name, spec=AllocationCreate(fabric=FABRIC, nodes=list(spec.nodes))
         )
         allocation_ids[spec.name] = view.id
     grant_ids = {
-        name: services.grant_service(uow, name, GrantCreate(fabric=FABRIC, service=SERVICE)).id
+        name: shared_services.grant_service(
+            uow, tenant_name=name, spec=GrantCreate(fabric=FABRIC, service=SERVICE)
+        ).id
         for name in GRANTED
     }
     return Onboarded(FABRIC, allocation_ids, grant_ids)

@@ -30,8 +30,8 @@ def demo_url(tmp_path: Path) -> str:
     prepare_database(engine)
     load_demo(
         UnitOfWork(engine, Settings(database_url=url)),
-        DEMO_TOPOLOGY.read_text(),
-        DEMO_ROCE_INVENTORY.read_text(),
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
     )
     engine.dispose()
     return url

@@ -25,7 +25,11 @@ def demo_db(tmp_path: Path) -> str:
     engine = make_engine(url)
     prepare_database(engine)
     uow = UnitOfWork(engine, Settings(database_url=url))
-    assert load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+    assert load_demo(
+        uow,
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    )
     engine.dispose()
     return url
 
@@ -112,5 +116,9 @@ def test_loading_the_demo_twice_changes_nothing(demo_db):
     engine = make_engine(demo_db)
     uow = UnitOfWork(engine, Settings(database_url=demo_db))
 
-    assert not load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+    assert not load_demo(
+        uow,
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    )
     engine.dispose()

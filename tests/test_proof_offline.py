@@ -52,7 +52,11 @@ def issued(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine = make_engine(url)
     prepare_database(engine)
     uow = UnitOfWork(engine, Settings(database_url=url))
-    assert load_demo(uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+    assert load_demo(
+        uow,
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    )
     created = invoke("keys", "create", "--db", url)
     assert created.exit_code == 0, created.output
     (tmp / "key.pem").write_text(json.loads(created.output)["pem"])

@@ -109,7 +109,7 @@ def bearer(secret: str) -> dict[str, str]:
 
 def mint(client, role: str, tenant: str | None = None, name: str | None = None) -> tuple[str, str]:
     spec = TokenCreate(name=name or f"m-{role}", role=role, tenant=tenant)
-    made = tokens.create_token(client.app.state.uow, spec)
+    made = tokens.create_token(client.app.state.uow, spec=spec)
     return made.id, made.token
 
 

@@ -209,7 +209,9 @@ def test_cli_audit_config_prints_the_report_and_exits_1_on_violation(tmp_path, m
     prepare_database(engine)
     uow = UnitOfWork(engine, Settings(database_url=url))
     uow_onboard(uow)
-    text = get_artifact(uow, "ib-east", "opensm/partitions.conf")[0].content.decode()
+    text = get_artifact(uow, fabric_name="ib-east", path="opensm/partitions.conf")[
+        0
+    ].content.decode()
     engine.dispose()
     clean, edited = tmp_path / "partitions.conf", tmp_path / "edited.conf"
     clean.write_text(text)

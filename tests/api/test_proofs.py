@@ -9,7 +9,7 @@ from policies.errors import ValidationError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
 from policies.verdict import Verdict
-from tenancy import audit, keys_store, tokens
+from tenancy import audit_log, signing_keys, tokens
 from tenancy.schemas import TokenCreate
 from tests.builders import FABRIC, assert_problem, created, dump_database, ok
 
@@ -27,7 +27,7 @@ def world(make_client, onboarded):
 
     def token(role: str, tenant: str | None = None) -> dict[str, str]:
         spec = TokenCreate(name=f"p-{role}-{tenant or 'all'}", role=role, tenant=tenant)
-        return bearer(tokens.create_token(client.app.state.uow, spec).token)
+        return bearer(tokens.create_token(client.app.state.uow, spec=spec).token)
 
     return client, token
 
@@ -136,7 +136,7 @@ def test_rotation_keeps_old_proofs_verifiable(world):
     old_keyid = old["envelope"]["signatures"][0]["keyid"]
     ok(client.get("/v1/audit/checkpoint", headers=headers))  # signed with the old key
 
-    rotated = keys_store.rotate(client.app.state.uow)
+    rotated = signing_keys.rotate(client.app.state.uow)
     new = created(issue(client, "acme", headers))
 
     keys = ok(client.get("/v1/keys", headers=headers))["keys"]
@@ -152,4 +152,4 @@ def test_rotation_keeps_old_proofs_verifiable(world):
         verify_envelope(old["envelope"], [load_public_key(rotated["pem"])])
     # the audit log's checkpoints stay verifiable across the rotation
     ok(client.get("/v1/audit/checkpoint", headers=headers))
-    assert audit.verify(client.app.state.uow).ok
+    assert audit_log.verify(client.app.state.uow).ok

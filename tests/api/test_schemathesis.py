@@ -32,9 +32,13 @@ CHECKS = [
 ]
 
 app = create_app(Settings(database_url="sqlite://", admin_token=OPERATOR_TOKEN))
-load_demo(app.state.uow, DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text())
+load_demo(
+    app.state.uow,
+    topology_text=DEMO_TOPOLOGY.read_text(),
+    roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+)
 TENANT_TOKEN = create_token(
-    app.state.uow, TokenCreate(name="schemathesis", role="tenant-admin", tenant="acme")
+    app.state.uow, spec=TokenCreate(name="schemathesis", role="tenant-admin", tenant="acme")
 ).token
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 

@@ -22,7 +22,7 @@ def bearer(secret: str) -> dict[str, str]:
 
 def mint(client, role: str, tenant: str | None = None, **extra) -> str:
     spec = TokenCreate(name=f"t-{role}", role=role, tenant=tenant, **extra)
-    return tokens.create_token(client.app.state.uow, spec).token
+    return tokens.create_token(client.app.state.uow, spec=spec).token
 
 
 @pytest.fixture

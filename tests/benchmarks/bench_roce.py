@@ -37,9 +37,9 @@ from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.fabrics import create_fabric
-from tenancy.roce import load_roce_snapshot
 from tenancy.schemas import RoceFabricCreate, RoceInventory
 from tenancy.settings import Settings
+from tenancy.snapshot import load_roce_snapshot
 from tenancy.topology import import_roce_inventory
 from tenancy.uow import UnitOfWork
 from tests.benchmarks.timing import measure, print_peak_rss
@@ -220,13 +220,14 @@ def main() -> None:
         engine = make_engine(url)
         prepare_database(engine)
         uow = UnitOfWork(engine, Settings(database_url=url))
-        create_fabric(uow, RoceFabricCreate(name="bench", kind="roce"))
+        create_fabric(uow, spec=RoceFabricCreate(name="bench", kind="roce"))
         inventory = measure(
             "build + validate inventory document",
             lambda: RoceInventory.model_validate(inventory_document()),
         )
         result = measure(
-            "import inventory (16k NICs)", lambda: import_roce_inventory(uow, "bench", inventory)
+            "import inventory (16k NICs)",
+            lambda: import_roce_inventory(uow, fabric_name="bench", inventory=inventory),
         )
         print(
             f"  {result.switches} switches, {len(inventory.links)} links, {result.nodes} nodes, "

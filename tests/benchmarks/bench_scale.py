@@ -22,7 +22,7 @@ from tenancy.db import make_engine
 from tenancy.fabrics import create_fabric
 from tenancy.schemas import FabricCreate, PKeyRange
 from tenancy.settings import Settings
-from tenancy.snapshot import load_snapshot
+from tenancy.snapshot import load_ib_snapshot
 from tenancy.topology import import_topology
 from tenancy.uow import UnitOfWork
 from tests.benchmarks.timing import measure, print_peak_rss
@@ -163,20 +163,21 @@ def main() -> None:
         uow = UnitOfWork(engine, Settings(database_url=url))
         create_fabric(
             uow,
-            FabricCreate(
+            spec=FabricCreate(
                 name="bench", kind="infiniband", pkey_range=PKeyRange(first="0x0100", last="0x7ffe")
             ),
         )
         text = measure("generate ibnetdiscover text", lambda: ibnetdiscover_text(NODES, HCAS))
         result = measure(
-            "import topology (100k ports)", lambda: import_topology(uow, "bench", text)
+            "import topology (100k ports)",
+            lambda: import_topology(uow, fabric_name="bench", text=text),
         )
         print(f"  {result.switches} switches, {result.nodes} nodes, {result.ports} ports")
         measure("populate 2,000 tenants (bulk insert)", lambda: populate(uow))
         with uow.transaction() as tx:
             fabric = tx.session.exec(select(m.Fabric)).scalars().one()  # type: ignore[call-overload]
             snapshot = measure(
-                "snapshot load from SQLite", lambda: load_snapshot(tx.session, fabric)
+                "snapshot load from SQLite", lambda: load_ib_snapshot(tx.session, fabric)
             )
         members = sum(len(p.members) for p in snapshot.partitions)
         print(

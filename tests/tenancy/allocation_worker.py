@@ -70,13 +70,15 @@ def run(
         start.wait(timeout=120)
         for tenant, node in zip(tenant_names, named, strict=True):
             spec = TenantCreate(name=tenant, kind="external")
-            _attempt(outcomes, worker, tenant, "onboard", partial(tenants.create_tenant, uow, spec))
+            _attempt(
+                outcomes, worker, tenant, "onboard", partial(tenants.create_tenant, uow, spec=spec)
+            )
             requests = {
                 "count": AllocationCreate(fabric=fabric, count=1),
                 f"named:{node}": AllocationCreate(fabric=fabric, nodes=[node]),
             }
             for request, allocation in requests.items():
-                call = partial(allocations.allocate, uow, tenant, allocation)
+                call = partial(allocations.allocate, uow, tenant_name=tenant, spec=allocation)
                 _attempt(outcomes, worker, tenant, request, call)
     finally:
         engine.dispose()

@@ -43,8 +43,8 @@ def shared_engine(shared_url: str) -> Iterator[Engine]:
     prepare_database(engine)
     uow = UnitOfWork(engine, Settings(database_url=shared_url))
     range_ = {"first": f"{PKEY_FIRST:#06x}", "last": f"{PKEY_LAST:#06x}"}
-    fabrics.create_fabric(uow, fabric_spec(FABRIC, **range_))
-    topology.import_topology(uow, FABRIC, generated_topology(HOSTS))
+    fabrics.create_fabric(uow, spec=fabric_spec(FABRIC, **range_))
+    topology.import_topology(uow, fabric_name=FABRIC, text=generated_topology(HOSTS))
     try:
         yield engine
     finally:
@@ -131,4 +131,4 @@ def test_concurrent_processes_never_share_a_key_or_a_node_and_leave_no_partial_r
     assert sorted(i for (i,) in allocation_ids) == sorted(o["allocation_id"] for o in allocated)
 
     uow = UnitOfWork(shared_engine, Settings(database_url=shared_url))
-    assert verification.verify_fabric(uow, FABRIC).holds
+    assert verification.verify_fabric(uow, fabric_name=FABRIC).holds

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Engine, event, text
 
 from policies.errors import ConflictError
-from tenancy import allocations, fabrics, services, tenants
+from tenancy import allocations, fabrics, shared_services, tenants
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.schemas import AllocationCreate, GrantCreate, ServiceCreate, TenantCreate
@@ -44,7 +44,7 @@ def shared(shared_url: str) -> Iterator[tuple[str, Engine]]:
     for name in ("initech", "hooli"):
         tenants.create_tenant(
             UnitOfWork(engine, Settings(database_url=shared_url)),
-            TenantCreate(name=name, kind="external"),
+            spec=TenantCreate(name=name, kind="external"),
         )
     try:
         yield shared_url, engine
@@ -109,24 +109,26 @@ def race(url: str, first: UseCase, second: UseCase) -> tuple[Outcome, Outcome]:
 
 def allocate_gpu0007(tenant: str) -> UseCase:
     spec = AllocationCreate(fabric="ib-east", nodes=["gpu0007"])
-    return lambda uow: allocations.allocate(uow, tenant, spec)
+    return lambda uow: allocations.allocate(uow, tenant_name=tenant, spec=spec)
 
 
 def onboard(kind: str) -> UseCase:
-    return lambda uow: tenants.create_tenant(uow, TenantCreate(name="umbrella", kind=kind))
+    return lambda uow: tenants.create_tenant(uow, spec=TenantCreate(name="umbrella", kind=kind))
 
 
 def scratch_on(node: str) -> UseCase:
     spec = ServiceCreate(name="scratch", nodes=[node])
-    return lambda uow: services.create_service(uow, "ib-east", spec)
+    return lambda uow: shared_services.create_service(uow, fabric_name="ib-east", spec=spec)
 
 
 def grant_storage(uow: UnitOfWork) -> Any:
-    return services.grant_service(uow, "research", GrantCreate(fabric="ib-east", service="storage"))
+    return shared_services.grant_service(
+        uow, tenant_name="research", spec=GrantCreate(fabric="ib-east", service="storage")
+    )
 
 
 def fabric_named_ib_west(last: str) -> UseCase:
-    return lambda uow: fabrics.create_fabric(uow, fabric_spec("ib-west", last=last))
+    return lambda uow: fabrics.create_fabric(uow, spec=fabric_spec("ib-west", last=last))
 
 
 RACES = [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from policies.errors import PoolExhaustedError, ValidationError
-from tenancy import allocations, fabrics, services, tenants, topology
+from tenancy import allocations, fabrics, shared_services, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -24,13 +24,17 @@ from tests.builders import ROCE_FABRIC_SPEC, roce_inventory, rows
 
 def create_roce_fabric(uow: UnitOfWork, name: str = "roce-west", **overrides: Any) -> None:
     spec = RoceFabricCreate.model_validate({**ROCE_FABRIC_SPEC, "name": name, **overrides})
-    fabrics.create_fabric(uow, spec)
-    topology.import_roce_inventory(uow, name, RoceInventory.model_validate(roce_inventory()))
+    fabrics.create_fabric(uow, spec=spec)
+    topology.import_roce_inventory(
+        uow, fabric_name=name, inventory=RoceInventory.model_validate(roce_inventory())
+    )
 
 
 def allocate(uow: UnitOfWork, tenant: str, fabric: str = "roce-west") -> AllocationView:
-    tenants.create_tenant(uow, TenantCreate(name=tenant, kind="external"))
-    return allocations.allocate(uow, tenant, AllocationCreate(fabric=fabric, count=1))
+    tenants.create_tenant(uow, spec=TenantCreate(name=tenant, kind="external"))
+    return allocations.allocate(
+        uow, tenant_name=tenant, spec=AllocationCreate(fabric=fabric, count=1)
+    )
 
 
 def roce_segment(view: AllocationView) -> RoceSegmentView:
@@ -41,7 +45,9 @@ def roce_segment(view: AllocationView) -> RoceSegmentView:
 def test_a_segment_whose_fourth_identifier_is_exhausted_leaves_nothing_claimed(uow, engine):
     # Claim order: L3VNI, VLAN, L3VNI VLAN, L2VNI, subnet, RD. One L2VNI: the service takes it.
     create_roce_fabric(uow, l2vni_range={"first": 10000, "last": 10000})
-    services.create_service(uow, "roce-west", ServiceCreate(name="storage", nodes=["stor01"]))
+    shared_services.create_service(
+        uow, fabric_name="roce-west", spec=ServiceCreate(name="storage", nodes=["stor01"])
+    )
     before = rows(engine, "SELECT * FROM segment ORDER BY id")
 
     with pytest.raises(PoolExhaustedError, match="L2VNI"):
@@ -109,7 +115,7 @@ def test_overlapping_l2vni_and_l3vni_ranges_are_refused_at_fabric_creation(
     )
 
     with pytest.raises(ValidationError, match="overlap"):
-        fabrics.create_fabric(uow, spec)
+        fabrics.create_fabric(uow, spec=spec)
 
     assert rows(engine, "SELECT count(*) FROM fabric") == [(0,)]
 
@@ -123,7 +129,7 @@ def test_adjacent_l2vni_and_l3vni_ranges_are_accepted(uow):
         }
     )
 
-    view = fabrics.create_fabric(uow, spec)
+    view = fabrics.create_fabric(uow, spec=spec)
 
     assert view.l2vni_range is not None and view.l3vni_range is not None
     assert (view.l2vni_range.last, view.l3vni_range.first) == (11, 12)

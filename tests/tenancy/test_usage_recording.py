@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, IsolationViolationError
-from tenancy import allocations, services, tenants
+from tenancy import allocations, shared_services, tenants
 from tenancy import models as m
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tests.builders import FABRIC, SERVICE, rows
@@ -52,9 +52,11 @@ def test_the_billing_account_defaults_to_the_tenant_name_and_is_copied_into_inte
     uow, onboarded, engine, clock
 ):
     view = tenants.create_tenant(
-        uow, TenantCreate(name="initech", kind="external", billing_account="acct:INI-7")
+        uow, spec=TenantCreate(name="initech", kind="external", billing_account="acct:INI-7")
     )
-    allocations.allocate(uow, "initech", AllocationCreate(fabric=FABRIC, nodes=["gpu0007"]))
+    allocations.allocate(
+        uow, tenant_name="initech", spec=AllocationCreate(fabric=FABRIC, nodes=["gpu0007"])
+    )
 
     assert view.billing_account == "acct:INI-7"
     assert rows(
@@ -65,9 +67,11 @@ def test_the_billing_account_defaults_to_the_tenant_name_and_is_copied_into_inte
 
 def test_release_and_revoke_close_the_intervals_at_the_transaction_time(uow, onboarded, clock):
     clock.advance(90 * 60)
-    allocations.release_allocation(uow, "acme", onboarded.allocation_ids["acme"])
+    allocations.release_allocation(
+        uow, tenant_name="acme", allocation_id=onboarded.allocation_ids["acme"]
+    )
     clock.advance(15 * 60)
-    services.revoke_grant(uow, "acme", onboarded.grant_ids["acme"])
+    shared_services.revoke_grant(uow, tenant_name="acme", grant_id=onboarded.grant_ids["acme"])
 
     released, revoked = (
         datetime(2026, 3, 1, 13, 30, tzinfo=UTC),
@@ -83,8 +87,10 @@ def test_release_and_revoke_close_the_intervals_at_the_transaction_time(uow, onb
 
 def test_a_new_grant_and_allocation_open_intervals_at_the_transaction_time(uow, onboarded, clock):
     clock.advance(3600)
-    services.grant_service(uow, "globex", GrantCreate(fabric=FABRIC, service=SERVICE))
-    allocations.allocate(uow, "globex", AllocationCreate(fabric=FABRIC, count=1))
+    shared_services.grant_service(
+        uow, tenant_name="globex", spec=GrantCreate(fabric=FABRIC, service=SERVICE)
+    )
+    allocations.allocate(uow, tenant_name="globex", spec=AllocationCreate(fabric=FABRIC, count=1))
 
     later = datetime(2026, 3, 1, 13, 0, tzinfo=UTC)
     assert _intervals(uow, "globex") == [
@@ -103,9 +109,13 @@ def test_a_refused_allocation_records_no_interval(uow, onboarded, engine, monkey
 
     monkeypatch.setattr(allocations, "commit_gate", refuse)
     with pytest.raises(IsolationViolationError):
-        allocations.allocate(uow, "research", AllocationCreate(fabric=FABRIC, nodes=["gpu0007"]))
+        allocations.allocate(
+            uow, tenant_name="research", spec=AllocationCreate(fabric=FABRIC, nodes=["gpu0007"])
+        )
     with pytest.raises(ConflictError):  # already held: refused before anything is written
-        allocations.allocate(uow, "research", AllocationCreate(fabric=FABRIC, nodes=["gpu0001"]))
+        allocations.allocate(
+            uow, tenant_name="research", spec=AllocationCreate(fabric=FABRIC, nodes=["gpu0001"])
+        )
 
     assert db_dump() == before
     assert rows(engine, "SELECT count(*) FROM usage_interval WHERE resource = 'gpu0007'") == [(0,)]
@@ -115,9 +125,11 @@ def test_a_refused_grant_records_no_interval(uow, onboarded, engine, monkeypatch
     def refuse(tx, fabric, action, target):
         raise IsolationViolationError("refused by the verifier", counterexamples=[])
 
-    monkeypatch.setattr(services, "commit_gate", refuse)
+    monkeypatch.setattr(shared_services, "commit_gate", refuse)
     with pytest.raises(IsolationViolationError):
-        services.grant_service(uow, "globex", GrantCreate(fabric=FABRIC, service=SERVICE))
+        shared_services.grant_service(
+            uow, tenant_name="globex", spec=GrantCreate(fabric=FABRIC, service=SERVICE)
+        )
 
     assert rows(engine, "SELECT count(*) FROM usage_interval WHERE resource_type = 'service'") == [
         (1,)
@@ -126,7 +138,7 @@ def test_a_refused_grant_records_no_interval(uow, onboarded, engine, monkeypatch
 
 def test_offboarding_closes_everything_at_the_offboarding_time(uow, onboarded, clock):
     clock.advance(2 * 3600 + 17)
-    tenants.offboard_tenant(uow, "acme")
+    tenants.offboard_tenant(uow, name="acme")
 
     gone = datetime(2026, 3, 1, 14, 0, 17, tzinfo=UTC)
     assert [end for *_rest, end in _intervals(uow, "acme")] == [gone, gone, gone]

@@ -99,7 +99,7 @@ def entries(session: Session) -> list[m.AuditEntry]:
     return list(session.exec(select(m.AuditEntry).order_by(col(m.AuditEntry.index))))
 
 
-def list_entries(uow: UnitOfWork, limit: int, cursor: str | None) -> dict[str, Any]:
+def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> dict[str, Any]:
     """A page of entries in index order, in the list envelope."""
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
@@ -183,7 +183,7 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def inclusion(uow: UnitOfWork, index: int, size: int) -> dict[str, Any]:
+def inclusion(uow: UnitOfWork, *, index: int, size: int) -> dict[str, Any]:
     """The RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)
@@ -198,7 +198,7 @@ def inclusion(uow: UnitOfWork, index: int, size: int) -> dict[str, Any]:
     }
 
 
-def consistency(uow: UnitOfWork, first: int, second: int) -> dict[str, Any]:
+def consistency(uow: UnitOfWork, *, first: int, second: int) -> dict[str, Any]:
     """The RFC 9162 consistency proof between the trees of `first` and `second` entries."""
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)

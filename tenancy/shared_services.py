@@ -31,7 +31,7 @@ from tenancy.uow import UnitOfWork
 from tenancy.verification import commit_gate
 
 
-def create_service(uow: UnitOfWork, fabric_name: str, spec: ServiceCreate) -> ServiceView:
+def create_service(uow: UnitOfWork, *, fabric_name: str, spec: ServiceCreate) -> ServiceView:
     """Create a shared service on free storage or compute nodes, with its own partition."""
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
@@ -76,7 +76,7 @@ def _service_view(session: Session, service: m.Service, fabric: m.Fabric) -> Ser
 
 
 def list_services(
-    uow: UnitOfWork, fabric_name: str, limit: int, cursor: str | None
+    uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
 ) -> Page[ServiceView]:
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
@@ -87,7 +87,7 @@ def list_services(
         )
 
 
-def get_service(uow: UnitOfWork, fabric_name: str, name: str) -> ServiceView:
+def get_service(uow: UnitOfWork, *, fabric_name: str, name: str) -> ServiceView:
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         return _service_view(tx.session, service_named(tx.session, fabric, name), fabric)
@@ -96,7 +96,7 @@ def get_service(uow: UnitOfWork, fabric_name: str, name: str) -> ServiceView:
 # --- grants ------------------------------------------------------------------------------------
 
 
-def grant_service(uow: UnitOfWork, tenant_name: str, spec: GrantCreate) -> GrantView:
+def grant_service(uow: UnitOfWork, *, tenant_name: str, spec: GrantCreate) -> GrantView:
     """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
     with uow.transaction() as tx:
         tenant = require_active(tenant_named(tx.session, tenant_name))
@@ -142,7 +142,7 @@ def _grant_view(session: Session, grant: m.Grant) -> GrantView:
 
 
 def list_grants(
-    uow: UnitOfWork, tenant_name: str, limit: int, cursor: str | None
+    uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None
 ) -> Page[GrantView]:
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
@@ -160,13 +160,13 @@ def _grant_of(session: Session, tenant: m.Tenant, grant_id: str) -> m.Grant:
     return grant
 
 
-def get_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> GrantView:
+def get_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> GrantView:
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         return _grant_view(tx.session, _grant_of(tx.session, tenant, grant_id))
 
 
-def revoke_grant(uow: UnitOfWork, tenant_name: str, grant_id: str) -> None:
+def revoke_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> None:
     """Withdraw a grant: the tenant's ports leave the service partition."""
     with uow.transaction() as tx:
         grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)

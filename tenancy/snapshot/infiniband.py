@@ -1,4 +1,4 @@
-"""The one place where rows become a `IbSnapshot`: a handful of bulk queries per fabric."""
+"""Rows -> `IbSnapshot`: a handful of bulk queries per InfiniBand fabric."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from sqlmodel import select as sqlmodel_select
 from policies.infiniband.intent import plan_partitions
 from policies.infiniband.model import IbPort, IbSettings, IbSnapshot
 from policies.infiniband.model import QosClass as QosClassValue
-from policies.model import FabricKind, Grant, Node, NodeRole, Owner
+from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.db import fetch_all
+from tenancy.snapshot.common import grants_of, nodes_of
 
 
-def load_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
+def load_ib_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
     """Read the fabric's current state (including this transaction's uncommitted changes)."""
     session.flush()
     nodes = nodes_of(session, fabric)
@@ -35,29 +36,6 @@ def load_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
         grants=grants,
         qos_classes=_qos_classes(session),
     )
-
-
-def nodes_of(session: Session, fabric: m.Fabric) -> tuple[Node, ...]:
-    rows = fetch_all(
-        session,
-        select(col(m.Node.name), col(m.Node.role), col(m.Tenant.name), col(m.Service.name))
-        .where(col(m.Node.fabric_id) == fabric.id)
-        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == m.Node.id)
-        .outerjoin(m.Allocation, col(m.Allocation.id) == m.NodeAssignment.allocation_id)
-        .outerjoin(m.Tenant, col(m.Tenant.id) == m.Allocation.tenant_id)
-        .outerjoin(m.Service, col(m.Service.id) == m.NodeAssignment.service_id),
-    )
-    return tuple(
-        Node(name, NodeRole(role), _owners(tenant, service)) for name, role, tenant, service in rows
-    )
-
-
-def _owners(tenant: str | None, service: str | None) -> tuple[Owner, ...]:
-    if tenant is not None:
-        return (Owner.tenant(tenant),)
-    if service is not None:
-        return (Owner.service(service),)
-    return ()
 
 
 def _ports(session: Session, fabric: m.Fabric) -> tuple[IbPort, ...]:
@@ -96,18 +74,6 @@ def _segments(
     }
     service_keys = {s: value for value, _, _, s in rows if s is not None}
     return tenant_keys, service_keys
-
-
-def grants_of(session: Session, fabric: m.Fabric) -> tuple[Grant, ...]:
-    rows = fetch_all(
-        session,
-        select(col(m.Tenant.name), col(m.Service.name))
-        .select_from(m.Grant)
-        .join(m.Tenant, col(m.Tenant.id) == m.Grant.tenant_id)
-        .join(m.Service, col(m.Service.id) == m.Grant.service_id)
-        .where(col(m.Grant.fabric_id) == fabric.id, col(m.Grant.revoked_at).is_(None)),
-    )
-    return tuple(sorted(Grant(tenant, service) for tenant, service in rows))
 
 
 def _qos_classes(session: Session) -> tuple[QosClassValue, ...]:

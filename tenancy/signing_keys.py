@@ -16,20 +16,20 @@ from sqlmodel import Session, col, select
 
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import key_id, public_jwk
-from tenancy import audit
+from tenancy import audit_log
 from tenancy import models as m
 from tenancy.uow import UnitOfWork
 
 
 def signing_key(session: Session, origin: str) -> Ed25519PrivateKey:
     """The active key, created on first use when there is none."""
-    return audit.active_key(session, origin)[1]
+    return audit_log.active_key(session, origin)[1]
 
 
 def create(uow: UnitOfWork) -> dict[str, Any]:
     """Create the active key unless one exists; returns its published form."""
     with uow.transaction() as tx:
-        audit.active_key(tx.session, tx.settings.audit_origin)
+        audit_log.active_key(tx.session, tx.settings.audit_origin)
         row = tx.session.exec(select(m.SigningKey).where(m.SigningKey.status == "active")).one()
         return published(row)
 
@@ -42,7 +42,7 @@ def rotate(uow: UnitOfWork) -> dict[str, Any]:
             row.status = "retired"
             tx.session.add(row)
         count = tx.session.exec(select(func.count()).select_from(m.SigningKey)).one()
-        new = audit._new_key(origin if count == 0 else f"{origin}.r{count + 1}")
+        new = audit_log._new_key(origin if count == 0 else f"{origin}.r{count + 1}")
         new.created_at = tx.now
         tx.session.add(new)
         tx.session.flush()
@@ -64,6 +64,6 @@ def published(row: m.SigningKey) -> dict[str, Any]:
 def list_keys(uow: UnitOfWork) -> dict[str, Any]:
     """Every key, oldest first, in its published form; creates the active key if none exists."""
     with uow.transaction() as tx:
-        audit.active_key(tx.session, tx.settings.audit_origin)
+        audit_log.active_key(tx.session, tx.settings.audit_origin)
         rows = tx.session.exec(select(m.SigningKey).order_by(col(m.SigningKey.id)))
         return {"keys": [published(row) for row in rows]}

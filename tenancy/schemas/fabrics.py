@@ -1,0 +1,103 @@
+"""Fabrics: creation requests (InfiniBand and RoCE) and the fabric resource."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from ipaddress import IPv4Network
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from tenancy.schemas.common import (
+    MAC_PATTERN,
+    IntRange,
+    Ipv4NetworkText,
+    PKeyInput,
+    Slug,
+    Strict,
+)
+
+
+class PKeyRange(Strict):
+    first: PKeyInput = "0x0001"
+    last: PKeyInput = "0x7ffe"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if int(self.first, 16) > int(self.last, 16):
+            raise ValueError("pkey_range.first must not be above pkey_range.last")
+        return self
+
+
+class FabricCreate(Strict):
+    name: Slug
+    kind: Literal["infiniband"]
+    pkey_range: PKeyRange = PKeyRange()
+    pkeys_per_port: int = Field(
+        default=128,
+        ge=2,
+        le=65536,
+        description="P_Key table entries per port (default partition included); mlx5 has 128",
+    )
+
+
+class FabricView(BaseModel):
+    """A fabric; InfiniBand fabrics carry the P_Key fields, RoCE fabrics the RoCE ones."""
+
+    name: str
+    kind: str
+    pkey_range: PKeyRange | None = None
+    pkeys_per_port: int | None = None
+    vlan_range: IntRange | None = None
+    l2vni_range: IntRange | None = None
+    l3vni_range: IntRange | None = None
+    tenant_prefix_pool: str | None = None
+    tenant_prefix_length: int | None = None
+    rt_asn: int | None = None
+    host_mtu: int | None = None
+    underlay_mtu: int | None = None
+    anycast_gateway_mac: str | None = None
+    max_lossless_priorities: int | None = None
+    created_at: datetime
+
+    @model_serializer(mode="wrap")
+    def _only_this_technology(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class RoceFabricCreate(Strict):
+    name: Slug
+    kind: Literal["roce"]
+    vlan_range: IntRange = IntRange(first=100, last=3999)
+    l2vni_range: IntRange = IntRange(first=10000, last=19999)
+    l3vni_range: IntRange = IntRange(first=50000, last=59999)
+    tenant_prefix_pool: Ipv4NetworkText = IPv4Network("10.64.0.0/10")
+    tenant_prefix_length: int = Field(default=24, ge=8, le=30)
+    rt_asn: int = Field(default=65000, description="2-byte ASN of the type-0 route targets")
+    host_mtu: int = 9000
+    underlay_mtu: int = 9216
+    anycast_gateway_mac: str = Field(default="00:00:5e:00:01:01", pattern=MAC_PATTERN)
+    max_lossless_priorities: int = 2
+
+
+class RoceFabricSettingsView(BaseModel):
+    vlan_range: IntRange
+    l2vni_range: IntRange
+    l3vni_range: IntRange
+    tenant_prefix_pool: str
+    tenant_prefix_length: int
+    rt_asn: int
+    host_mtu: int
+    underlay_mtu: int
+    anycast_gateway_mac: str
+    max_lossless_priorities: int
+
+
+AnyFabricCreate = Annotated[FabricCreate | RoceFabricCreate, Field(discriminator="kind")]

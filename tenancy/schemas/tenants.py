@@ -1,0 +1,139 @@
+"""Tenants and what they hold: QoS classes, allocations, segments, shared services, grants."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Self
+
+from pydantic import (
+    BaseModel,
+    Field,
+    StrictBool,
+    model_validator,
+)
+
+from tenancy.schemas.common import (
+    IB_RATE_CODES,
+    BillingAccount,
+    NodeName,
+    Slug,
+    Strict,
+)
+
+
+class QosClassCreate(Strict):
+    name: Slug
+    ib_sl: int = Field(ge=0, le=15, description="InfiniBand service level")
+    ib_rate: int = Field(
+        default=3,
+        ge=IB_RATE_CODES.start,
+        le=IB_RATE_CODES.stop - 1,
+        description="OpenSM rate code of the IPoIB group (3 = 10 Gb/s, 16 = 100, 21 = 400)",
+    )
+    ib_mtu: int = Field(default=4, ge=1, le=5, description="MTU code (4 = 2048, 5 = 4096)")
+    vlarb_weight: int = Field(default=32, ge=1, le=255, description="VL arbitration weight")
+    roce_dscp: int = Field(default=0, ge=0, le=63, description="DSCP the class's RoCE traffic uses")
+    roce_tc: int = Field(default=0, ge=0, le=7, description="Traffic class = priority = queue")
+    lossless: StrictBool = Field(default=False, description="PFC (and ECN) on the class's priority")
+    ets_weight: int = Field(default=10, ge=1, le=100, description="DWRR weight in percent")
+    ecn_min_bytes: int = Field(default=153_600, ge=1, description="WRED/ECN green minimum")
+    ecn_max_bytes: int = Field(default=1_536_000, ge=1, description="WRED/ECN green maximum")
+    ecn_probability: int = Field(default=5, ge=1, le=100, description="ECN marking percent")
+
+
+class QosClassView(QosClassCreate):
+    pass
+
+
+class TenantCreate(Strict):
+    name: Slug
+    kind: Literal["internal", "external"]
+    qos_class: Slug = "bronze"
+    billing_account: BillingAccount | None = Field(
+        default=None, description="The account usage is billed to; defaults to the tenant name"
+    )
+
+
+class TenantView(BaseModel):
+    name: str
+    kind: str
+    status: str
+    qos_class: str
+    created_at: datetime
+    offboarded_at: datetime | None
+    billing_account: str
+
+
+class SegmentView(BaseModel):
+    kind: Literal["ib_partition"] = "ib_partition"
+    pkey: str
+
+
+class AllocationCreate(Strict):
+    fabric: Slug
+    nodes: list[NodeName] | None = Field(default=None, min_length=1, max_length=100_000)
+    count: int | None = Field(default=None, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _nodes_or_count(self) -> Self:
+        if (self.nodes is None) == (self.count is None):
+            raise ValueError("give exactly one of 'nodes' or 'count'")
+        if self.nodes is not None and len(set(self.nodes)) != len(self.nodes):
+            raise ValueError("'nodes' lists a node twice")
+        return self
+
+
+class AllocationView(BaseModel):
+    id: str
+    tenant: str
+    fabric: str
+    nodes: list[str]
+    segment: SegmentView | RoceSegmentView
+    created_at: datetime
+    released_at: datetime | None = None
+
+
+class ServiceCreate(Strict):
+    name: Slug
+    nodes: list[NodeName] = Field(min_length=1, max_length=10_000)
+
+
+class ServiceView(BaseModel):
+    name: str
+    fabric: str
+    nodes: list[str]
+    segment: SegmentView | RoceSegmentView
+    created_at: datetime
+
+
+class GrantCreate(Strict):
+    fabric: Slug
+    service: Slug
+
+
+class GrantView(BaseModel):
+    id: str
+    tenant: str
+    fabric: str
+    service: str
+    segment: SegmentView | RoceSegmentView
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class RoceSegmentView(BaseModel):
+    kind: Literal["roce_vrf"] = "roce_vrf"
+    vrf: str
+    l3vni: int
+    l3vni_vlan: int
+    vlan: int
+    l2vni: int
+    subnet: str
+
+
+class TenantSummary(Strict):
+    """What the billing role sees of a tenant: its name and billing account, nothing else
+    (issues 4 and 6). Strict, so no fuller view ever validates as it."""
+
+    name: str
+    billing_account: str

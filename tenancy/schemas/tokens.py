@@ -1,0 +1,58 @@
+"""API tokens: creation, listing and the one-time secret."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Self
+
+from pydantic import (
+    BaseModel,
+    model_validator,
+)
+
+from tenancy.schemas.common import (
+    Slug,
+    Strict,
+)
+
+TokenRole = Literal["operator", "auditor", "billing", "tenant-admin", "tenant-viewer"]
+
+
+TENANT_TOKEN_ROLES = frozenset({"tenant-admin", "tenant-viewer"})
+
+
+class TokenCreate(Strict):
+    name: Slug
+    role: TokenRole
+    tenant: Slug | None = None
+    expires_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _tenant_matches_role(self) -> Self:
+        if self.role in TENANT_TOKEN_ROLES and self.tenant is None:
+            raise ValueError(f"role '{self.role}' needs a tenant")
+        if self.role not in TENANT_TOKEN_ROLES and self.tenant is not None:
+            raise ValueError(f"role '{self.role}' is global and cannot have a tenant")
+        if self.expires_at is not None and self.expires_at.tzinfo is None:
+            raise ValueError("expires_at needs a time zone")
+        return self
+
+
+class TokenView(BaseModel):
+    id: str
+    name: str
+    role: str
+    tenant: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class TokenCreated(BaseModel):
+    """The only response that carries the secret."""
+
+    id: str
+    name: str
+    role: str
+    tenant: str | None
+    token: str
