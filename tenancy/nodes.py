@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import Select, func
+from sqlalchemy import func
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
@@ -16,33 +16,14 @@ from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import NicView, NodePatch, NodeView, Page, PortView
+from tenancy.snapshot.common import HoldersSelect, holders_query
 from tenancy.uow import UnitOfWork
 from tenancy.verification import commit_gate
 
-# The typed row of _node_query: node id, name, role, holding tenant, holding service.
-NodeSelect = Select[int | None, str, str, str, str]
-
-
-def _node_query(fabric_id: int) -> NodeSelect:
-    return (
-        core_select(
-            col(m.Node.id),
-            col(m.Node.name),
-            col(m.Node.role),
-            col(m.Tenant.name),
-            col(m.Service.name),
-        )
-        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
-        .outerjoin(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
-        .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id))
-        .outerjoin(m.Service, col(m.Service.id) == col(m.NodeAssignment.service_id))
-        .where(col(m.Node.fabric_id) == fabric_id)
-    )
-
 
 def _filtered(
-    query: NodeSelect, tenant: str | None, free: bool | None, role: str | None
-) -> NodeSelect:
+    query: HoldersSelect, tenant: str | None, free: bool | None, role: str | None
+) -> HoldersSelect:
     if tenant is not None:
         query = query.where(col(m.Tenant.name) == tenant)
     if free is not None:
@@ -67,7 +48,7 @@ def list_nodes(
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
         fabric_id = m.pk(fabric_named(tx.session, fabric_name))
-        query = _filtered(_node_query(fabric_id), tenant, free, role)
+        query = _filtered(holders_query(fabric_id), tenant, free, role)
         total = fetch_all(tx.session, core_select(func.count()).select_from(query.subquery()))
         if after is not None:
             query = query.where(col(m.Node.name) > after)
@@ -135,7 +116,7 @@ def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
-        row = fetch_all(tx.session, _node_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
+        row = fetch_all(tx.session, holders_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
         ports = _ports_of(tx.session, [m.pk(node)])
         nics = _nics_of(tx.session, [m.pk(node)])
     node_id, name, role, tenant, service = row

@@ -9,6 +9,7 @@ they are unique across both), so the same race-free claim and quarantine rules a
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Network
+from typing import Any
 
 from sqlmodel import Session, select
 
@@ -25,43 +26,46 @@ from tenancy.uow import Tx
 RD_POOL = (1, 65535)  # type-1 RD <loopback>:<index>: the index is 16 bits
 
 
+# Each RoCE setting once: ranges are `<name>_range` {first, last} in the API and `<name>_first`,
+# `<name>_last` columns; scalars have one name everywhere (the prefix pool is text in the row).
+_RANGES = ("vlan", "l2vni", "l3vni")
+_SCALARS = (
+    "tenant_prefix_length",
+    "rt_asn",
+    "host_mtu",
+    "underlay_mtu",
+    "anycast_gateway_mac",
+    "max_lossless_priorities",
+)
+
+
+def _row_values(row: m.RoceFabricSettings) -> dict[str, Any]:
+    """The settings as flat column values (ranges as first/last, the prefix pool as text)."""
+    values = {name: getattr(row, name) for name in _SCALARS}
+    for name in _RANGES:
+        for end in ("first", "last"):
+            values[f"{name}_{end}"] = getattr(row, f"{name}_{end}")
+    return values | {"tenant_prefix_pool": row.tenant_prefix_pool}
+
+
 def engine_settings(fabric: m.Fabric, row: m.RoceFabricSettings) -> RoceSettings:
-    return RoceSettings(
-        name=fabric.name,
-        vlan_first=row.vlan_first,
-        vlan_last=row.vlan_last,
-        l2vni_first=row.l2vni_first,
-        l2vni_last=row.l2vni_last,
-        l3vni_first=row.l3vni_first,
-        l3vni_last=row.l3vni_last,
-        tenant_prefix_pool=IPv4Network(row.tenant_prefix_pool),
-        tenant_prefix_length=row.tenant_prefix_length,
-        rt_asn=row.rt_asn,
-        host_mtu=row.host_mtu,
-        underlay_mtu=row.underlay_mtu,
-        anycast_gateway_mac=row.anycast_gateway_mac,
-        max_lossless_priorities=row.max_lossless_priorities,
-    )
+    """The engine's view of a RoCE fabric's pools and limits."""
+    values = _row_values(row) | {"tenant_prefix_pool": IPv4Network(row.tenant_prefix_pool)}
+    return RoceSettings(name=fabric.name, **values)
+
+
+def _settings_row(spec: RoceFabricCreate) -> m.RoceFabricSettings:
+    values: dict[str, Any] = {name: getattr(spec, name) for name in _SCALARS}
+    for name in _RANGES:
+        bounds: IntRange = getattr(spec, f"{name}_range")
+        values |= {f"{name}_first": bounds.first, f"{name}_last": bounds.last}
+    pool = str(spec.tenant_prefix_pool)
+    return m.RoceFabricSettings(fabric_id=0, tenant_prefix_pool=pool, **values)
 
 
 def create_fabric_rows(tx: Tx, spec: RoceFabricCreate) -> m.Fabric:
     """Insert a RoCE fabric and its settings; inconsistent pools or limits are a 422."""
-    row = m.RoceFabricSettings(
-        fabric_id=0,
-        vlan_first=spec.vlan_range.first,
-        vlan_last=spec.vlan_range.last,
-        l2vni_first=spec.l2vni_range.first,
-        l2vni_last=spec.l2vni_range.last,
-        l3vni_first=spec.l3vni_range.first,
-        l3vni_last=spec.l3vni_range.last,
-        tenant_prefix_pool=str(spec.tenant_prefix_pool),
-        tenant_prefix_length=spec.tenant_prefix_length,
-        rt_asn=spec.rt_asn,
-        host_mtu=spec.host_mtu,
-        underlay_mtu=spec.underlay_mtu,
-        anycast_gateway_mac=spec.anycast_gateway_mac,
-        max_lossless_priorities=spec.max_lossless_priorities,
-    )
+    row = _settings_row(spec)
     fabric = m.Fabric(
         name=spec.name, kind="roce", pkey_first=0, pkey_last=0, pkeys_per_port=0, created_at=tx.now
     )
@@ -83,18 +87,15 @@ def settings_row(session: Session, fabric: m.Fabric) -> m.RoceFabricSettings:
 
 
 def settings_view(row: m.RoceFabricSettings) -> RoceFabricSettingsView:
-    return RoceFabricSettingsView(
-        vlan_range=IntRange(first=row.vlan_first, last=row.vlan_last),
-        l2vni_range=IntRange(first=row.l2vni_first, last=row.l2vni_last),
-        l3vni_range=IntRange(first=row.l3vni_first, last=row.l3vni_last),
-        tenant_prefix_pool=row.tenant_prefix_pool,
-        tenant_prefix_length=row.tenant_prefix_length,
-        rt_asn=row.rt_asn,
-        host_mtu=row.host_mtu,
-        underlay_mtu=row.underlay_mtu,
-        anycast_gateway_mac=row.anycast_gateway_mac,
-        max_lossless_priorities=row.max_lossless_priorities,
-    )
+    """The fabric resource's `roce` member: pools as ranges, limits as stored."""
+    ranges = {
+        f"{name}_range": IntRange(
+            first=getattr(row, f"{name}_first"), last=getattr(row, f"{name}_last")
+        )
+        for name in _RANGES
+    }
+    scalars = {name: getattr(row, name) for name in _SCALARS}
+    return RoceFabricSettingsView(tenant_prefix_pool=row.tenant_prefix_pool, **ranges, **scalars)
 
 
 # --- segments -----------------------------------------------------------------------------------
