@@ -11,15 +11,14 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, NotFoundError
-from policies.infiniband.model import format_pkey
-from policies.model import FabricKind, NodeRole
+from policies.model import NodeRole
 from tenancy import models as m
-from tenancy import roce, usage
+from tenancy import usage
 from tenancy.db import fetch_all
 from tenancy.locks import lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
 from tenancy.pagination import page_rows
-from tenancy.pools import claim_pkey, release_segment
+from tenancy.pools import release_segment
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -27,6 +26,7 @@ from tenancy.schemas import (
     RoceSegmentView,
     SegmentView,
 )
+from tenancy.technology import technology_of
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate
 
@@ -37,17 +37,6 @@ def require_active(tenant: m.Tenant) -> m.Tenant:
     return tenant
 
 
-def active_segment(
-    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
-) -> m.Segment | None:
-    query = select(m.Segment).where(m.Segment.fabric_id == fabric_id, m.Segment.state == "active")
-    if tenant_id is not None:
-        query = query.where(m.Segment.tenant_id == tenant_id)
-    if service_id is not None:
-        query = query.where(m.Segment.service_id == service_id)
-    return session.exec(query).first()
-
-
 def segment_view(
     session: Session,
     fabric: m.Fabric,
@@ -56,24 +45,16 @@ def segment_view(
     service_id: int | None = None,
 ) -> SegmentView | RoceSegmentView:
     """The owner's segment on the fabric: its partition, or on RoCE its VRF segment."""
-    if fabric.kind == FabricKind.ROCE:
-        view = roce.vrf_segment_view(session, fabric, tenant_id=tenant_id, service_id=service_id)
-        if view is not None:
-            return view
-    segment = active_segment(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
-    return SegmentView(pkey=format_pkey(segment.value) if segment else "")
+    view = technology_of(fabric.kind).segment_view
+    return view(session, fabric, tenant_id=tenant_id, service_id=service_id)
 
 
 def ensure_segment(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> None:
     """Claim the owner's segment on first use: a P_Key, or on RoCE a whole VRF segment."""
-    owner = {"tenant_id": tenant_id, "service_id": service_id}
-    if fabric.kind == FabricKind.ROCE:
-        if not roce.has_vrf_segment(tx.session, fabric, **owner):
-            roce.claim_vrf_segment(tx, fabric, **owner)
-    elif active_segment(tx.session, m.pk(fabric), **owner) is None:
-        claim_pkey(tx, fabric, **owner)
+    ensure = technology_of(fabric.kind).ensure_segment
+    ensure(tx, fabric, tenant_id=tenant_id, service_id=service_id)
 
 
 def release_segments(tx: Tx, fabric_id: int, tenant: m.Tenant) -> None:

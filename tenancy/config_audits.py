@@ -30,6 +30,7 @@ from tenancy.schemas import (
     PortDriftView,
 )
 from tenancy.snapshot import load_snapshot
+from tenancy.technology import require_kind
 from tenancy.uow import UnitOfWork
 from tenancy.verification import counterexample_view
 
@@ -114,10 +115,7 @@ def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -
     """Drift of a live InfiniBand fabric's P_Key tables from intent, and what they allow."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        if fabric.kind != FabricKind.INFINIBAND:
-            raise ValidationError(
-                f"observations apply to InfiniBand fabrics; '{fabric_name}' is {fabric.kind}"
-            )
+        require_kind(fabric, FabricKind.INFINIBAND, "observations apply to InfiniBand fabrics")
         snapshot = load_snapshot(tx.session, fabric)
     assert isinstance(snapshot, IbSnapshot)
     tables: dict[int, list[int]] = {}

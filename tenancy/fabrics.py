@@ -15,8 +15,9 @@ from tenancy.db import fetch_all
 from tenancy.lookups import fabric_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
+from tenancy.subnet_manager import create_subnet_manager_secret
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import commit_gate, create_subnet_manager_secret
+from tenancy.verification import commit_gate
 
 
 def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:

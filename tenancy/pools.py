@@ -15,7 +15,7 @@ from datetime import timedelta
 from sqlalchemy import delete
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
@@ -124,3 +124,23 @@ def release_segment(tx: Tx, segment: m.Segment) -> None:
     segment.state = "quarantined"
     segment.released_at = tx.now
     tx.session.add(segment)
+
+
+def owned_segments(
+    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
+) -> list[m.Segment]:
+    """The active identifiers an owner (tenant or service) holds on a fabric."""
+    query = select(m.Segment).where(m.Segment.fabric_id == fabric_id, m.Segment.state == "active")
+    if tenant_id is not None:
+        query = query.where(m.Segment.tenant_id == tenant_id)
+    if service_id is not None:
+        query = query.where(m.Segment.service_id == service_id)
+    return list(session.exec(query))
+
+
+def active_segment(
+    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
+) -> m.Segment | None:
+    """The owner's one active identifier on an InfiniBand fabric: its P_Key (None before use)."""
+    held = owned_segments(session, fabric_id, tenant_id=tenant_id, service_id=service_id)
+    return held[0] if held else None

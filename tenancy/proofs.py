@@ -24,8 +24,9 @@ from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.snapshot import load_snapshot
+from tenancy.technology import verify_snapshot
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import render_fabric, verify_snapshot
+from tenancy.verification import render_fabric
 
 ENGINE = "isofabric"
 

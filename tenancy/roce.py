@@ -11,7 +11,7 @@ from __future__ import annotations
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from policies.errors import ValidationError
 from policies.roce.model import (
@@ -19,7 +19,7 @@ from policies.roce.model import (
 )
 from policies.roce.settings import check_roce_settings
 from tenancy import models as m
-from tenancy.pools import Pool, claim
+from tenancy.pools import Pool, claim, owned_segments
 from tenancy.schemas import IntRange, RoceFabricCreate, RoceFabricSettingsView, RoceSegmentView
 from tenancy.uow import Tx
 
@@ -129,12 +129,8 @@ def _owned_values(
     tenant_id: int | None = None,
     service_id: int | None = None,
 ) -> dict[str, int]:
-    query = select(m.Segment).where(m.Segment.fabric_id == fabric_id, m.Segment.state == "active")
-    if tenant_id is not None:
-        query = query.where(m.Segment.tenant_id == tenant_id)
-    if service_id is not None:
-        query = query.where(m.Segment.service_id == service_id)
-    return {s.purpose: s.value for s in session.exec(query)}
+    held = owned_segments(session, fabric_id, tenant_id=tenant_id, service_id=service_id)
+    return {s.purpose: s.value for s in held}
 
 
 def has_vrf_segment(

@@ -13,7 +13,7 @@ from sqlalchemy import delete, insert, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
-from policies.errors import UnsupportedMediaTypeError, ValidationError
+from policies.errors import UnsupportedMediaTypeError
 from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import (
     DiscoveredCaPort,
@@ -23,12 +23,13 @@ from policies.infiniband.parse_ibnetdiscover import (
 from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.db import fetch_all
-from tenancy.documents import JSON, YAML_TYPES, parse_inventory
+from tenancy.documents import parse_inventory
 from tenancy.fabrics import count_where
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
 from tenancy.roce_inventory import reconcile_inventory, validate_inventory
 from tenancy.schemas import RoceInventory, TopologyImportResult, TopologyPortChange
+from tenancy.technology import require_kind, technology_of
 from tenancy.uow import UnitOfWork
 from tenancy.verification import commit_gate
 
@@ -42,21 +43,16 @@ def import_document(
     (application/json or application/yaml).
     """
     with uow.transaction() as tx:
-        kind = fabric_named(tx.session, fabric_name).kind
-    if kind == FabricKind.INFINIBAND and media_type == "text/plain":
-        return import_topology(uow, fabric_name=fabric_name, text=text)
-    if kind == FabricKind.ROCE and (media_type == JSON or media_type in YAML_TYPES):
-        return import_roce_inventory(
-            uow, fabric_name=fabric_name, inventory=parse_inventory(text, media_type)
+        technology = technology_of(fabric_named(tx.session, fabric_name).kind)
+    if not technology.accepts_topology(media_type):
+        raise UnsupportedMediaTypeError(
+            f"fabric '{fabric_name}' is {technology.kind}: its topology is "
+            f"{technology.topology_wanted}, not '{media_type}'"
         )
-    wanted = (
-        "text/plain (ibnetdiscover output)"
-        if kind == FabricKind.INFINIBAND
-        else "application/json or application/yaml (an inventory document)"
-    )
-    raise UnsupportedMediaTypeError(
-        f"fabric '{fabric_name}' is {kind}: its topology is {wanted}, not '{media_type}'"
-    )
+    if technology.kind is FabricKind.ROCE:
+        inventory = parse_inventory(text, media_type)
+        return import_roce_inventory(uow, fabric_name=fabric_name, inventory=inventory)
+    return import_topology(uow, fabric_name=fabric_name, text=text)
 
 
 def import_roce_inventory(
@@ -66,10 +62,7 @@ def import_roce_inventory(
     validate_inventory(inventory)
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        if fabric.kind != FabricKind.ROCE:
-            raise ValidationError(
-                f"fabric '{fabric_name}' is InfiniBand: PUT ibnetdiscover output as text/plain"
-            )
+        require_kind(fabric, FabricKind.ROCE, "PUT ibnetdiscover output as text/plain")
         result = reconcile_inventory(tx, fabric, inventory)
         _drop_empty_free_nodes(tx.session, m.pk(fabric))
         commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
@@ -85,11 +78,11 @@ def import_topology(uow: UnitOfWork, *, fabric_name: str, text: str) -> Topology
     discovered = parse_ibnetdiscover(text)
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        if fabric.kind != FabricKind.INFINIBAND:
-            raise ValidationError(
-                f"fabric '{fabric_name}' is RoCE: PUT its inventory as application/json or "
-                "application/yaml"
-            )
+        require_kind(
+            fabric,
+            FabricKind.INFINIBAND,
+            "PUT its inventory as application/json or application/yaml",
+        )
         fabric_id = m.pk(fabric)
         _upsert_switches(tx.session, fabric_id, discovered.switches)
         node_ids = _ensure_nodes(tx.session, fabric_id, {p.hostname for p in discovered.ca_ports})

@@ -27,12 +27,12 @@ from sqlmodel import Session, col, select
 
 from policies import usage as engine
 from policies.errors import ValidationError
-from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.lookups import tenant_named
 from tenancy.pagination import DEFAULT_LIMIT
 from tenancy.schemas import UsageEventsPage, UsageRecordsPage
+from tenancy.technology import technology_of
 from tenancy.uow import Tx, UnitOfWork
 
 MAX_RANGE = {"hour": timedelta(days=31), "day": timedelta(days=366)}
@@ -50,7 +50,7 @@ def _qos_name(session: Session, tenant: m.Tenant) -> str:
 
 
 def _port_counts(session: Session, fabric: m.Fabric, node_ids: list[int]) -> dict[int, int]:
-    table = m.Nic if fabric.kind == FabricKind.ROCE else m.Port
+    table = technology_of(fabric.kind).port_table
     rows = fetch_all(
         session,
         core_select(col(table.node_id), func.count())

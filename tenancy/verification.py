@@ -7,19 +7,12 @@ they are verified too, so every committed state is a verified one.)
 
 from __future__ import annotations
 
-import secrets
-
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from policies.artifacts import Artifact
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.infiniband.model import format_guid, format_pkey
-from policies.infiniband.render import SubnetManagerKeys, render_opensm_artifacts
-from policies.infiniband.verify import verify_isolation
+from policies.infiniband.model import format_guid
 from policies.model import FabricKind, Owner
-from policies.roce.bundle import render_roce_artifacts
-from policies.roce.model import RoceSnapshot
-from policies.roce.verify import verify_roce
 from policies.verdict import Counterexample, Endpoint, Verdict
 from tenancy import audit_log
 from tenancy import models as m
@@ -34,16 +27,9 @@ from tenancy.schemas import (
     TenantReachabilityView,
     VerificationView,
 )
-from tenancy.settings import Settings
 from tenancy.snapshot import Snapshot, load_snapshot
+from tenancy.technology import render_snapshot, technology_of, verify_snapshot
 from tenancy.uow import Tx, UnitOfWork
-
-
-def verify_snapshot(snapshot: Snapshot) -> Verdict:
-    """Run the verifier that matches the fabric's technology."""
-    if isinstance(snapshot, RoceSnapshot):
-        return verify_roce(snapshot)
-    return verify_isolation(snapshot)
 
 
 def _refusal(detail: str, verdict: Verdict, kind: str) -> IsolationViolationError:
@@ -87,7 +73,7 @@ def verify_fabric(uow: UnitOfWork, *, fabric_name: str) -> VerificationView:
 
 def segment_label(segment: int, kind: str) -> str:
     """P_Keys as ``0x0101``; RoCE VNIs as decimal strings (``"50001"``)."""
-    return str(segment) if kind == FabricKind.ROCE else format_pkey(segment)
+    return technology_of(kind).segment_label(segment)
 
 
 def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> VerificationView:
@@ -138,10 +124,7 @@ def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[Snapshot, tuple[Artifact, .
             verdict,
             fabric.kind,
         )
-    if isinstance(snapshot, RoceSnapshot):
-        return snapshot, render_roce_artifacts(snapshot)
-    keys = subnet_manager_keys(tx.session, fabric, tx.settings)
-    return snapshot, render_opensm_artifacts(snapshot, keys)
+    return snapshot, render_snapshot(tx, fabric, snapshot)
 
 
 def list_artifacts(uow: UnitOfWork, *, fabric_name: str) -> ArtifactsView:
@@ -163,32 +146,6 @@ def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> tuple[Artif
         if artifact.path == path:
             return artifact, snapshot.digest
     raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
-
-
-def create_subnet_manager_secret(session: Session, fabric: m.Fabric) -> None:
-    """Generate the fabric's OpenSM keys once, so every replica renders the same opensm.conf."""
-    values = [secrets.randbits(64) | (1 << 63) for _ in range(3)]  # never 0 or 1
-    m_key, sm_key, sa_key = (format_guid(v) for v in values)
-    session.add(
-        m.SubnetManagerSecret(fabric_id=m.pk(fabric), m_key=m_key, sm_key=sm_key, sa_key=sa_key)
-    )
-
-
-def subnet_manager_keys(
-    session: Session, fabric: m.Fabric, settings: Settings
-) -> SubnetManagerKeys:
-    """Keys from settings when configured, otherwise the fabric's generated ones."""
-    stored = session.get(m.SubnetManagerSecret, fabric.id)
-    if stored is None:
-        create_subnet_manager_secret(session, fabric)
-        session.flush()
-        stored = session.get(m.SubnetManagerSecret, fabric.id)
-        assert stored is not None
-    return SubnetManagerKeys(
-        m_key=settings.opensm_m_key or int(stored.m_key, 16),
-        sm_key=settings.opensm_sm_key or int(stored.sm_key, 16),
-        sa_key=settings.opensm_sa_key or int(stored.sa_key, 16),
-    )
 
 
 def tenant_reachability(uow: UnitOfWork, *, tenant_name: str) -> TenantReachabilityView:

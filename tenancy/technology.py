@@ -1,0 +1,148 @@
+"""Where InfiniBand and RoCE differ in the system of record: one dispatch per concern.
+
+Use cases do not test a fabric's kind themselves. They take the fabric's `Technology` and call
+what differs (claiming and showing an owner's segment, which rows are ports, how a segment is
+written, which topology documents the fabric takes), or hand a snapshot to `verify_snapshot` and
+`render_snapshot`. Adding a technology means adding one entry to `_TECHNOLOGIES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlmodel import Session
+
+from policies.artifacts import Artifact
+from policies.errors import ValidationError
+from policies.infiniband.model import format_pkey
+from policies.infiniband.render import render_opensm_artifacts
+from policies.infiniband.verify import verify_isolation
+from policies.model import FabricKind
+from policies.roce.bundle import render_roce_artifacts
+from policies.roce.model import RoceSnapshot
+from policies.roce.verify import verify_roce
+from policies.verdict import Verdict
+from tenancy import models as m
+from tenancy import roce
+from tenancy.documents import JSON, YAML_TYPES
+from tenancy.pools import active_segment, claim_pkey
+from tenancy.schemas import RoceSegmentView, SegmentView
+from tenancy.snapshot import Snapshot
+from tenancy.subnet_manager import subnet_manager_keys
+from tenancy.uow import Tx
+
+
+class EnsureSegment(Protocol):
+    """Claim the owner's segment on first use (all identifiers or none)."""
+
+    def __call__(
+        self, tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+    ) -> None: ...
+
+
+class ViewSegment(Protocol):
+    """The owner's segment on the fabric as the API shows it."""
+
+    def __call__(
+        self, session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+    ) -> SegmentView | RoceSegmentView: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Technology:
+    """What one fabric technology does differently in the system of record."""
+
+    kind: FabricKind
+    title: str
+    topology_types: frozenset[str]
+    topology_wanted: str
+    port_table: type[m.Port] | type[m.Nic]
+    segment_label: Callable[[int], str]
+    ensure_segment: EnsureSegment
+    segment_view: ViewSegment
+
+    def accepts_topology(self, media_type: str) -> bool:
+        """True when PUT .../topology with this media type fits the fabric."""
+        return media_type in self.topology_types
+
+
+def _ensure_partition(
+    tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+) -> None:
+    owner = {"tenant_id": tenant_id, "service_id": service_id}
+    if active_segment(tx.session, m.pk(fabric), **owner) is None:
+        claim_pkey(tx, fabric, **owner)
+
+
+def _partition_view(
+    session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+) -> SegmentView:
+    segment = active_segment(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
+    return SegmentView(pkey=format_pkey(segment.value) if segment else "")
+
+
+def _ensure_vrf_segment(
+    tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+) -> None:
+    owner = {"tenant_id": tenant_id, "service_id": service_id}
+    if not roce.has_vrf_segment(tx.session, fabric, **owner):
+        roce.claim_vrf_segment(tx, fabric, **owner)
+
+
+def _vrf_segment_view(
+    session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
+) -> SegmentView | RoceSegmentView:
+    view = roce.vrf_segment_view(session, fabric, tenant_id=tenant_id, service_id=service_id)
+    return view if view is not None else SegmentView(pkey="")
+
+
+_TECHNOLOGIES = {
+    FabricKind.INFINIBAND: Technology(
+        kind=FabricKind.INFINIBAND,
+        title="InfiniBand",
+        topology_types=frozenset({"text/plain"}),
+        topology_wanted="text/plain (ibnetdiscover output)",
+        port_table=m.Port,
+        segment_label=format_pkey,
+        ensure_segment=_ensure_partition,
+        segment_view=_partition_view,
+    ),
+    FabricKind.ROCE: Technology(
+        kind=FabricKind.ROCE,
+        title="RoCE",
+        topology_types=frozenset({JSON, *YAML_TYPES}),
+        topology_wanted="application/json or application/yaml (an inventory document)",
+        port_table=m.Nic,
+        segment_label=str,
+        ensure_segment=_ensure_vrf_segment,
+        segment_view=_vrf_segment_view,
+    ),
+}
+
+
+def technology_of(kind: str) -> Technology:
+    """The technology of a fabric kind (``infiniband`` or ``roce``)."""
+    return _TECHNOLOGIES[FabricKind(kind)]
+
+
+def require_kind(fabric: m.Fabric, kind: FabricKind, why: str) -> None:
+    """Refuse (422) a request that applies only to `kind` fabrics; `why` says what to do instead."""
+    if fabric.kind != kind:
+        title = technology_of(fabric.kind).title
+        raise ValidationError(f"fabric '{fabric.name}' is {title}: {why}")
+
+
+def verify_snapshot(snapshot: Snapshot) -> Verdict:
+    """Run the verifier of the snapshot's technology."""
+    if isinstance(snapshot, RoceSnapshot):
+        return verify_roce(snapshot)
+    return verify_isolation(snapshot)
+
+
+def render_snapshot(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> tuple[Artifact, ...]:
+    """Render the artifacts of the snapshot's technology (OpenSM files, or SONiC and FRR)."""
+    if isinstance(snapshot, RoceSnapshot):
+        return render_roce_artifacts(snapshot)
+    return render_opensm_artifacts(snapshot, subnet_manager_keys(tx.session, fabric, tx.settings))
