@@ -23,10 +23,11 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
-## 500 tenants); prints figures, asserts no timings
+## 500 tenants; partitions.conf parser on 100k members); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce
+	$(BIN)/python -m tests.benchmarks.bench_parsers
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)

@@ -16,7 +16,6 @@ infiniband-diags, libumad2sim0):
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
 import pytest
@@ -446,16 +445,12 @@ def synthetic(ports: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def test_twenty_thousand_ports_parse_in_linear_time():
-    text = synthetic(20_000)
-
-    started = time.perf_counter()
-    topology = parse_ibnetdiscover(text)
-    elapsed = time.perf_counter() - started
+def test_twenty_thousand_ports_parse_whole():
+    # Its time is a benchmark (tests/benchmarks/bench_parsers.py), never asserted here.
+    topology = parse_ibnetdiscover(synthetic(20_000))
 
     assert len(topology.ca_ports) == 20_000
     assert topology.ca_ports[-1].switch_name == "leaf19968"
-    assert elapsed < 2.0  # about 0.2 s; a quadratic step would take minutes
 
 
 def test_sharp_aggregation_nodes_are_skipped_not_refused():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -338,16 +336,17 @@ def test_memberships_is_empty_when_opensm_discards_the_file():
     assert memberships(parsed) == {}
 
 
-def test_parses_100k_member_lines_quickly():
-    lines = [DEFAULT, "T=0x0010, ipoib :\n"]
-    lines += [f"    0x{0x2C90300000000 + i:016x}=full,\n" for i in range(99_999)]
-    lines.append("    0x0002c903ffffffff=limited ;\n")
-    text = "".join(lines)
-
-    start = time.perf_counter()
-    parsed = parse_partitions_conf(text)
-    elapsed = time.perf_counter() - start
+def test_a_100k_member_partition_parses_whole():
+    # Its time is a benchmark (tests/benchmarks/bench_parsers.py), never asserted here.
+    parsed = parse_partitions_conf(partition_with_members(100_000))
 
     assert len(parsed.partitions[1].members) == 100_000
     assert not parsed.findings
-    assert elapsed < 1.5  # ~0.3 s on the dev box; generous for loaded CI runners
+
+
+def partition_with_members(count: int) -> str:
+    """partitions.conf with one partition of `count` full/limited members, one per line."""
+    lines = [DEFAULT, "T=0x0010, ipoib :\n"]
+    lines += [f"    0x{0x2C90300000000 + i:016x}=full,\n" for i in range(count - 1)]
+    lines.append("    0x0002c903ffffffff=limited ;\n")
+    return "".join(lines)
