@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from policies.findings import Finding, Severity
 from policies.infiniband.model import (
     DEFAULT_PKEY,
     IbSnapshot,
@@ -43,7 +44,6 @@ from policies.roce.parse_config_db import parse_config_db
 from policies.roce.parse_frr import parse_frr_conf
 from policies.verdict import Counterexample, Endpoint, Rule, edge_rule
 
-CRITICAL = "critical"
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
 
 
@@ -53,16 +53,6 @@ class AuditFormat(StrEnum):
     PARTITIONS = "partitions"
     CONFIG_DB = "config_db"
     FRR = "frr"
-
-
-@dataclass(frozen=True, slots=True)
-class AuditFinding:
-    """A parser finding in a common shape; `severity` is the parser's own word."""
-
-    code: str
-    severity: str
-    line: int | None
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +75,7 @@ class Drift:
 class AuditReport:
     """The outcome of one audit; `holds` iff the file allows no isolation violation."""
 
-    findings: tuple[AuditFinding, ...]
+    findings: tuple[Finding, ...]
     drift: tuple[Drift, ...]
     counterexamples: tuple[Counterexample, ...]
 
@@ -97,7 +87,7 @@ class AuditReport:
     @property
     def critical(self) -> bool:
         """True when any finding is critical."""
-        return any(f.severity == CRITICAL for f in self.findings)
+        return any(f.severity is Severity.CRITICAL for f in self.findings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,10 +177,8 @@ def audit_partitions(intended: IbSnapshot, text: str) -> AuditReport:
     parsed = parse_partitions_conf(text)
     deployed = deployed_snapshot(intended, parsed)
     verdict = verify_isolation(deployed)
-    findings = tuple(
-        AuditFinding(f.code, f.severity.value, f.line, f.message) for f in parsed.findings
-    )
-    return AuditReport(findings, partition_drift(intended, deployed), verdict.counterexamples)
+    drift = partition_drift(intended, deployed)
+    return AuditReport(parsed.findings, drift, verdict.counterexamples)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,11 +231,7 @@ def audit_config_db(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport
             owner = str(segment.owner) if segment else None
             drift.append(Drift(owner, f"Vlan{vlan}", _ports(have - want), _ports(want - have)))
     counterexamples = tuple(_vlan_counterexamples(index, by_vlan, deployed))
-    findings = tuple(
-        AuditFinding(f.code, f.severity.value, None, f"{f.key}: {f.message}")
-        for f in parsed.findings
-    )
-    return AuditReport(findings, tuple(drift), counterexamples)
+    return AuditReport(parsed.findings, tuple(drift), counterexamples)
 
 
 def _ports(ports: Iterable[str]) -> tuple[str, ...]:
@@ -294,10 +278,7 @@ def audit_frr(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport:
             drift.append(Drift(owner, vrf, tuple(sorted(have - want)), tuple(sorted(want - have))))
         if segment is not None:
             counterexamples.extend(_import_counterexamples(index, segment, have - want))
-    findings = tuple(
-        AuditFinding(f.code, f.severity.value, f.line, f.message) for f in parsed.findings
-    )
-    return AuditReport(findings, tuple(drift), tuple(counterexamples))
+    return AuditReport(parsed.findings, tuple(drift), tuple(counterexamples))
 
 
 def _intended_imports(segment: VrfSegment, rt_asn: int) -> set[str]:

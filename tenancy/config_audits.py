@@ -67,7 +67,13 @@ def audit_config(
         snapshot_digest=snapshot.digest,
         holds=report.holds,
         findings=[
-            AuditFindingView(code=f.code, severity=f.severity, line=f.line, message=f.message)
+            AuditFindingView(
+                code=f.code,
+                severity=f.severity.value,
+                line=f.line,
+                # config_db findings name their key in the message, as they always have.
+                message=f"{f.key}: {f.message}" if f.key else f.message,
+            )
             for f in report.findings
         ],
         drift=[

@@ -272,11 +272,11 @@ def _carriage_return(lines: list[int]) -> Finding:
 
 
 def _critical(code: str, line: int | None, message: str, *, fails_open: bool = False) -> Finding:
-    return Finding(code, Severity.CRITICAL, line, message, fails_open)
+    return Finding(code, Severity.CRITICAL, message, line=line, fails_open=fails_open)
 
 
 def _warning(code: str, line: int | None, message: str) -> Finding:
-    return Finding(code, Severity.WARNING, line, message)
+    return Finding(code, Severity.WARNING, message, line=line)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.errors import InputFormatError
-from policies.findings import Severity
+from policies.findings import Finding, Severity
 from policies.roce.model import CNP_TC
 
 _VLAN_NAME = re.compile(r"Vlan([0-9]+)")
@@ -53,19 +53,6 @@ _GREEN_ECN = frozenset({"ecn_green", "ecn_green_yellow", "ecn_green_red", "ecn_a
 _DEFAULT_SCHEDULER_TYPE = "WRR"
 
 Table = dict[str, dict[str, Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """A construct SONiC reads differently than it looks, or that breaks isolation on its own.
-
-    `key` is the config_db key it was found at, e.g. ``VRF|Vrf50001``.
-    """
-
-    code: str
-    severity: Severity
-    message: str
-    key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +225,7 @@ def _vlan_members(table: Table, notes: list[Finding]) -> tuple[VlanMember, ...]:
                     "tagging-mode-missing",
                     Severity.WARNING,
                     f"{port} has no tagging_mode in {vlan}; SONiC makes it untagged",
-                    f"VLAN_MEMBER|{key}",
+                    key=f"VLAN_MEMBER|{key}",
                 )
             )
         members.append(VlanMember(_vlan_id(vlan, f"VLAN_MEMBER|{key}"), port, mode or "untagged"))
@@ -336,11 +323,11 @@ def _wred_profiles(table: Table) -> dict[str, WredProfile]:
 
 
 def _critical(code: str, message: str, key: str) -> Finding:
-    return Finding(code, Severity.CRITICAL, message, key)
+    return Finding(code, Severity.CRITICAL, message, key=key)
 
 
 def _warning(code: str, message: str, key: str) -> Finding:
-    return Finding(code, Severity.WARNING, message, key)
+    return Finding(code, Severity.WARNING, message, key=key)
 
 
 def _vni_findings(parsed: ParsedConfigDb) -> Iterator[Finding]:

@@ -42,7 +42,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from policies.findings import Finding, Severity
 
 # FRR: `vni` is typed (1-16777215) under `vrf` and under `address-family l2vpn evpn`.
 MAX_VNI = 2**24 - 1
@@ -57,24 +58,6 @@ _TOP_LEVEL = frozenset({"vrf", "router", "interface", "hostname", "line", "frr",
 _VNI_COMMANDS = frozenset(
     {"rd", "route-target", "advertise-default-gw", "advertise-svi-ip", "advertise-subnet"}
 )
-
-
-class Severity(StrEnum):
-    """How bad a finding is: ERROR = FRR refuses or misapplies it; INFO = a fact to judge."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-
-@dataclass(frozen=True, slots=True)
-class FrrFinding:
-    """One construct worth reporting; `line` is 1-based, None for file-wide findings."""
-
-    code: str
-    severity: Severity
-    line: int | None
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +109,7 @@ class ParsedFrr:
     hostname: str | None
     vrfs: tuple[ParsedVrf, ...]
     bgp: tuple[ParsedBgp, ...]
-    findings: tuple[FrrFinding, ...]
+    findings: tuple[Finding, ...]
 
     def instance(self, vrf: str | None = None) -> ParsedBgp | None:
         """The BGP instance of `vrf` (None: the default instance), or None if absent."""
@@ -247,7 +230,7 @@ class _Parser:
         self.hostname: str | None = None
         self.vrfs: list[_Vrf] = []
         self.bgps: list[_Bgp] = []
-        self.findings: list[FrrFinding] = []
+        self.findings: list[Finding] = []
         self.vrf: _Vrf | None = None
         self.bgp: _Bgp | None = None
         self.af = ""
@@ -276,7 +259,7 @@ class _Parser:
 
     def finding(self, code: str, line: int, message: str, severity: Severity) -> None:
         """Record one finding."""
-        self.findings.append(FrrFinding(code, severity, line, message))
+        self.findings.append(Finding(code, severity, message, line=line))
 
     def _config(self, line: int, words: list[str]) -> bool:
         if words[0] == "vrf" and len(words) == 2:
@@ -392,28 +375,28 @@ class _Parser:
                 target.rt_exports.append(value)
 
 
-def _file_findings(vrfs: tuple[ParsedVrf, ...], bgp: tuple[ParsedBgp, ...]) -> Iterator[FrrFinding]:
+def _file_findings(vrfs: tuple[ParsedVrf, ...], bgp: tuple[ParsedBgp, ...]) -> Iterator[Finding]:
     yield from _vrf_findings(vrfs, bgp)
     yield from _export_findings(bgp)
 
 
-def _vrf_findings(vrfs: tuple[ParsedVrf, ...], bgp: tuple[ParsedBgp, ...]) -> Iterator[FrrFinding]:
+def _vrf_findings(vrfs: tuple[ParsedVrf, ...], bgp: tuple[ParsedBgp, ...]) -> Iterator[Finding]:
     l3vnis = Counter(v.l3vni for v in vrfs if v.l3vni is not None)
     for vrf in vrfs:
         if vrf.l3vni is not None and l3vnis[vrf.l3vni] > 1:
             message = f"L3VNI {vrf.l3vni} of {vrf.name} is also used by another VRF"
-            yield FrrFinding("duplicate-l3vni", Severity.ERROR, vrf.line, message)
+            yield Finding("duplicate-l3vni", Severity.ERROR, message, line=vrf.line)
         if len(vrf.name) > MAX_VRF_NAME:
             message = f"VRF name {vrf.name!r} is longer than {MAX_VRF_NAME} characters"
-            yield FrrFinding("vrf-name-too-long", Severity.ERROR, vrf.line, message)
+            yield Finding("vrf-name-too-long", Severity.ERROR, message, line=vrf.line)
     with_vni = {v.name for v in vrfs if v.l3vni is not None}
     for instance in bgp:
         if instance.vrf is not None and instance.vrf not in with_vni:
             message = f"BGP instance for {instance.vrf}, which has no `vrf / vni` (L3VNI)"
-            yield FrrFinding("vrf-without-vni", Severity.ERROR, instance.line, message)
+            yield Finding("vrf-without-vni", Severity.ERROR, message, line=instance.line)
 
 
-def _rd_findings(bgps: list[_Bgp]) -> list[FrrFinding]:
+def _rd_findings(bgps: list[_Bgp]) -> list[Finding]:
     owners: dict[str, str] = {}
     findings = []
     for instance in bgps:
@@ -424,12 +407,14 @@ def _rd_findings(bgps: list[_Bgp]) -> list[FrrFinding]:
                 continue
             if block.rd in owners:
                 message = f"RD {block.rd} of {where} is already used by {owners[block.rd]}"
-                findings.append(FrrFinding("duplicate-rd", Severity.ERROR, block.rd_line, message))
+                findings.append(
+                    Finding("duplicate-rd", Severity.ERROR, message, line=block.rd_line)
+                )
             owners.setdefault(block.rd, where)
     return findings
 
 
-def _export_findings(bgp: tuple[ParsedBgp, ...]) -> Iterator[FrrFinding]:
+def _export_findings(bgp: tuple[ParsedBgp, ...]) -> Iterator[Finding]:
     owners: dict[str, str] = {}
     for instance in bgp:
         scoped = [(instance.rt_exports, instance.vrf or "default", instance.line)]
@@ -438,11 +423,11 @@ def _export_findings(bgp: tuple[ParsedBgp, ...]) -> Iterator[FrrFinding]:
             for rt in dict.fromkeys(exports):
                 if rt in owners:
                     message = f"{where} exports {rt}, which {owners[rt]} exports too"
-                    yield FrrFinding("shared-export-rt", Severity.WARNING, line, message)
+                    yield Finding("shared-export-rt", Severity.WARNING, message, line=line)
                 owners.setdefault(rt, where)
 
 
-def _import_findings(bgps: list[_Bgp]) -> list[FrrFinding]:
+def _import_findings(bgps: list[_Bgp]) -> list[Finding]:
     findings = []
     for instance in bgps:
         scoped = [(instance.evpn, instance.vrf or "default")]
@@ -453,6 +438,6 @@ def _import_findings(bgps: list[_Bgp]) -> list[FrrFinding]:
                     message = f"{where} imports {rt}, which it does not export"
                     line = block.import_lines[rt]
                     findings.append(
-                        FrrFinding("import-without-export", Severity.INFO, line, message)
+                        Finding("import-without-export", Severity.INFO, message, line=line)
                     )
     return findings

@@ -29,9 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
+from policies.findings import Severity
 from policies.model import Grant, Owner
 from policies.roce.model import RoceSnapshot, Switch, SwitchRole, VrfSegment, route_target
-from policies.roce.parse_frr import MAX_VNI, MAX_VRF_NAME, Severity, parse_frr_conf, value_kind
+from policies.roce.parse_frr import MAX_VNI, MAX_VRF_NAME, parse_frr_conf, value_kind
 
 _RD_INDEX_LIMIT = 2**16  # type-1 RD: IPv4 administrator, 16-bit assigned number
 _ASN2_LIMIT = 2**16  # type-0 RT: 2-byte ASN administrator

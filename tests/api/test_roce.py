@@ -13,7 +13,8 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from policies.roce.parse_frr import Severity, parse_frr_conf
+from policies.findings import Severity
+from policies.roce.parse_frr import parse_frr_conf
 from tests.builders import (
     APPLICATION_JSON,
     APPLICATION_YAML,

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.findings import Severity
 from policies.model import Grant
 from policies.roce.model import RoceSnapshot, route_target, with_grant_imports
-from policies.roce.parse_frr import Severity, parse_frr_conf, value_kind
+from policies.roce.parse_frr import parse_frr_conf, value_kind
 from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot, segments
 

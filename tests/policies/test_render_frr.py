@@ -12,7 +12,8 @@ import pytest
 from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
 from policies.model import Grant
 from policies.roce.model import RoceSnapshot
-from policies.roce.parse_frr import ParsedBgp, Severity, parse_frr_conf
+from policies.findings import Severity
+from policies.roce.parse_frr import ParsedBgp, parse_frr_conf
 from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot
 

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from policies.errors import InputFormatError
-from policies.findings import Severity
+from policies.findings import Finding, Severity
 from policies.roce.parse_config_db import (
-    Finding,
     PortQos,
     QueueConfig,
     TunnelMap,
