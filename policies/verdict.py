@@ -47,7 +47,7 @@ class Rule(StrEnum):
     PKEY_OUT_OF_RANGE = "pkey-out-of-range"
     PKEY_DUPLICATE = "pkey-duplicate"
     UNKNOWN_MEMBER = "unknown-member-port"
-    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce_verify (reference/roce.md §7).
+    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce.verify (reference/roce.md §7).
     VNI_DUPLICATE = "vni-duplicate"
     VNI_OUT_OF_RANGE = "vni-out-of-range"
     VLAN_DUPLICATE = "vlan-duplicate"

@@ -12,9 +12,10 @@ Formats:
   is only a hint for picking the key, the signature is what is checked.
 
 Offline re-derivation (`check_claims`): on InfiniBand the partitions.conf subject is parsed
-(`policies.partitions_parser.memberships`), member GUIDs are mapped to owners with the ownership
-carried in the predicate, and the owners the tenant reaches (a shared partition with at least one
-full member between the two ports) must equal the claimed reachable set exactly. On RoCE the
+(`policies.infiniband.parse_partitions.memberships`), member GUIDs are mapped to owners with the
+ownership carried in the predicate, and the owners the tenant reaches (a shared partition with at
+least one full member between the two ports) must equal the claimed reachable set exactly. On
+RoCE the
 tenant VRF's imported route targets in every frr.conf subject must be exactly its own plus those
 of the claimed services, and its switch ports must be VLAN members in config_db.json.
 

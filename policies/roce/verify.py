@@ -134,7 +134,7 @@ def _route_edges(index: RoceIndex) -> Iterator[Witnessed]:
 
 
 def _shared_id_edges(index: RoceIndex) -> Iterator[Witnessed]:
-    # VLAN IDs are fabric-wide (roce_model), so a shared VLAN ID is one bridge domain everywhere.
+    # VLAN IDs are fabric-wide (policies.roce.model): a shared VLAN ID is one bridge domain.
     for label, ids in (("VNI", _vnis), ("VLAN", _vlans)):
         for value, segments in _grouped(index.snapshot.segments, ids).items():
             owners = sorted({s.owner for s in segments})

@@ -27,7 +27,7 @@ M_KEY = 0x1A2B3C4D5E6F7081
 SM_KEY = 0x00000000000005A1
 SA_KEY = 0x00000000000005A2
 
-# Mirrors the options the renderer must emit (policies/render_opensm.py contract).
+# Mirrors the options the renderer must emit (policies/infiniband/render.py contract).
 OPENSM_CONF = f"""\
 # hand-written for the harness self-test
 qos TRUE

@@ -1,4 +1,4 @@
-"""Tests for policies.ibnetdiscover against real ibnetdiscover output and hand-made variants.
+"""policies.infiniband.parse_ibnetdiscover against real ibnetdiscover output and variants.
 
 The files under data/ were produced by infiniband-diags 44.0 against ibsim 0.10 (topologies
 data/ibsim-*.net): `ibnetdiscover` (default format), `ibnetdiscover -s -g -f`, and a fabric where
