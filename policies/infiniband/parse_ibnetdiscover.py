@@ -138,6 +138,9 @@ _MAX_PORTS = 255
 # A real line is < 300 characters (clean_nodedesc cuts a NodeDescription at 63); the cap bounds the
 # regexes' backtracking on one line, so parsing stays linear in the size of the input.
 _MAX_LINE = 1024
+# IBA: a GUID is an EUI-64; 0 and all ones are never assigned, and an SM reading them as a port
+# identity would list a port nobody has (and every later partitions.conf would be refused).
+_RESERVED_GUIDS = {0: "0", 2**64 - 1: "all ones"}
 # SHARP: Quantum switches expose their in-network aggregation engine as a CA with this fixed
 # NodeDescription (managed by the SM and the aggregation manager); it is no tenant host.
 SHARP_AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"
@@ -179,8 +182,9 @@ def parse_ibnetdiscover(text: str) -> DiscoveredTopology:
         InputFormatError: With the 1-based ``line`` of the problem, if a record, port or header
             line does not parse, a GUID is not hexadecimal, a port line is outside any record,
             a CA's NodeDescription is not ``"<hostname> <hca>"`` of safe characters, a port GUID
-            or switch GUID repeats, two CAs share one NodeDescription, or the document holds no
-            CA port at all (then ``line`` is the last line).
+            or switch GUID repeats, is reserved (0 or all ones) or a CA port claims a switch's
+            GUID, two CAs share one NodeDescription, or the document holds no CA port at all
+            (then ``line`` is the last line).
     """
     lines = text.replace("\r\n", "\n").split("\n")
     if len(lines) > 1 and lines[-1] == "":
@@ -251,7 +255,7 @@ def _printable(name: str, number: int) -> str:
 
 def _switch_record(state: _State, line: str, number: int) -> None:
     match = _SWITCH_RE.fullmatch(line) or _refuse(_SWITCH_LOOSE, line, number, "Switch record")
-    guid = int(match["guid"], 16)
+    guid = _assigned_guid(int(match["guid"], 16), "switch GUID", number)
     earlier = state.switches.get(guid)
     if earlier is not None:
         raise InputFormatError(
@@ -353,7 +357,7 @@ def _add_ca_port(
     guid_text, peer_type, peer_guid, peer_port, peer_desc = match.group(2, 3, 4, 5, 7)
     if guid_text is None:
         raise InputFormatError("CA port line has no '(port GUID)' after '[port]'", line=number)
-    guid = int(guid_text, 16)
+    guid = _assigned_guid(int(guid_text, 16), "port GUID", number)
     first = state.port_lines.setdefault(guid, number)
     if first != number:
         raise InputFormatError(f"port GUID {guid:#x} already appears on line {first}", line=number)
@@ -395,8 +399,30 @@ def _finish(state: _State, text: str, last_line: int) -> DiscoveredTopology:
             f"{problem}: expected ibnetdiscover output with at least one connected 'Ca' record",
             line=max(last_line, 1),
         )
+    for port in state.ca_ports:
+        _refuse_switch_guid(port, state.switches)
     ca_ports = tuple(_resolve_switch_name(port, state.switches) for port in state.ca_ports)
     return DiscoveredTopology(switches=tuple(state.switches.values()), ca_ports=ca_ports)
+
+
+def _assigned_guid(guid: int, what: str, number: int) -> int:
+    if guid in _RESERVED_GUIDS:
+        raise InputFormatError(
+            f"{what} {guid:#x} ({_RESERVED_GUIDS[guid]}) is reserved, never a device's GUID",
+            line=number,
+        )
+    return guid
+
+
+def _refuse_switch_guid(port: DiscoveredCaPort, switches: dict[int, DiscoveredSwitch]) -> None:
+    """A CA port GUID that is also a switch's GUID identifies two devices; trust neither."""
+    switch = switches.get(port.guid)
+    if switch is not None:
+        raise InputFormatError(
+            f"port GUID {port.guid:#x} is also the GUID of switch '{switch.name}' "
+            f"(line {switch.line})",
+            line=port.line,
+        )
 
 
 def _resolve_switch_name(
