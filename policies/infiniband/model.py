@@ -31,6 +31,8 @@ MIN_PKEY = 0x0001
 
 
 MAX_TENANT_PKEY = 0x7FFE
+# OpenSM: osm_prtn_new() keeps the first 31 bytes of a partition's name (char name[32]).
+MAX_PARTITION_NAME = 31
 
 
 # mlx5 HCAs expose 128 P_Key table entries (reference/infiniband.md §2.3).
@@ -79,8 +81,15 @@ class Partition:
 
     @property
     def name(self) -> str:
-        """Name used in partitions.conf; '_' never occurs in slugs, so names cannot collide."""
-        return f"{self.owner.kind.value}_{self.owner.name}"
+        """Name used in partitions.conf, unique within the 31 bytes OpenSM keeps.
+
+        ``tenant_acme``; a longer one is cut to 26 characters plus ``_<key>``. Slugs hold no
+        '_', so a cut name (two '_') never equals a whole one (one '_'), and keys are unique.
+        """
+        whole = f"{self.owner.kind.value}_{self.owner.name}"
+        if len(whole) <= MAX_PARTITION_NAME:
+            return whole
+        return f"{whole[: MAX_PARTITION_NAME - 5]}_{self.pkey & PKEY_BASE_MASK:04x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,8 @@ pkey-zero                      warning   an explicit key whose low 15 bits are 0
 pkey-membership-bit            warning   a key with bit 15 set (only the low 15 bits are kept)
 pkey-octal                     warning   a key with a leading 0 (read as octal)
 duplicate-pkey                 warning   one key in several statements of the same name (merged)
-duplicate-name                 warning   one name with different keys
+duplicate-name                 warning   one name (its first 31 bytes) with different keys
+long-name                      warning   a name over 31 bytes: kept cut, never reused by name
 default-name-mismatch          warning   a statement named Default with a key other than 0x7fff
 no-default-statement           warning   no statement for 0x7fff: OpenSM uses ALL=limited, SELF=full
 default-full-member            warning   an explicit GUID that is a full member of 0x7fff
@@ -72,8 +73,10 @@ from policies.infiniband.model import (
 MAX_LINE_BYTES = 4094
 # OpenSM: STRIP_HEAD_SPACES / parse_name_token() skip only these; '\r' is an ordinary character.
 _WS = " \t\n"
-# OpenSM: p->name is char[32], filled with strncpy() and compared with strncmp(.., 32).
-_NAME_BYTES = 32
+# OpenSM: p->name is char[32]; osm_prtn_new() keeps its first 31 bytes (strncpy(.., size - 1)
+# then a NUL), and osm_prtn_find_by_name() compares strncmp(p->name, name, 32), so a name of 32
+# bytes or more is stored cut and never found again by name.
+_NAME_BYTES = 31
 _DEFAULT_NAME = "Default"
 _ULONG_MAX = 2**64 - 1  # strtoul/strtoull saturate here (LP64 Linux)
 _UINT16_MAX = 0xFFFF
@@ -524,6 +527,8 @@ def _definition(text: str, line: int, findings: list[Finding]) -> _Statement:
     if key_text is None and name[:1] and name[0] in "0123456789":
         name, key_text = "", name
     statement = _Statement(line, name or None)
+    if len(_bytes(name)) > _NAME_BYTES:
+        findings.append(_long_name(name, line))
     for token in flag_tokens:
         flag, value = _name_value(token)
         _apply_flag(statement, flag, value, findings)
@@ -538,6 +543,16 @@ def _definition(text: str, line: int, findings: list[Finding]) -> _Statement:
             )
         )
     return statement
+
+
+def _long_name(name: str, line: int) -> Finding:
+    kept = _name_key(name).decode("utf-8", "replace")
+    return _warning(
+        "long-name",
+        line,
+        f"OpenSM keeps only {kept!r} ({_NAME_BYTES} bytes) of the name in its logs, and a "
+        "key-less statement of this name never joins this partition",
+    )
 
 
 def _name_value(token: str) -> tuple[str, str | None]:
@@ -786,8 +801,9 @@ def _resolve_pkeys(partitions: Sequence[ParsedPartition]) -> list[_Keyed]:
     resolved: list[_Keyed] = []
     for partition in partitions:
         key, how = partition.pkey, "explicit"
-        if key is None and partition.name and _name_key(partition.name) in names:
-            key, how = names[_name_key(partition.name)], "named"
+        found = _findable(partition.name) if partition.name else None
+        if key is None and found is not None and found in names:
+            key, how = names[found], "named"
         elif key is None:
             counter, key = _generate_pkey(counter, taken)
             how = "generated"
@@ -809,7 +825,14 @@ def _generate_pkey(counter: int, taken: set[int]) -> tuple[int, int | None]:
 
 
 def _name_key(name: str) -> bytes:
+    """The name OpenSM stores (and logs) for a partition: its first 31 bytes."""
     return _bytes(name)[:_NAME_BYTES]
+
+
+def _findable(name: str) -> bytes | None:
+    """The stored name a key-less statement named `name` can reuse; None when it is too long."""
+    raw = _bytes(name)
+    return raw if len(raw) <= _NAME_BYTES else None
 
 
 def _bytes(text: str) -> bytes:
@@ -871,7 +894,7 @@ def _duplicate_findings(resolved: list[_Keyed]) -> Iterator[Finding]:
             yield from _default_key_findings(partition, first_by_key.get(key))
         elif key in first_by_key:
             yield _duplicate(partition, first_by_key[key], key)
-        name = partition.name or f"{key:04x}"
+        name = _name_key(partition.name or f"{key:04x}").decode("utf-8", "replace")
         if key_by_name.setdefault(name, key) != key:
             yield _warning(
                 "duplicate-name",

@@ -65,6 +65,7 @@ FINDING_CASES = [
     ("pkey-octal", WARNING, 2, False, DEFAULT + "T=010 : 0x1=full ;\n"),
     ("duplicate-pkey", WARNING, 3, False, DEFAULT + "T=0x10 : 0x1 ;\nT=0x10 : 0x2 ;\n"),
     ("duplicate-name", WARNING, 3, False, DEFAULT + "T=0x10 : 0x1 ;\nT=0x20 : 0x2 ;\n"),
+    ("long-name", WARNING, 2, False, DEFAULT + "t" * 32 + "=0x10 : 0x1 ;\n"),
     ("default-name-mismatch", WARNING, 1, False, "Default=0x10 : ALL=limited ;\n"),
     ("no-default-statement", WARNING, None, False, "T=0x10 : 0x1=full ;\n"),
     ("default-full-member", WARNING, 1, False, "Default=0x7fff : ALL=limited, 0x1=full ;\n"),
