@@ -41,8 +41,8 @@ from policies.intent import is_allowed_edge
 from policies.model import NodeRole, Owner
 from policies.roce.model import RoceSnapshot, VrfSegment, route_target
 from policies.roce.parse_config_db import parse_config_db
-from policies.roce.parse_frr import parse_frr_conf
-from policies.verdict import Counterexample, Endpoint, Rule, edge_rule
+from policies.roce.parse_frr import ParsedFrr, parse_frr_conf, value_kind
+from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Rule, edge_rule
 
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
 
@@ -78,6 +78,7 @@ class AuditReport:
     findings: tuple[Finding, ...]
     drift: tuple[Drift, ...]
     counterexamples: tuple[Counterexample, ...]
+    reachability: tuple[ReachabilityEdge, ...] = ()
 
     @property
     def holds(self) -> bool:
@@ -231,7 +232,10 @@ def audit_config_db(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport
             owner = str(segment.owner) if segment else None
             drift.append(Drift(owner, f"Vlan{vlan}", _ports(have - want), _ports(want - have)))
     counterexamples = tuple(_vlan_counterexamples(index, by_vlan, deployed))
-    return AuditReport(parsed.findings, tuple(drift), counterexamples)
+    identity = _other_device(
+        intended, leaf, parsed.hostname, parsed.bgp_asn, set(parsed.loopback_addresses)
+    )
+    return AuditReport((*identity, *parsed.findings), tuple(drift), counterexamples)
 
 
 def _ports(ports: Iterable[str]) -> tuple[str, ...]:
@@ -278,7 +282,75 @@ def audit_frr(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport:
             drift.append(Drift(owner, vrf, tuple(sorted(have - want)), tuple(sorted(want - have))))
         if segment is not None:
             counterexamples.extend(_import_counterexamples(index, segment, have - want))
-    return AuditReport(parsed.findings, tuple(drift), tuple(counterexamples))
+    identity = _other_device(intended, leaf, *_frr_identity(parsed))
+    granted = _granted_imports(index, by_vrf, deployed)
+    findings = (*identity, *_ungranted_findings(parsed.findings, granted))
+    edges = tuple(sorted({edge for edge, _ in granted.values()}, key=_edge_key))
+    return AuditReport(findings, tuple(drift), tuple(counterexamples), edges)
+
+
+def _granted_imports(
+    index: _RoceIndex, by_vrf: dict[str, VrfSegment], deployed: dict[str, set[str]]
+) -> dict[str, tuple[ReachabilityEdge, str]]:
+    """Imports the file has that intent grants, by ``<vrf>|<rt>``: each one is an allowed edge."""
+    granted = {}
+    for vrf, imports in deployed.items():
+        segment = by_vrf.get(vrf)
+        for rt in imports:
+            source = index.by_rt.get(rt)
+            if segment is None or source is None or source.owner == segment.owner:
+                continue
+            if is_allowed_edge(segment.owner, source.owner, index.grants):
+                edge = ReachabilityEdge(segment.owner, source.owner, source.l3vni, True)
+                granted[f"{vrf}|{rt}"] = (edge, rt)
+    return granted
+
+
+def _ungranted_findings(
+    findings: tuple[Finding, ...], granted: dict[str, tuple[ReachabilityEdge, str]]
+) -> tuple[Finding, ...]:
+    # An import without export is the shape of a route leak; a granted leak is intended, and is
+    # reported as reachability, not as a finding.
+    return tuple(
+        f for f in findings if not (f.code == "import-without-export" and f.key in granted)
+    )
+
+
+def _edge_key(edge: ReachabilityEdge) -> tuple[tuple[int, str], tuple[int, str], int]:
+    return (edge.source.sort_key, edge.target.sort_key, edge.segment)
+
+
+def _frr_identity(parsed: ParsedFrr) -> tuple[str | None, str | None, set[str]]:
+    """Hostname, default-instance ASN, and the addresses in the router-id and every RD."""
+    default = parsed.instance(None)
+    addresses = {b.router_id for b in parsed.bgp if b.router_id}
+    rds = [b.rd for b in parsed.bgp] + [v.rd for b in parsed.bgp for v in b.vnis]
+    addresses |= {rd.rpartition(":")[0] for rd in rds if rd and value_kind(rd) == "type1"}
+    return parsed.hostname, str(default.asn) if default else None, addresses
+
+
+def _other_device(
+    intended: RoceSnapshot, leaf: str, hostname: str | None, asn: str | None, addresses: set[str]
+) -> tuple[Finding, ...]:
+    """A critical finding when the file names another device than `leaf`.
+
+    A leaf's file carries its identity: hostname, BGP ASN, and its loopback/VTEP addresses (in
+    the loopbacks, router-id and type-1 RDs). Another leaf's file can look isolated on its own.
+    """
+    switch = next((s for s in intended.switches if s.name == leaf), None)
+    if switch is None:
+        return ()
+    own = {str(switch.loopback), str(switch.vtep)} - {"None"}
+    wrong = [f"hostname {hostname}"] if hostname is not None and hostname != leaf else []
+    wrong += [f"ASN {asn}"] if asn is not None and asn != str(switch.asn) else []
+    wrong += [f"address {address}" for address in sorted(addresses - own)]
+    if not wrong:
+        return ()
+    message = (
+        f"the file is not {leaf}'s ({', '.join(wrong)}; {leaf} is ASN {switch.asn}, "
+        f"{', '.join(sorted(own))}): a file for another device"
+    )
+    return (Finding("other-device", Severity.CRITICAL, message),)
 
 
 def _intended_imports(segment: VrfSegment, rt_asn: int) -> set[str]:

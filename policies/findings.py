@@ -57,8 +57,9 @@ class Finding:
     """A construct the consuming software rejects, fails open on, or reads otherwise than it looks.
 
     `line` is 1-based where the format has lines (None for file-wide findings and for JSON);
-    `key` names the place in a keyed document (config_db ``VRF|Vrf50001``). `fails_open` is True
-    when this construct alone makes OpenSM discard partitions.conf (always CRITICAL).
+    `key` names the place in a keyed document (config_db ``VRF|Vrf50001``) or, in frr.conf, the
+    block and value a finding is about (``Vrf50001|65000:50000``). `fails_open` is True when
+    this construct alone makes OpenSM discard partitions.conf (always CRITICAL).
     """
 
     code: str

@@ -1,7 +1,8 @@
 """Config audits and observed-state drift: deployed files and live tables against the record.
 
 Both are read-only: they load the fabric's current snapshot, hand it with the caller's document
-to the pure engine (policies/config_audit.py, policies/observations.py) and shape the report.
+to the pure engine (policies/config_audit.py, policies/infiniband/observations.py) and shape the
+report.
 Nothing is stored and nothing is audit-logged.
 """
 
@@ -72,7 +73,7 @@ def audit_config(
                 severity=f.severity.value,
                 line=f.line,
                 # config_db findings name their key in the message, as they always have.
-                message=f"{f.key}: {f.message}" if f.key else f.message,
+                message=f"{f.key}: {f.message}" if _keyed(audit_format, f.key) else f.message,
             )
             for f in report.findings
         ],
@@ -88,6 +89,10 @@ def audit_config(
         ],
         counterexamples=[counterexample_view(c, fabric.kind) for c in report.counterexamples],
     )
+
+
+def _keyed(audit_format: AuditFormat, key: str | None) -> bool:
+    return key is not None and audit_format is AuditFormat.CONFIG_DB
 
 
 def _check_kind(fabric: m.Fabric, audit_format: AuditFormat) -> None:

@@ -131,6 +131,8 @@ class ParsedConfigDb:
     wred_profiles: dict[str, WredProfile]
     findings: tuple[Finding, ...] = ()
     pfc_watchdog_ports: tuple[str, ...] = ()
+    bgp_asn: str | None = None
+    loopback_addresses: tuple[str, ...] = ()
 
 
 def parse_config_db(text: str) -> ParsedConfigDb:
@@ -152,6 +154,8 @@ def parse_config_db(text: str) -> ParsedConfigDb:
     notes: list[Finding] = []
     parsed = ParsedConfigDb(
         hostname=_hostname(document),
+        bgp_asn=_metadata(document, "bgp_asn"),
+        loopback_addresses=_loopback_addresses(_table(document, "LOOPBACK_INTERFACE")),
         vrfs=_vrfs(_table(document, "VRF")),
         vlans=tuple(sorted(_vlan_id(n, f"VLAN|{n}") for n in _table(document, "VLAN"))),
         vlan_members=_vlan_members(_table(document, "VLAN_MEMBER"), notes),
@@ -203,9 +207,17 @@ def _split(key: str, table: str) -> tuple[str, str]:
 
 
 def _hostname(document: dict[str, Any]) -> str | None:
-    localhost = _table(document, "DEVICE_METADATA").get("localhost", {})
-    hostname = localhost.get("hostname")
-    return str(hostname) if hostname is not None else None
+    return _metadata(document, "hostname")
+
+
+def _metadata(document: dict[str, Any], field_name: str) -> str | None:
+    value = _table(document, "DEVICE_METADATA").get("localhost", {}).get(field_name)
+    return str(value) if value is not None else None
+
+
+def _loopback_addresses(table: Table) -> tuple[str, ...]:
+    # LOOPBACK_INTERFACE|Loopback0|10.1.0.1/32: the address is the prefix's host part.
+    return tuple(sorted({key.split("|")[1].split("/")[0] for key in table if key.count("|") == 1}))
 
 
 def _vrfs(table: Table) -> dict[str, int]:

@@ -437,7 +437,8 @@ def _import_findings(bgps: list[_Bgp]) -> list[Finding]:
                 if rt not in block.rt_exports:
                     message = f"{where} imports {rt}, which it does not export"
                     line = block.import_lines[rt]
+                    key = f"{where}|{rt}"  # the block and the route target, for audits
                     findings.append(
-                        Finding("import-without-export", Severity.INFO, message, line=line)
+                        Finding("import-without-export", Severity.INFO, message, line, key)
                     )
     return findings
