@@ -9,13 +9,23 @@ from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
-from api.routes_audit import router as audit_router
-from api.routes_audits import router as audits_router
-from api.routes_fabrics import router as fabrics_router
-from api.routes_proofs import router as proofs_router
-from api.routes_tenants import router as tenants_router
-from api.routes_tokens import router as tokens_router
-from api.routes_usage import router as usage_router
+from api.routes import (
+    allocations,
+    audit_log,
+    config_audits,
+    fabrics,
+    grants,
+    keys,
+    nodes,
+    proofs,
+    qos,
+    services,
+    tenants,
+    tokens,
+    topology,
+    usage,
+    verification,
+)
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings, load_settings
@@ -26,6 +36,24 @@ isofabric maps tenants to InfiniBand partitions (P_Keys) with QoS classes, prove
 are isolated before any change is committed, and renders the files OpenSM consumes.
 Errors are RFC 9457 `application/problem+json`; lists are `{"data", "count", "next"}`.
 """
+# Mounted in this order, which is also the order of the paths in the OpenAPI document.
+AUTHORIZED_ROUTERS = (
+    fabrics.router,
+    topology.router,
+    nodes.router,
+    services.router,
+    verification.router,
+    qos.router,
+    tenants.router,
+    allocations.router,
+    grants.router,
+    audit_log.router,
+    tokens.router,
+    config_audits.router,
+    usage.router,
+)
+# These routers carry the authorization dependencies themselves.
+SELF_AUTHORIZED_ROUTERS = (proofs.router, keys.router)
 
 
 def create_app(
@@ -38,11 +66,11 @@ def create_app(
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
-    for router in (fabrics_router, tenants_router, audit_router, tokens_router, audits_router):
+    for router in AUTHORIZED_ROUTERS:
         # Every /v1 route is authorized against the RBAC policy (policies/authz.py).
         app.include_router(router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
-    app.include_router(usage_router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
-    app.include_router(proofs_router)  # authorizes with its own dependency (routes_proofs.py)
+    for router in SELF_AUTHORIZED_ROUTERS:
+        app.include_router(router)
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)

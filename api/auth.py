@@ -32,8 +32,12 @@ ANONYMOUS = Principal("anonymous", "operator")
 
 
 class BearerTokenAuth:
-    """Refuse /v1 requests without a valid ``Authorization: Bearer <token>`` (401 problem+json)
-    once the service is closed; record the principal of every accepted request."""
+    """ASGI middleware: authenticate every /v1 request before anything reads its body.
+
+    Once the service is closed, a request without a valid ``Authorization: Bearer <token>`` is
+    refused with 401 problem+json; the principal of every accepted request is recorded in the
+    ASGI scope.
+    """
 
     def __init__(self, app: ASGIApp, token: str | None, uow: UnitOfWork) -> None:
         self.app = app
@@ -41,6 +45,7 @@ class BearerTokenAuth:
         self.uow = uow
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on with its principal, or answer 401 without calling the app."""
         if scope["type"] != "http" or not _protected(scope["path"]):
             await self.app(scope, receive, send)
             return

@@ -115,6 +115,8 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ListParams:
+    """The page size and the cursor of a list request."""
+
     limit: int
     cursor: str | None
 
@@ -123,6 +125,7 @@ def list_params(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size")] = DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=512, description="From a 'next' field")] = None,
 ) -> ListParams:
+    """The `limit` and `cursor` query parameters every list endpoint takes."""
     return ListParams(limit, cursor)
 
 

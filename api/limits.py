@@ -18,6 +18,7 @@ class BodySizeLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse a declared oversize body at once, and stop reading one that grows past it."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -50,10 +51,12 @@ async def _no_receive() -> dict[str, Any]:
 
 
 def media_type(request: Request) -> str:
+    """The request's Content-Type without parameters, lower-case ('' when absent)."""
     return request.headers.get("content-type", "").split(";")[0].strip().lower()
 
 
 async def read_text_body(request: Request) -> str:
+    """The body as UTF-8 text; InputFormatError (422) if it is not UTF-8 or holds a NUL byte."""
     raw = await request.body()
     try:
         text = raw.decode("utf-8")

@@ -40,12 +40,15 @@ log = logging.getLogger("isofabric.api")
 
 @dataclass(frozen=True, slots=True)
 class ProblemType:
+    """A problem type of the API: its slug (a stable part of the contract), status and title."""
+
     slug: str
     status: int
     title: str
 
     @property
     def uri(self) -> str:
+        """The ``type`` member: ``/problems/<slug>``."""
         # RFC 9457 §3.1.1: a URI reference; relative ones resolve against the service's base URL.
         return f"/problems/{self.slug}"
 
@@ -67,6 +70,7 @@ INTERNAL = ProblemType("internal-error", 500, "Internal server error")
 
 
 def problem_type_for(error: IsofabricError) -> ProblemType:
+    """The problem type of the most specific class of `error` in the table; else internal-error."""
     for cls in type(error).__mro__:
         if cls in PROBLEM_TYPES:
             return PROBLEM_TYPES[cls]
@@ -83,6 +87,7 @@ def problem_response(
     headers: dict[str, str] | None = None,
     **extensions: Any,
 ) -> JSONResponse:
+    """An RFC 9457 problem+json response; `about:blank` and the status phrase when no slug."""
     body: dict[str, Any] = {
         "type": f"/problems/{slug}" if slug else "about:blank",
         "title": title or HTTPStatus(status).phrase,
@@ -186,6 +191,7 @@ async def _unexpected(request: Request, error: Exception) -> JSONResponse:
 
 
 def install_problem_handlers(app: FastAPI) -> None:
+    """Answer every error of `app` as problem+json, and document that in its OpenAPI schema."""
     document_problems(app)
     app.add_exception_handler(IsofabricError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

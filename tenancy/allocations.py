@@ -1,5 +1,11 @@
-"""Use cases for node allocations, shared services and grants: the mutations that change who can
-reach whom. Each change is verified and audited before commit (`commit_gate`)."""
+"""Use cases for node allocations, and the node and segment helpers shared services reuse.
+
+These are mutations that change who can reach whom. Concurrency rule: each one takes the lock of
+every fabric it changes (tenancy/locks.py) before it reads the nodes and segments it decides on;
+the ``node_assignment`` primary key and the segment unique constraints are the backstop, and a
+request that loses a race there fails with `ConflictError` having changed nothing. Each change is
+verified and audited before commit (`commit_gate`).
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from tenancy.verification import commit_gate
 
 
 def require_active(tenant: m.Tenant) -> m.Tenant:
+    """Return `tenant`, or raise `ConflictError` if it is offboarded: it may acquire nothing."""
     if tenant.status != "active":
         raise ConflictError(f"tenant '{tenant.name}' is {tenant.status}", tenant=tenant.name)
     return tenant
@@ -145,6 +152,13 @@ def assign_nodes(
     allocation_id: str | None = None,
     service_id: int | None = None,
 ) -> None:
+    """Record that an allocation or a service holds `nodes`; the caller has checked they are free.
+
+    Raises:
+        IntegrityError: a node is held already (a concurrent writer took it): the primary key
+            of ``node_assignment`` refuses it at the flush, and the unit of work turns this into
+            `ConflictError` and rolls back.
+    """
     for node in nodes:
         session.add(
             m.NodeAssignment(node_id=m.pk(node), allocation_id=allocation_id, service_id=service_id)
@@ -183,7 +197,7 @@ def _allocation_nodes(session: Session, allocation_id: str) -> list[str]:
 def list_allocations(
     uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None, fabric: str | None = None
 ) -> Page[AllocationView]:
-    """The tenant's current (unreleased) allocations, oldest id first."""
+    """The tenant's current (unreleased) allocations in id order, optionally on one fabric."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         query = select(m.Allocation).where(
@@ -204,6 +218,7 @@ def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> Al
 
 
 def get_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str) -> AllocationView:
+    """One of the tenant's current allocations; a released one or another tenant's is a 404."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         return _view_of(tx.session, _allocation_of(tx.session, tenant, allocation_id), tenant)

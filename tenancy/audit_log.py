@@ -26,6 +26,13 @@ from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.pagination import decode_cursor, next_cursor
+from tenancy.schemas import (
+    AuditEntryView,
+    CheckpointView,
+    ConsistencyProofView,
+    InclusionProofView,
+    Page,
+)
 from tenancy.uow import Tx, UnitOfWork
 
 # First key of pg_advisory_xact_lock(int, int) for the log ("AU"): appends take the next index.
@@ -96,10 +103,11 @@ def _last_digest(session: Session, fabric: str | None) -> str | None:
 
 
 def entries(session: Session) -> list[m.AuditEntry]:
+    """The whole log in index order (the order of the Merkle tree's leaves)."""
     return list(session.exec(select(m.AuditEntry).order_by(col(m.AuditEntry.index))))
 
 
-def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> dict[str, Any]:
+def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[AuditEntryView]:
     """A page of entries in index order, in the list envelope."""
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
@@ -109,11 +117,11 @@ def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> dict[str
         rows = list(tx.session.exec(query.limit(limit + 1)))
         total = fetch_all(tx.session, core_select(func.count()).select_from(m.AuditEntry))[0][0]
     page = rows[:limit]
-    return {
-        "data": [entry_document(e) for e in page],
-        "count": int(total),
-        "next": next_cursor([str(e.index) for e in page], limit, len(rows) > limit),
-    }
+    return Page(
+        data=[AuditEntryView.model_validate(entry_document(e)) for e in page],
+        count=int(total),
+        next=next_cursor([str(e.index) for e in page], limit, len(rows) > limit),
+    )
 
 
 def _index(text_value: str) -> int:
@@ -151,13 +159,14 @@ def _new_key(name: str) -> m.SigningKey:
 
 
 def leaf_hashes(session: Session) -> list[bytes]:
+    """The stored leaf hashes in index order: what checkpoints and proofs are computed over."""
     rows = fetch_all(
         session, core_select(col(m.AuditEntry.leaf_hash)).order_by(col(m.AuditEntry.index))
     )
     return [bytes.fromhex(row[0]) for row in rows]
 
 
-def checkpoint(uow: UnitOfWork) -> dict[str, Any]:
+def checkpoint(uow: UnitOfWork) -> CheckpointView:
     """A signed checkpoint of the whole log, stored so that later verifications can use it."""
     origin = uow.settings.audit_origin
     with uow.transaction() as tx:
@@ -171,47 +180,44 @@ def checkpoint(uow: UnitOfWork) -> dict[str, Any]:
                 size=len(hashes), root_hash=_b64(root), note=note, created_at=tx.now
             )
             tx.session.add(stored)
-        return {
-            "origin": origin,
-            "size": stored.size,
-            "root_hash": stored.root_hash,
-            "note": stored.note,
-        }
+        return CheckpointView(
+            origin=origin, size=stored.size, root_hash=stored.root_hash, note=stored.note
+        )
 
 
 def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def inclusion(uow: UnitOfWork, *, index: int, size: int) -> dict[str, Any]:
+def inclusion(uow: UnitOfWork, *, index: int, size: int) -> InclusionProofView:
     """The RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)
     _check_size(size, len(hashes))
     if not 0 <= index < size:
         raise ValidationError(f"index must be in 0..{size - 1}", parameter="index")
-    return {
-        "index": index,
-        "size": size,
-        "leaf_hash": _b64(hashes[index]),
-        "path": [_b64(h) for h in inclusion_proof(hashes[:size], index)],
-    }
+    return InclusionProofView(
+        index=index,
+        size=size,
+        leaf_hash=_b64(hashes[index]),
+        path=[_b64(h) for h in inclusion_proof(hashes[:size], index)],
+    )
 
 
-def consistency(uow: UnitOfWork, *, first: int, second: int) -> dict[str, Any]:
+def consistency(uow: UnitOfWork, *, first: int, second: int) -> ConsistencyProofView:
     """The RFC 9162 consistency proof between the trees of `first` and `second` entries."""
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)
     _check_size(second, len(hashes))
     if not 0 < first <= second:
         raise ValidationError("first must be in 1..second", parameter="first")
-    return {
-        "first": first,
-        "second": second,
-        "first_root": _b64(root_hash(hashes[:first])),
-        "second_root": _b64(root_hash(hashes[:second])),
-        "path": [_b64(h) for h in consistency_proof(hashes[:second], first)],
-    }
+    return ConsistencyProofView(
+        first=first,
+        second=second,
+        first_root=_b64(root_hash(hashes[:first])),
+        second_root=_b64(root_hash(hashes[:second])),
+        path=[_b64(h) for h in consistency_proof(hashes[:second], first)],
+    )
 
 
 def _check_size(size: int, available: int) -> None:
@@ -222,6 +228,7 @@ def _check_size(size: int, available: int) -> None:
 
 
 def stored_checkpoints(session: Session) -> Sequence[m.AuditCheckpoint]:
+    """Every signed checkpoint the service has issued, smallest tree first."""
     return list(session.exec(select(m.AuditCheckpoint).order_by(col(m.AuditCheckpoint.size))))
 
 
@@ -250,8 +257,11 @@ def verify(
     kept: str | None = None,
     key_pem: str | None = None,
 ) -> LogReport:
-    """Verify the database's log (or an exported one) against every stored checkpoint and,
-    if given, a checkpoint the auditor kept; keys are the service's unless `key_pem` is given."""
+    """Verify the database's log (or an exported one) against the checkpoints.
+
+    The checkpoints are every stored one and, if given, one the auditor kept (`kept`). Signatures
+    are checked with the service's keys unless `key_pem` is given.
+    """
     with uow.transaction() as tx:
         documents = (
             [{**entry_document(e), "leaf_hash": e.leaf_hash} for e in entries(tx.session)]

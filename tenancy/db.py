@@ -70,6 +70,11 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 def alembic_config(url: str) -> Config:
+    """Alembic settings for this package's migrations on `url`, built without an alembic.ini.
+
+    ``%`` in the URL (percent-encoded passwords) is doubled: the config is a ConfigParser, which
+    would read it as interpolation.
+    """
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", normalise_url(url).replace("%", "%%"))

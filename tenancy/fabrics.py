@@ -21,6 +21,7 @@ from tenancy.verification import commit_gate
 
 
 def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
+    """The API shape of a fabric: its P_Key fields on InfiniBand, its RoCE settings on RoCE."""
     if fabric.kind == FabricKind.ROCE:
         settings = roce.settings_row(session, fabric)
         return FabricView(
@@ -69,6 +70,7 @@ def _create_ib_fabric(tx: Tx, spec: FabricCreate) -> m.Fabric:
 
 
 def count_rows(session: Session, model: type[SQLModel]) -> int:
+    """Number of rows in `model`'s table, on every fabric (`count_where` counts one fabric's)."""
     return int(fetch_all(session, core_select(func.count()).select_from(model))[0][0])
 
 
@@ -85,6 +87,7 @@ def count_where(session: Session, model: type[SQLModel], fabric_id: int) -> int:
 
 
 def list_fabrics(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[FabricView]:
+    """A page of fabrics of both kinds in name order."""
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
         query = select(m.Fabric).order_by(col(m.Fabric.name))
@@ -101,5 +104,6 @@ def list_fabrics(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[Fab
 
 
 def get_fabric(uow: UnitOfWork, *, name: str) -> FabricView:
+    """One fabric with its pools and limits; `NotFoundError` if the name is unknown."""
     with uow.transaction() as tx:
         return fabric_view(tx.session, fabric_named(tx.session, name))

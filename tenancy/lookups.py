@@ -9,6 +9,7 @@ from tenancy.models import Fabric, Node, QosClass, Service, Tenant
 
 
 def fabric_named(session: Session, name: str) -> Fabric:
+    """Raises `NotFoundError` (a 404) if no fabric has this name."""
     fabric = session.exec(select(Fabric).where(Fabric.name == name)).first()
     if fabric is None:
         raise NotFoundError(f"fabric '{name}' does not exist", resource="fabric", name=name)
@@ -16,6 +17,7 @@ def fabric_named(session: Session, name: str) -> Fabric:
 
 
 def tenant_named(session: Session, name: str) -> Tenant:
+    """Raises `NotFoundError` if no tenant has this name; offboarded tenants are returned too."""
     tenant = session.exec(select(Tenant).where(Tenant.name == name)).first()
     if tenant is None:
         raise NotFoundError(f"tenant '{name}' does not exist", resource="tenant", name=name)
@@ -23,6 +25,7 @@ def tenant_named(session: Session, name: str) -> Tenant:
 
 
 def node_named(session: Session, fabric: Fabric, name: str) -> Node:
+    """Raises `NotFoundError` if `fabric` has no node of this name (names are per fabric)."""
     node = session.exec(select(Node).where(Node.fabric_id == fabric.id, Node.name == name)).first()
     if node is None:
         raise NotFoundError(
@@ -32,6 +35,7 @@ def node_named(session: Session, fabric: Fabric, name: str) -> Node:
 
 
 def service_named(session: Session, fabric: Fabric, name: str) -> Service:
+    """Raises `NotFoundError` if `fabric` has no shared service of this name."""
     service = session.exec(
         select(Service).where(Service.fabric_id == fabric.id, Service.name == name)
     ).first()
@@ -45,6 +49,7 @@ def service_named(session: Session, fabric: Fabric, name: str) -> Service:
 
 
 def qos_class_named(session: Session, name: str) -> QosClass:
+    """Raises `NotFoundError` (resource ``qos-class``) if no QoS class has this name."""
     qos = session.exec(select(QosClass).where(QosClass.name == name)).first()
     if qos is None:
         raise NotFoundError(f"QoS class '{name}' does not exist", resource="qos-class", name=name)

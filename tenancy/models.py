@@ -1,5 +1,8 @@
-"""SQLModel tables: the system of record. GUIDs are stored as lower-case ``0x`` hex strings
-because 64-bit GUIDs do not fit a signed BIGINT on every database."""
+"""SQLModel tables: the system of record.
+
+GUIDs are stored as lower-case ``0x`` hex strings because 64-bit GUIDs do not fit a signed BIGINT
+on every database.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +14,13 @@ from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
+    """The current time, UTC-aware: the default of the ``created_at`` columns."""
     return datetime.now(UTC)
 
 
 class HasId(Protocol):
+    """A row with an integer primary key, which is None until the row is flushed."""
+
     id: int | None
 
 
@@ -36,6 +42,11 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Convert an aware datetime to UTC before it is stored.
+
+        Raises:
+            ValueError: `value` is naive, so its time zone would be a guess.
+        """
         if value is None:
             return None
         if value.tzinfo is None:
@@ -43,6 +54,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Return a stored value as an aware UTC datetime; SQLite's naive ones are tagged UTC."""
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -53,6 +65,12 @@ def _ts(nullable: bool = False) -> Column[datetime]:
 
 
 class Fabric(SQLModel, table=True):
+    """A managed fabric, InfiniBand or RoCE (`kind`); its name is unique.
+
+    The P_Key range and the per-port P_Key budget are fixed at creation and apply to InfiniBand
+    only: RoCE fabrics store zeros here and keep their pools in `RoceFabricSettings`.
+    """
+
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, index=True, max_length=63)
     kind: str = Field(max_length=16)
@@ -64,6 +82,8 @@ class Fabric(SQLModel, table=True):
 
 
 class Switch(SQLModel, table=True):
+    """An InfiniBand switch as the last topology import reported it; GUIDs are unique per fabric."""
+
     __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -73,6 +93,13 @@ class Switch(SQLModel, table=True):
 
 
 class Node(SQLModel, table=True):
+    """A host on a fabric, unique by name per fabric.
+
+    `role` decides who may hold it: tenants get compute nodes only, services compute or storage
+    nodes, and management nodes belong to no one. Topology imports create nodes and drop those
+    left with no port or NIC unless someone holds them.
+    """
+
     __table_args__ = (UniqueConstraint("fabric_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -81,6 +108,12 @@ class Node(SQLModel, table=True):
 
 
 class Port(SQLModel, table=True):
+    """An InfiniBand HCA port, unique by GUID per fabric.
+
+    The ``switch_*`` columns say where ibnetdiscover saw it cabled; they are null when it did not
+    report a peer.
+    """
+
     __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -94,6 +127,13 @@ class Port(SQLModel, table=True):
 
 
 class QosClass(SQLModel, table=True):
+    """A named service class every tenant is placed in; names are unique.
+
+    The ``ib_*`` and ``vlarb_weight`` columns shape InfiniBand traffic (SL, rate, MTU, VL
+    arbitration); the ``roce_*``, ``lossless``, ``ets_*`` and ``ecn_*`` columns RoCE traffic
+    (DSCP, traffic class, PFC, ETS and ECN).
+    """
+
     __tablename__ = "qos_class"
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, max_length=63)
@@ -131,6 +171,11 @@ class RoceFabricSettings(SQLModel, table=True):
 
 
 class RoceSwitch(SQLModel, table=True):
+    """A RoCE leaf or spine switch from the inventory document, unique by name per fabric.
+
+    Only leaves have a VTEP address; hosts attach to leaves.
+    """
+
     __tablename__ = "roce_switch"
     __table_args__ = (UniqueConstraint("fabric_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -144,6 +189,8 @@ class RoceSwitch(SQLModel, table=True):
 
 
 class RoceSwitchPort(SQLModel, table=True):
+    """A front-panel port of a RoCE switch (``Ethernet0``), unique by name per switch."""
+
     __tablename__ = "roce_switch_port"
     __table_args__ = (UniqueConstraint("switch_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -155,6 +202,12 @@ class RoceSwitchPort(SQLModel, table=True):
 
 
 class RoceLink(SQLModel, table=True):
+    """A cable between two RoCE switch ports; each import replaces the fabric's links.
+
+    The unique port columns keep a port from being the same end of two links; the inventory
+    check refuses any port cabled twice.
+    """
+
     __tablename__ = "roce_link"
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -173,6 +226,12 @@ class Nic(SQLModel, table=True):
 
 
 class Tenant(SQLModel, table=True):
+    """A customer of the fabrics; its name is unique forever.
+
+    `status` is ``active`` until offboarding sets it to ``offboarded``; the row is never deleted,
+    so audit and billing history keep their names. An empty `billing_account` bills to the name.
+    """
+
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(unique=True, index=True, max_length=63)
     kind: str = Field(max_length=16)
@@ -184,6 +243,12 @@ class Tenant(SQLModel, table=True):
 
 
 class Service(SQLModel, table=True):
+    """An operator-owned shared service (e.g. storage), unique by name per fabric.
+
+    It holds its nodes through `NodeAssignment` and has its own segment; tenants reach it only
+    through a `Grant`.
+    """
+
     __table_args__ = (UniqueConstraint("fabric_id", "name"),)
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -223,6 +288,11 @@ class Segment(SQLModel, table=True):
 
 
 class Allocation(SQLModel, table=True):
+    """Nodes given exclusively to a tenant on one fabric (its nodes are `NodeAssignment` rows).
+
+    The id is a UUID. Releasing sets `released_at` and frees the nodes; the row stays for history.
+    """
+
     id: str = Field(primary_key=True, max_length=36)
     tenant_id: int = Field(foreign_key="tenant.id", index=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
@@ -240,6 +310,12 @@ class NodeAssignment(SQLModel, table=True):
 
 
 class Grant(SQLModel, table=True):
+    """A tenant's access to a shared service on the service's fabric.
+
+    Revoking sets `revoked_at` and keeps the row; the partial unique index allows one unrevoked
+    grant per tenant and service.
+    """
+
     __table_args__ = (
         Index(
             "uq_grant_active",
@@ -269,8 +345,11 @@ class SubnetManagerSecret(SQLModel, table=True):
 
 
 class AuditEntry(SQLModel, table=True):
-    """One mutation, appended in the same transaction as the change; the leaves of the
-    RFC 9162 Merkle tree (leaf = hash of the entry's RFC 8785 canonical JSON)."""
+    """One mutation, appended in the same transaction as the change.
+
+    The entries, in `index` order from 0, are the leaves of the RFC 9162 Merkle tree (leaf = hash
+    of the entry's RFC 8785 canonical JSON); the service never updates or deletes one.
+    """
 
     __tablename__ = "audit_entry"
     index: int = Field(primary_key=True)
@@ -334,8 +413,10 @@ class Proof(SQLModel, table=True):
 
 
 class UsageInterval(SQLModel, table=True):
-    """What a tenant held and when (issue 6): one row per node of an allocation (with its port
-    count) or per grant, opened and closed in the same transaction as the change.
+    """What a tenant held and when (issue 6), the input of usage metering.
+
+    One row per node of an allocation (with its port count) or per grant, opened and closed in the
+    same transaction as the change.
 
     Names (QoS class, billing account, resource) are copied at opening time, so metering needs no
     joins and later renames cannot rewrite history; ``ended_at`` is null while it is held.

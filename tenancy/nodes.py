@@ -113,6 +113,7 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
 
 
 def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
+    """One node with its holder (tenant or service) and its HCA ports or NICs."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)

@@ -38,10 +38,12 @@ class Pool:
     label: str
 
     def show(self, value: int) -> str:
+        """A value as messages write it: P_Keys in hex (``0x0101``), the rest in decimal."""
         return format_pkey(value) if self.kind == "pkey" else str(value)
 
 
 def pkey_pool(fabric: m.Fabric) -> Pool:
+    """The InfiniBand fabric's P_Key range as a pool (one P_Key per tenant or service)."""
     return Pool("pkey", "pkey", fabric.pkey_first, fabric.pkey_last, "P_Key")
 
 

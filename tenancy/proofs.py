@@ -23,6 +23,7 @@ from tenancy import audit_log, signing_keys
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.pagination import page_rows
+from tenancy.schemas import DSSEEnvelope, Page, ProofCreated, ProofView
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import verify_snapshot
 from tenancy.uow import Tx, UnitOfWork
@@ -32,6 +33,7 @@ ENGINE = "isofabric"
 
 
 def engine_version() -> str:
+    """The installed isofabric version a proof names as its engine (``0+unknown`` if none)."""
     try:
         return version(ENGINE)
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
@@ -39,10 +41,11 @@ def engine_version() -> str:
 
 
 def rfc3339(moment: datetime) -> str:
+    """`moment` in UTC as RFC 3339 with a ``Z`` suffix, as proofs and their listing show times."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> dict[str, Any]:
+def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> ProofCreated:
     """Verify, render and sign a proof of the tenant's isolation on the fabric; store it."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
@@ -74,7 +77,7 @@ def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> dict[str, A
             fabric=fabric.name,
             digest_after=verdict.snapshot_digest,
         )
-        return {"id": proof.id, "envelope": envelope}
+        return ProofCreated(id=proof.id, envelope=DSSEEnvelope.model_validate(envelope))
 
 
 def _origin(tx: Tx) -> str:
@@ -94,14 +97,14 @@ def _predicate(tx: Tx, fabric: m.Fabric, tenant: str, verdict: Verdict) -> dict[
     }
 
 
-def _view(row: m.Proof) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "tenant": row.tenant,
-        "fabric": row.fabric,
-        "created_at": rfc3339(row.created_at),
-        "envelope": json.loads(row.envelope),
-    }
+def _view(row: m.Proof) -> ProofView:
+    return ProofView(
+        id=row.id,
+        tenant=row.tenant,
+        fabric=row.fabric,
+        created_at=rfc3339(row.created_at),
+        envelope=DSSEEnvelope.model_validate_json(row.envelope),
+    )
 
 
 def list_proofs(
@@ -112,7 +115,7 @@ def list_proofs(
     since: datetime | None,
     limit: int,
     cursor: str | None,
-) -> dict[str, Any]:
+) -> Page[ProofView]:
     """Stored proofs in id order, filtered, in the list envelope."""
     with uow.transaction() as tx:
         query = select(m.Proof)
@@ -123,10 +126,10 @@ def list_proofs(
         if since is not None:
             query = query.where(col(m.Proof.created_at) >= since)
         page, total, following = page_rows(tx.session, query, col(m.Proof.id), limit, cursor)
-        return {"data": [_view(row) for row in page], "count": total, "next": following}
+        return Page(data=[_view(row) for row in page], count=total, next=following)
 
 
-def get_proof(uow: UnitOfWork, *, proof_id: str, tenant: str | None) -> dict[str, Any]:
+def get_proof(uow: UnitOfWork, *, proof_id: str, tenant: str | None) -> ProofView:
     """One stored proof; a proof of another tenant than `tenant` (if given) is a 404."""
     with uow.transaction() as tx:
         row = tx.session.get(m.Proof, proof_id)

@@ -81,6 +81,7 @@ def create_fabric_rows(tx: Tx, spec: RoceFabricCreate) -> m.Fabric:
 
 
 def settings_row(session: Session, fabric: m.Fabric) -> m.RoceFabricSettings:
+    """The pools and limits of a RoCE fabric; only call it for ``roce`` fabrics (asserted)."""
     row = session.get(m.RoceFabricSettings, fabric.id)
     assert row is not None, "every RoCE fabric has a settings row"
     return row
@@ -140,11 +141,13 @@ def has_vrf_segment(
     tenant_id: int | None = None,
     service_id: int | None = None,
 ) -> bool:
+    """Whether the owner holds a VRF segment on the fabric (its L3VNI stands for the whole set)."""
     values = _owned_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
     return "l3vni" in values
 
 
 def subnet_at(row: m.RoceFabricSettings, index: int) -> IPv4Network:
+    """The `index`-th tenant subnet of the fabric's prefix pool (the value a subnet claim holds)."""
     pool = IPv4Network(row.tenant_prefix_pool)
     size = 2 ** (32 - row.tenant_prefix_length)
     return IPv4Network(
@@ -159,6 +162,7 @@ def vrf_segment_view(
     tenant_id: int | None = None,
     service_id: int | None = None,
 ) -> RoceSegmentView | None:
+    """The owner's VRF segment as the API shows it, or None before it holds one."""
     values = _owned_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
     if "l3vni" not in values:
         return None

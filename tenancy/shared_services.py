@@ -78,6 +78,7 @@ def _service_view(session: Session, service: m.Service, fabric: m.Fabric) -> Ser
 def list_services(
     uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
 ) -> Page[ServiceView]:
+    """The fabric's shared services by name, each with its nodes and segment."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         query = select(m.Service).where(m.Service.fabric_id == fabric.id)
@@ -88,6 +89,7 @@ def list_services(
 
 
 def get_service(uow: UnitOfWork, *, fabric_name: str, name: str) -> ServiceView:
+    """One shared service with its nodes and segment; `NotFoundError` if the fabric has none."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         return _service_view(tx.session, service_named(tx.session, fabric, name), fabric)
@@ -144,6 +146,7 @@ def _grant_view(session: Session, grant: m.Grant) -> GrantView:
 def list_grants(
     uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None
 ) -> Page[GrantView]:
+    """The tenant's unrevoked grants in id order, each with the service's segment."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         query = select(m.Grant).where(
@@ -161,6 +164,7 @@ def _grant_of(session: Session, tenant: m.Tenant, grant_id: str) -> m.Grant:
 
 
 def get_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> GrantView:
+    """One of the tenant's unrevoked grants; a revoked one or another tenant's is a 404."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         return _grant_view(tx.session, _grant_of(tx.session, tenant, grant_id))

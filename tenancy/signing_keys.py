@@ -8,8 +8,6 @@ stay published so that everything they signed remains verifiable.
 
 from __future__ import annotations
 
-from typing import Any
-
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import func
 from sqlmodel import Session, col, select
@@ -18,6 +16,7 @@ from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import audit_log
 from tenancy import models as m
+from tenancy.schemas import PublicJWK, SigningKeysView, SigningKeyView
 from tenancy.uow import UnitOfWork
 
 
@@ -26,7 +25,7 @@ def signing_key(session: Session, origin: str) -> Ed25519PrivateKey:
     return audit_log.active_key(session, origin)[1]
 
 
-def create(uow: UnitOfWork) -> dict[str, Any]:
+def create(uow: UnitOfWork) -> SigningKeyView:
     """Create the active key unless one exists; returns its published form."""
     with uow.transaction() as tx:
         audit_log.active_key(tx.session, tx.settings.audit_origin)
@@ -34,7 +33,7 @@ def create(uow: UnitOfWork) -> dict[str, Any]:
         return published(row)
 
 
-def rotate(uow: UnitOfWork) -> dict[str, Any]:
+def rotate(uow: UnitOfWork) -> SigningKeyView:
     """Make a new active key and retire the current one (it stays published)."""
     with uow.transaction() as tx:
         origin = tx.settings.audit_origin
@@ -49,21 +48,21 @@ def rotate(uow: UnitOfWork) -> dict[str, Any]:
         return published(new)
 
 
-def published(row: m.SigningKey) -> dict[str, Any]:
+def published(row: m.SigningKey) -> SigningKeyView:
     """``{"keyid", "name", "pem", "jwk", "status"}`` of a stored key (public parts only)."""
     public = load_public_key(row.public_pem)
-    return {
-        "keyid": key_id(public),
-        "name": row.name,
-        "pem": row.public_pem,
-        "jwk": public_jwk(public),
-        "status": row.status,
-    }
+    return SigningKeyView(
+        keyid=key_id(public),
+        name=row.name,
+        pem=row.public_pem,
+        jwk=PublicJWK.model_validate(public_jwk(public)),
+        status=row.status,
+    )
 
 
-def list_keys(uow: UnitOfWork) -> dict[str, Any]:
+def list_keys(uow: UnitOfWork) -> SigningKeysView:
     """Every key, oldest first, in its published form; creates the active key if none exists."""
     with uow.transaction() as tx:
         audit_log.active_key(tx.session, tx.settings.audit_origin)
         rows = tx.session.exec(select(m.SigningKey).order_by(col(m.SigningKey.id)))
-        return {"keys": [published(row) for row in rows]}
+        return SigningKeysView(keys=[published(row) for row in rows])

@@ -39,7 +39,13 @@ class EnsureSegment(Protocol):
 
     def __call__(
         self, tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
-    ) -> None: ...
+    ) -> None:
+        """Claim a segment for the owner (one of the two ids) unless it holds one already.
+
+        Raises:
+            PoolExhaustedError: a pool of the fabric has no free value left.
+        """
+        ...
 
 
 class ViewSegment(Protocol):
@@ -47,7 +53,9 @@ class ViewSegment(Protocol):
 
     def __call__(
         self, session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
-    ) -> SegmentView | RoceSegmentView: ...
+    ) -> SegmentView | RoceSegmentView:
+        """The segment of the owner (one of the two ids); an empty P_Key when it holds none."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

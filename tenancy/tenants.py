@@ -63,10 +63,16 @@ def seed_qos_classes(session: Session) -> None:
 
 
 def qos_view(row: m.QosClass) -> QosClassView:
+    """The API shape of a QoS class: every column but the id."""
     return QosClassView.model_validate(row, from_attributes=True)
 
 
 def create_qos_class(uow: UnitOfWork, *, spec: QosClassCreate) -> QosClassView:
+    """Add a QoS class, audited; `ConflictError` if the name is taken.
+
+    No fabric is verified: fabrics are checked against the classes their tenants use, and no
+    tenant uses a new class yet.
+    """
     with uow.transaction() as tx:
         if tx.session.exec(select(m.QosClass).where(m.QosClass.name == spec.name)).first():
             raise ConflictError(f"QoS class '{spec.name}' already exists", name=spec.name)
@@ -78,6 +84,7 @@ def create_qos_class(uow: UnitOfWork, *, spec: QosClassCreate) -> QosClassView:
 
 
 def list_qos_classes(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[QosClassView]:
+    """A page of QoS classes (seeded and operator-created) in name order."""
     with uow.transaction() as tx:
         rows, total, after = page_rows(
             tx.session, select(m.QosClass), col(m.QosClass.name), limit, cursor
@@ -86,6 +93,7 @@ def list_qos_classes(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page
 
 
 def tenant_view(tenant: m.Tenant, qos_name: str) -> TenantView:
+    """The API shape of a tenant; an empty billing account shows as the tenant's name."""
     return TenantView(
         name=tenant.name,
         kind=tenant.kind,
@@ -129,8 +137,10 @@ def list_tenants(
     kind: str | None = None,
     only: str | None = None,
 ) -> Page[TenantView]:
-    """Tenants by name, filtered by status and kind; `only` restricts the list to one tenant
-    (what a tenant-scoped caller may see)."""
+    """Tenants by name, filtered by status and kind.
+
+    `only` restricts the list to one tenant: what a tenant-scoped caller may see.
+    """
     with uow.transaction() as tx:
         query = select(m.Tenant)
         if only is not None:
@@ -147,6 +157,7 @@ def list_tenants(
 
 
 def get_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
+    """One tenant, offboarded ones included; `NotFoundError` if the name is unknown."""
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, name)
         return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])

@@ -24,10 +24,12 @@ TOKEN_PREFIX = "isf_"
 
 
 def hash_secret(secret: str) -> str:
+    """The hex SHA-256 stored for a token and looked up on authentication; unsalted on purpose."""
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def token_view(row: m.ApiToken) -> TokenView:
+    """The API shape of a token: its metadata, never its secret or the secret's hash."""
     return TokenView.model_validate(row, from_attributes=True)
 
 

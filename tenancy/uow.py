@@ -23,6 +23,7 @@ Clock = Callable[[], datetime]
 
 
 def system_clock() -> datetime:
+    """The production `Clock`: the current time, UTC-aware."""
     return datetime.now(UTC)
 
 
@@ -62,6 +63,15 @@ class UnitOfWork:
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
+        """Open one transaction: it commits when the block exits and rolls back if it raises.
+
+        The clock is read once, so everything the use case stamps carries the same time.
+
+        Raises:
+            ConflictError: the database refused a write on a constraint, typically because a
+                concurrent writer took the same name, node or key first; nothing was changed and
+                a retry may pass.
+        """
         try:
             with session_scope(self.engine) as session:
                 yield Tx(session, self.clock(), self.settings, self.principal, self.request_id)

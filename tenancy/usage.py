@@ -1,5 +1,6 @@
-"""Usage metering (issue 6): usage intervals recorded with every change, records computed from
-them on the fly by the pure engine (policies/usage.py).
+"""Usage metering (issue 6): intervals recorded with every change, records computed on the fly.
+
+The records are computed from the intervals by the pure engine (policies/usage/).
 
 Recording: every allocation opens one interval per node (with its port count), every grant one
 interval for the service; release, revoke and offboarding close them at the transaction's time.
@@ -113,10 +114,12 @@ def _close(tx: Tx, *conditions: Any) -> None:
 
 
 def close_allocation_intervals(tx: Tx, allocation_id: str) -> None:
+    """End the open intervals of the allocation's nodes at the transaction's time (release)."""
     _close(tx, m.UsageInterval.allocation_id == allocation_id)
 
 
 def close_grant_interval(tx: Tx, grant_id: str) -> None:
+    """End the grant's open interval at the transaction's time (revocation or offboarding)."""
     _close(tx, m.UsageInterval.grant_id == grant_id)
 
 
@@ -314,8 +317,11 @@ def _first_start(session: Session, at_or_after: datetime | None = None) -> datet
 def _final_hourly(
     session: Session, after: tuple[datetime, str] | None, limit: int, now: datetime
 ) -> list[engine.UsageRecord]:
-    """Up to `limit` final hourly records after `after`, in (period_start, id) order, metered one
-    window at a time from the cursor's hour (or the first interval's) up to complete_until."""
+    """Up to `limit` final hourly records after `after`, in (period_start, id) order.
+
+    They are metered one window at a time from the cursor's hour (or the first interval's) up to
+    complete_until.
+    """
     complete = engine.complete_until(now)
     first = after[0] if after is not None else _first_start(session)
     found: list[engine.UsageRecord] = []
@@ -338,8 +344,11 @@ def _final_hourly(
 def usage_events(
     uow: UnitOfWork, *, cursor: str | None, limit: int = DEFAULT_LIMIT
 ) -> UsageEventsPage:
-    """Final hourly records as CloudEvents after `cursor`; `next` is never null (it is `cursor`
-    itself when nothing is new), so a poller resumes from it forever and sees each event once."""
+    """Final hourly records as CloudEvents after `cursor`, in (period_start, id) order.
+
+    `next` is never null (it is `cursor` itself when nothing is new), so a poller resumes from it
+    forever and sees each event once.
+    """
     after = _decode(cursor)
     with uow.transaction() as tx:
         records = _final_hourly(tx.session, after, limit, tx.now)

@@ -56,8 +56,14 @@ def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
 
 
 def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
-    """Verify the pending change (`ensure_isolated`), then record it in the audit log with the
-    digest of the verified state; both happen in the change's own transaction."""
+    """Verify the pending change (`ensure_isolated`), then audit it with the verified digest.
+
+    Both happen in the change's own transaction, so a refused change leaves no audit entry.
+
+    Raises:
+        IsolationViolationError: the pending state is not isolated; the caller's transaction
+            rolls back whole.
+    """
     verdict = ensure_isolated(tx, fabric)
     audit_log.record(tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest)
     return verdict
@@ -77,6 +83,7 @@ def segment_label(segment: int, kind: str) -> str:
 
 
 def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> VerificationView:
+    """The API shape of a verdict, segments labelled for `kind` (P_Keys in hex, VNIs decimal)."""
     return VerificationView(
         holds=verdict.holds,
         snapshot_digest=verdict.snapshot_digest,
@@ -95,6 +102,7 @@ def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> Verific
 
 
 def counterexample_view(example: Counterexample, kind: str) -> CounterexampleView:
+    """The API shape of a counterexample; `partition` carries its segment (P_Key or VNI label)."""
     segment = example.segment
     return CounterexampleView(
         rule=example.rule.value,
@@ -149,8 +157,10 @@ def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> tuple[Artif
 
 
 def tenant_reachability(uow: UnitOfWork, *, tenant_name: str) -> TenantReachabilityView:
-    """Per fabric where the tenant holds active segments: the reachability edges that involve
-    it and whether the fabric's verdict holds."""
+    """The tenant's reachability on each fabric where it holds an active segment.
+
+    Per fabric: the reachability edges that involve the tenant and whether the verdict holds.
+    """
     with uow.transaction() as tx:
         tenant = tenant_named(tx.session, tenant_name)
         fabric_ids = select(m.Segment.fabric_id).where(

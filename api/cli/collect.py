@@ -1,4 +1,4 @@
-"""The collector: read a live InfiniBand fabric's P_Key tables on a Subnet Manager host.
+"""`isofabric collect ib`: read a live InfiniBand fabric's P_Key tables on a Subnet Manager host.
 
 ``isofabric collect ib`` runs ``ibnetdiscover`` (the topology text), ``ibnetdiscover -p`` (CA
 ports with their LIDs) and ``smpquery pkeys <lid>`` for every CA port, and prints one JSON
@@ -10,12 +10,16 @@ ibsim. When OpenSM protects the ports with an M_Key (isofabric's opensm.conf doe
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
 
 MAD_TIMEOUT_MS = 2000
 COMMAND_TIMEOUT = 60.0
@@ -23,6 +27,8 @@ COMMAND_TIMEOUT = 60.0
 _CA_LINE = re.compile(r"^CA\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+(?P<guid>0x[0-9a-fA-F]+)\s")
 # "   0: 0xffff 0x0000 ..." (smpquery pkeys)
 _PKEY_ROW = re.compile(r"^\s*\d+:\s+((?:0x[0-9a-fA-F]{4}\s*)+)$")
+
+collect_app = typer.Typer(help="Read a live fabric's state (run on an SM host).")
 
 
 class CollectError(RuntimeError):
@@ -111,3 +117,28 @@ def collect_ib(
         "ibnetdiscover": topology,
         "ports": ports,
     }
+
+
+def _m_key(text: str | None) -> int | None:
+    return int(text, 0) if text else None
+
+
+@collect_app.command("ib")
+def collect_ib_command(
+    out: Annotated[Path | None, typer.Option("--out", help="Write here instead of stdout")] = None,
+    m_key: Annotated[
+        str | None,
+        typer.Option("--m-key", "-y", envvar="ISOFABRIC_M_KEY", help="M_Key for smpquery -y"),
+    ] = None,
+) -> None:
+    """Read ibnetdiscover and every CA port's P_Key table into an observation document."""
+    try:
+        document = collect_ib(m_key=_m_key(m_key))
+    except CollectError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(2) from error
+    text = json.dumps(document, indent=2) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)

@@ -1,25 +1,32 @@
-"""Routes under /v1/audit: the entries, signed checkpoints and Merkle proofs."""
+"""Routes under /v1/audit: the audit log's entries, signed checkpoints and Merkle proofs."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
 from api.deps import Listing, Uow
 from tenancy import audit_log
+from tenancy.schemas import (
+    AuditEntryView,
+    CheckpointView,
+    ConsistencyProofView,
+    InclusionProofView,
+    Page,
+)
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
 
 @router.get("/entries")
-def list_entries(uow: Uow, listing: Listing) -> dict[str, Any]:
+def list_entries(uow: Uow, listing: Listing) -> Page[AuditEntryView]:
     """Audit entries in index order: time, principal, role, action, target, request id, digests."""
     return audit_log.list_entries(uow, limit=listing.limit, cursor=listing.cursor)
 
 
 @router.get("/checkpoint")
-def get_checkpoint(uow: Uow) -> dict[str, Any]:
+def get_checkpoint(uow: Uow) -> CheckpointView:
     """A signed checkpoint (C2SP signed note, Ed25519) of the whole log: keep it to audit later."""
     return audit_log.checkpoint(uow)
 
@@ -27,7 +34,7 @@ def get_checkpoint(uow: Uow) -> dict[str, Any]:
 @router.get("/proofs/inclusion")
 def inclusion_proof(
     uow: Uow, index: Annotated[int, Query(ge=0)], size: Annotated[int, Query(ge=1)]
-) -> dict[str, Any]:
+) -> InclusionProofView:
     """RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
     return audit_log.inclusion(uow, index=index, size=size)
 
@@ -35,6 +42,6 @@ def inclusion_proof(
 @router.get("/proofs/consistency")
 def consistency_proof(
     uow: Uow, first: Annotated[int, Query(ge=1)], second: Annotated[int, Query(ge=1)]
-) -> dict[str, Any]:
+) -> ConsistencyProofView:
     """RFC 9162 consistency proof between the trees of `first` and `second` entries."""
     return audit_log.consistency(uow, first=first, second=second)

@@ -38,7 +38,8 @@ async def post_audit(
 ) -> ConfigAuditView:
     """Audit a deployed partitions.conf, or a leaf's config_db.json or frr.conf (the body):
     parser findings, drift from intent per owner, and the isolation counterexamples it allows.
-    Changes nothing."""
+    Changes nothing.
+    """  # noqa: D205 - the published OpenAPI description, kept word for word
     text = await read_text_body(request)
     return config_audits.audit_config(uow, fabric_name=fabric, fmt=format, leaf=leaf, text=text)
 
@@ -46,5 +47,6 @@ async def post_audit(
 @router.post("/{fabric}/observations")
 def post_observation(fabric: str, document: ObservationCreate, uow: Uow) -> ObservationView:
     """Compare the live P_Key tables (the output of `isofabric collect ib`) with intent: per-port
-    drift and the cross-owner reachability the tables allow. Changes nothing."""
+    drift and the cross-owner reachability the tables allow. Changes nothing.
+    """  # noqa: D205 - the published OpenAPI description, kept word for word
     return config_audits.observe(uow, fabric_name=fabric, document=document)

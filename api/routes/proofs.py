@@ -1,15 +1,15 @@
-"""Isolation proofs (issue 5): issue, list and read them; the public keys that verify them."""
+"""Isolation proofs (issue 5): issue, list and read them."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
-from tenancy import proofs, signing_keys
-from tenancy.schemas import ProofCreated, ProofIssue
+from tenancy import proofs
+from tenancy.schemas import Page, ProofCreated, ProofIssue, ProofView
 
 router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
 
@@ -20,9 +20,7 @@ def issue_proof(tenant: str, spec: ProofIssue, uow: Uow) -> ProofCreated:
 
     409 isolation-violation when the fabric does not verify. Recorded in the audit log.
     """
-    return ProofCreated.model_validate(
-        proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric)
-    )
+    return proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric)
 
 
 @router.get("/v1/proofs")
@@ -33,11 +31,11 @@ def list_proofs(
     tenant: Annotated[str | None, Query(max_length=63)] = None,
     fabric: Annotated[str | None, Query(max_length=63)] = None,
     since: Annotated[datetime | None, Query(description="RFC 3339: issued from then")] = None,
-) -> dict[str, Any]:
+) -> Page[ProofView]:
     """Stored proofs, oldest id first; a tenant principal sees its own tenant's only."""
     if principal.tenant is not None:
         if tenant not in (None, principal.tenant):
-            return {"data": [], "count": 0, "next": None}
+            return Page(data=[], count=0, next=None)
         tenant = principal.tenant
     return proofs.list_proofs(
         uow, tenant=tenant, fabric=fabric, since=since, limit=listing.limit, cursor=listing.cursor
@@ -45,12 +43,6 @@ def list_proofs(
 
 
 @router.get("/v1/proofs/{proof_id}")
-def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> ProofView:
     """One stored proof; another tenant's proof is a 404."""
     return proofs.get_proof(uow, proof_id=proof_id, tenant=principal.tenant)
-
-
-@router.get("/v1/keys")
-def list_keys(uow: Uow) -> dict[str, Any]:
-    """The public keys proofs and checkpoints are signed with: keyid, PEM, JWK and status."""
-    return signing_keys.list_keys(uow)

@@ -39,7 +39,8 @@ def list_usage_records(
 ) -> UsageRecordsPage:
     """Usage records of [from, to) per billing account, tenant, fabric, resource type, QoS class
     and service, sorted by (period_start, id); the current period is included with
-    `final: false`. Hourly ranges span at most 31 days, daily ones 366."""
+    `final: false`. Hourly ranges span at most 31 days, daily ones 366.
+    """  # noqa: D205 - the published OpenAPI description, kept word for word
     return usage.usage_records(
         uow,
         since=usage.parse_time(from_, "from"),
@@ -82,5 +83,6 @@ def usage_records_csv(
 def list_usage_events(uow: Uow, listing: Listing) -> UsageEventsPage:
     """Final hourly usage records as CloudEvents 1.0 (type isofabric.usage.hourly.v1), in
     (period_start, id) order. Resume from `next`: it is never null and stays the same when
-    nothing is new, so a poller sees every event exactly once."""
+    nothing is new, so a poller sees every event exactly once.
+    """  # noqa: D205 - the published OpenAPI description, kept word for word
     return usage.usage_events(uow, cursor=listing.cursor, limit=listing.limit)

@@ -35,6 +35,20 @@ from tenancy.schemas.common import (
     Strict,
     problem_extensions,
 )
+from tenancy.schemas.evidence import (
+    AuditEntryView,
+    CheckpointView,
+    ConsistencyProofView,
+    DSSEEnvelope,
+    DSSESignature,
+    InclusionProofView,
+    ProofCreated,
+    ProofIssue,
+    ProofView,
+    PublicJWK,
+    SigningKeysView,
+    SigningKeyView,
+)
 from tenancy.schemas.fabrics import (
     AnyFabricCreate,
     FabricCreate,
@@ -43,7 +57,6 @@ from tenancy.schemas.fabrics import (
     RoceFabricCreate,
     RoceFabricSettingsView,
 )
-from tenancy.schemas.proofs import ProofCreated, ProofIssue
 from tenancy.schemas.tenants import (
     AllocationCreate,
     AllocationView,
@@ -81,7 +94,12 @@ from tenancy.schemas.topology import (
     TopologyImportResult,
     TopologyPortChange,
 )
-from tenancy.schemas.usage import UsageEventsPage, UsageRecordsPage
+from tenancy.schemas.usage import (
+    UsageCloudEvent,
+    UsageEventsPage,
+    UsageRecordsPage,
+    UsageRecordView,
+)
 from tenancy.schemas.verification import (
     ArtifactFile,
     ArtifactsView,
@@ -110,10 +128,15 @@ __all__ = [
     "AnyFabricCreate",
     "ArtifactFile",
     "ArtifactsView",
+    "AuditEntryView",
     "AuditFindingView",
     "BillingAccount",
+    "CheckpointView",
     "ConfigAuditView",
+    "ConsistencyProofView",
     "CounterexampleView",
+    "DSSEEnvelope",
+    "DSSESignature",
     "DriftView",
     "EdgeView",
     "EndpointView",
@@ -122,6 +145,7 @@ __all__ = [
     "FabricView",
     "GrantCreate",
     "GrantView",
+    "InclusionProofView",
     "IntRange",
     "InventoryLink",
     "InventoryNic",
@@ -146,6 +170,8 @@ __all__ = [
     "PortView",
     "ProofCreated",
     "ProofIssue",
+    "ProofView",
+    "PublicJWK",
     "QosClassCreate",
     "QosClassView",
     "RoceFabricCreate",
@@ -155,6 +181,8 @@ __all__ = [
     "SegmentView",
     "ServiceCreate",
     "ServiceView",
+    "SigningKeyView",
+    "SigningKeysView",
     "Slug",
     "Strict",
     "TenantCreate",
@@ -167,7 +195,9 @@ __all__ = [
     "TokenView",
     "TopologyImportResult",
     "TopologyPortChange",
+    "UsageCloudEvent",
     "UsageEventsPage",
+    "UsageRecordView",
     "UsageRecordsPage",
     "VerificationView",
     "problem_extensions",

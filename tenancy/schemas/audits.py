@@ -23,6 +23,12 @@ AUDIT_FORMAT_PATTERN = "^(partitions|config_db|frr)$"
 
 
 class AuditFindingView(BaseModel):
+    """A parser finding about the audited file: a construct the software rejects or misreads.
+
+    `severity` is ``critical``, ``error``, ``warning`` or ``info``; `line` is 1-based, null for
+    file-wide findings and for JSON.
+    """
+
     code: str
     severity: str
     line: int | None
@@ -30,6 +36,13 @@ class AuditFindingView(BaseModel):
 
 
 class DriftView(BaseModel):
+    """What the audited file adds to (`added`) or lacks from (`missing`) one owner's segment.
+
+    `owner` is ``tenant:acme`` (null for a segment no owner holds); `segment` is the P_Key
+    (``0x0101``), the VLAN (``Vlan102``) or the VRF (``Vrf50001``). Items are port GUIDs, switch
+    ports or route targets; `changed` lists GUIDs whose membership (full/limited) differs.
+    """
+
     owner: str | None
     segment: str
     added: list[str]
@@ -38,6 +51,13 @@ class DriftView(BaseModel):
 
 
 class ConfigAuditView(BaseModel):
+    """Response of a config audit: a deployed file checked against the fabric's intent.
+
+    `holds` is true when the file allows no isolation violation (no counterexample). `leaf` names
+    the audited leaf (config_db and frr only); `snapshot_digest` names the intended state the
+    file was compared with. Nothing is stored.
+    """
+
     fabric: str
     format: str
     leaf: str | None
@@ -49,6 +69,8 @@ class ConfigAuditView(BaseModel):
 
 
 class ObservedPort(Strict):
+    """One HCA port's live P_Key table as collected: GUID, LID and up to 128 P_Keys in hex."""
+
     guid: Annotated[str, Field(pattern=HEX_GUID_PATTERN)]
     lid: Annotated[int, Field(ge=0, le=0xFFFF)]
     pkeys: Annotated[list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]], Field(max_length=128)]
@@ -64,6 +86,12 @@ class ObservationCreate(BaseModel):
 
 
 class PortDriftView(BaseModel):
+    """One port whose live P_Key table differs from intent, and the port's owner.
+
+    `missing` are intended keys the table lacks, `unexpected` keys it has beyond intent; keys are
+    16-bit P_Keys (bit 15 set = full member).
+    """
+
     guid: str
     node: str
     owner: str
@@ -72,6 +100,12 @@ class PortDriftView(BaseModel):
 
 
 class ObservationView(BaseModel):
+    """Response to posted live P_Key tables: per-port drift from intent and what they allow.
+
+    `holds` and `counterexamples` judge the fabric as the live tables describe it, not as
+    intended. Nothing is stored.
+    """
+
     fabric: str
     snapshot_digest: str
     holds: bool

@@ -49,6 +49,8 @@ T = TypeVar("T")
 
 
 class Strict(BaseModel):
+    """A model that refuses unknown members (a 422) instead of dropping them; most bodies use it."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -103,6 +105,8 @@ MAC_PATTERN = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
 
 
 class IntRange(Strict):
+    """An inclusive range of integers (a VLAN or VNI pool); `first` must not be above `last`."""
+
     first: int
     last: int
 

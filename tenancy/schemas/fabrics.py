@@ -25,6 +25,12 @@ from tenancy.schemas.common import (
 
 
 class PKeyRange(Strict):
+    """The inclusive range of P_Keys an InfiniBand fabric hands to tenants and services.
+
+    Both ends lie in 0x0001-0x7ffe (0x7fff is the default partition) and `first` must not be
+    above `last`; the default is the whole range.
+    """
+
     first: PKeyInput = "0x0001"
     last: PKeyInput = "0x7ffe"
 
@@ -36,6 +42,8 @@ class PKeyRange(Strict):
 
 
 class FabricCreate(Strict):
+    """Body that registers an InfiniBand fabric: P_Key range and per-port budget, fixed for good."""
+
     name: Slug
     kind: Literal["infiniband"]
     pkey_range: PKeyRange = PKeyRange()
@@ -73,6 +81,12 @@ class FabricView(BaseModel):
 
 
 class RoceFabricCreate(Strict):
+    """Body that registers a RoCE (EVPN-VXLAN) fabric: its VLAN, VNI and prefix pools and limits.
+
+    They are checked together on creation (disjoint VNI ranges, MTU headroom for VXLAN and so
+    on; a 422 lists every problem) and fixed for good once the fabric exists.
+    """
+
     name: Slug
     kind: Literal["roce"]
     vlan_range: IntRange = IntRange(first=100, last=3999)
@@ -88,6 +102,8 @@ class RoceFabricCreate(Strict):
 
 
 class RoceFabricSettingsView(BaseModel):
+    """The RoCE members of a fabric resource: pools as ranges, limits as stored."""
+
     vlan_range: IntRange
     l2vni_range: IntRange
     l3vni_range: IntRange

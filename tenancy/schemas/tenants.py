@@ -22,6 +22,12 @@ from tenancy.schemas.common import (
 
 
 class QosClassCreate(Strict):
+    """Body that defines a QoS class, unique by name: how its tenants' traffic is treated.
+
+    The ``ib_*`` and ``vlarb_weight`` members apply on InfiniBand; ``roce_*``, ``lossless``,
+    ``ets_weight`` and ``ecn_*`` on RoCE.
+    """
+
     name: Slug
     ib_sl: int = Field(ge=0, le=15, description="InfiniBand service level")
     ib_rate: int = Field(
@@ -42,10 +48,14 @@ class QosClassCreate(Strict):
 
 
 class QosClassView(QosClassCreate):
+    """A QoS class as stored: the members of the request that defined it."""
+
     pass
 
 
 class TenantCreate(Strict):
+    """Body that onboards a tenant; its name stays taken forever, even after offboarding."""
+
     name: Slug
     kind: Literal["internal", "external"]
     qos_class: Slug = "bronze"
@@ -55,6 +65,8 @@ class TenantCreate(Strict):
 
 
 class TenantView(BaseModel):
+    """A tenant; `status` is ``active``, or ``offboarded`` with `offboarded_at` set."""
+
     name: str
     kind: str
     status: str
@@ -65,11 +77,19 @@ class TenantView(BaseModel):
 
 
 class SegmentView(BaseModel):
+    """An owner's InfiniBand partition by P_Key (``0x0101``); empty while it holds no segment."""
+
     kind: Literal["ib_partition"] = "ib_partition"
     pkey: str
 
 
 class AllocationCreate(Strict):
+    """Body that allocates nodes to a tenant on one fabric.
+
+    Give exactly one of `nodes` (named free compute nodes, each listed once) or `count` (that many
+    free compute nodes, picked in name order).
+    """
+
     fabric: Slug
     nodes: list[NodeName] | None = Field(default=None, min_length=1, max_length=100_000)
     count: int | None = Field(default=None, ge=1, le=100_000)
@@ -84,6 +104,12 @@ class AllocationCreate(Strict):
 
 
 class AllocationView(BaseModel):
+    """An allocation's nodes and the tenant's segment on the fabric.
+
+    All of a tenant's allocations on one fabric share that segment; it is released with the last
+    of them.
+    """
+
     id: str
     tenant: str
     fabric: str
@@ -94,11 +120,15 @@ class AllocationView(BaseModel):
 
 
 class ServiceCreate(Strict):
+    """Body that creates a shared service on free compute or storage nodes of the fabric."""
+
     name: Slug
     nodes: list[NodeName] = Field(min_length=1, max_length=10_000)
 
 
 class ServiceView(BaseModel):
+    """A shared service: the nodes it holds and its own segment, which granted tenants reach."""
+
     name: str
     fabric: str
     nodes: list[str]
@@ -107,11 +137,19 @@ class ServiceView(BaseModel):
 
 
 class GrantCreate(Strict):
+    """Body that lets a tenant reach a shared service; one active grant per tenant and service."""
+
     fabric: Slug
     service: Slug
 
 
 class GrantView(BaseModel):
+    """A tenant's access to a shared service; `segment` is the service's segment it reaches.
+
+    On InfiniBand the tenant's ports join the service partition as limited members, so tenants
+    granted the same service still cannot reach each other.
+    """
+
     id: str
     tenant: str
     fabric: str
@@ -122,6 +160,12 @@ class GrantView(BaseModel):
 
 
 class RoceSegmentView(BaseModel):
+    """An owner's VRF segment on a RoCE fabric.
+
+    The VRF is named after its L3VNI (``Vrf50001``), which has its own VLAN; the L2 segment is
+    `vlan` and `l2vni`; `subnet` is taken from the fabric's tenant prefix pool.
+    """
+
     kind: Literal["roce_vrf"] = "roce_vrf"
     vrf: str
     l3vni: int
@@ -132,8 +176,10 @@ class RoceSegmentView(BaseModel):
 
 
 class TenantSummary(Strict):
-    """What the billing role sees of a tenant: its name and billing account, nothing else
-    (issues 4 and 6). Strict, so no fuller view ever validates as it."""
+    """What the billing role sees of a tenant: its name and billing account, nothing else.
+
+    See issues 4 and 6. Strict, so no fuller view ever validates as it.
+    """
 
     name: str
     billing_account: str

@@ -22,6 +22,12 @@ TENANT_TOKEN_ROLES = frozenset({"tenant-admin", "tenant-viewer"})
 
 
 class TokenCreate(Strict):
+    """Body that mints an API token.
+
+    The tenant roles (``tenant-admin``, ``tenant-viewer``) need a `tenant` and the global roles
+    must not have one; `expires_at`, if given, needs a time zone (no expiry when absent).
+    """
+
     name: Slug
     role: TokenRole
     tenant: Slug | None = None
@@ -39,6 +45,8 @@ class TokenCreate(Strict):
 
 
 class TokenView(BaseModel):
+    """A token's metadata, never its secret; a revoked or expired token no longer authenticates."""
+
     id: str
     name: str
     role: str

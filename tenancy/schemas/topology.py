@@ -21,6 +21,12 @@ from tenancy.schemas.common import (
 
 
 class TopologyPortChange(BaseModel):
+    """An HCA port the import added, or one it no longer saw.
+
+    A port no longer seen is ``removed``, or ``kept`` (with `allocated` true) when its node is held
+    by a tenant or a service, so that a holder never loses ports silently.
+    """
+
     guid: str
     node: str
     hca: str
@@ -30,6 +36,12 @@ class TopologyPortChange(BaseModel):
 
 
 class NicChange(BaseModel):
+    """A RoCE NIC the import added, or one the document no longer lists, and where it is cabled.
+
+    A NIC no longer listed is ``removed``, or ``kept`` (with `allocated` true) when its node is
+    held by a tenant or a service.
+    """
+
     node: str
     nic: str
     switch: str | None = None
@@ -49,6 +61,8 @@ class TopologyImportResult(BaseModel):
 
 
 class PortView(BaseModel):
+    """An HCA port of a node and the switch port it is cabled to (null if not reported)."""
+
     guid: str
     hca: str
     port: int
@@ -75,10 +89,14 @@ class NodeView(BaseModel):
 
 
 class NodePatch(Strict):
+    """Body that sets a node's role; a node allocated to a tenant must stay ``compute``."""
+
     role: Literal["compute", "storage", "management"]
 
 
 class InventoryPort(Strict):
+    """A switch port in a RoCE inventory: its name, SONiC lanes, speed and cable length."""
+
     name: str = Field(pattern=PORT_NAME_PATTERN)
     lanes: str = Field(pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$")
     speed: int = Field(ge=1000, le=1_600_000, description="Mb/s, as SONiC writes it")
@@ -86,6 +104,11 @@ class InventoryPort(Strict):
 
 
 class InventorySwitch(Strict):
+    """A SONiC switch in a RoCE inventory; a leaf needs a `vtep` address and a spine has none.
+
+    Names, loopbacks and VTEP addresses must be unique across the document.
+    """
+
     name: NodeName
     role: Literal["leaf", "spine"]
     asn: int = Field(ge=1, le=4_294_967_294)
@@ -96,28 +119,42 @@ class InventorySwitch(Strict):
 
 
 class InventoryLink(Strict):
+    """A cable between two switch ports (``switch:port``); no port may be cabled twice."""
+
     a: str = Field(pattern=SWITCH_PORT_REF, examples=["leaf01:Ethernet248"])
     b: str = Field(pattern=SWITCH_PORT_REF, examples=["spine01:Ethernet0"])
 
 
 class InventoryNic(Strict):
+    """A host NIC and the leaf port it is cabled to; hosts attach to leaves, never spines."""
+
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,31}$")
     switch: NodeName
     port: str = Field(pattern=PORT_NAME_PATTERN)
 
 
 class InventoryNode(Strict):
+    """A host in a RoCE inventory with its NICs, whose names are unique per host."""
+
     name: NodeName
     nics: list[InventoryNic] = Field(min_length=1, max_length=64)
 
 
 class RoceInventory(Strict):
+    """The topology document of a RoCE fabric (JSON or YAML): switches, links and hosts.
+
+    It is checked as a whole before anything is written; NICs it no longer lists are removed
+    unless their node is held.
+    """
+
     switches: list[InventorySwitch] = Field(min_length=1, max_length=10_000)
     links: list[InventoryLink] = Field(default_factory=list, max_length=100_000)
     nodes: list[InventoryNode] = Field(default_factory=list, max_length=100_000)
 
 
 class NicView(BaseModel):
+    """A node's NIC on a RoCE fabric and the leaf port it is cabled to."""
+
     name: str
     switch: str
     port: str

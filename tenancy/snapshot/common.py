@@ -52,6 +52,7 @@ def _owners(tenant: str | None, service: str | None) -> tuple[Owner, ...]:
 
 
 def grants_of(session: Session, fabric: m.Fabric) -> tuple[Grant, ...]:
+    """The fabric's unrevoked grants as (tenant, service) engine values, sorted."""
     rows = fetch_all(
         session,
         select(col(m.Tenant.name), col(m.Service.name))

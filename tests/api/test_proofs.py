@@ -142,14 +142,14 @@ def test_rotation_keeps_old_proofs_verifiable(world):
     keys = ok(client.get("/v1/keys", headers=headers))["keys"]
     assert {k["keyid"]: k["status"] for k in keys} == {
         old_keyid: "retired",
-        rotated["keyid"]: "active",
+        rotated.keyid: "active",
     }
-    assert new["envelope"]["signatures"][0]["keyid"] == rotated["keyid"]
+    assert new["envelope"]["signatures"][0]["keyid"] == rotated.keyid
     published = published_keys(client, headers)
     for proof in (old, new):
         assert verify_envelope(proof["envelope"], published)
     with pytest.raises(ValidationError):
-        verify_envelope(old["envelope"], [load_public_key(rotated["pem"])])
+        verify_envelope(old["envelope"], [load_public_key(rotated.pem)])
     # the audit log's checkpoints stay verifiable across the rotation
     ok(client.get("/v1/audit/checkpoint", headers=headers))
     assert audit_log.verify(client.app.state.uow).ok

@@ -1,0 +1,34 @@
+"""The `isofabric` command line: serve the API, migrate, render, verify, check files.
+
+Each command group is a module of this package; this module wires them into the root `app`
+(the console script ``isofabric = "api.cli:app"``) in the order ``isofabric --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from api.cli import audit_log, collect, config_audit, keys, proofs, render, serve, tokens
+from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
+
+__all__ = ["DEMO_ROCE_INVENTORY", "DEMO_TOPOLOGY", "app", "main"]
+
+app = typer.Typer(
+    help="isofabric: multi-tenant isolation for InfiniBand fabrics.", no_args_is_help=True
+)
+app.command()(serve.serve)
+app.command()(render.render)
+app.command()(render.verify)
+app.command("check-partitions")(render.check_partitions)
+app.command("audit-config")(config_audit.audit_config)
+app.add_typer(serve.db_app, name="db")
+app.add_typer(audit_log.audit_app, name="audit")
+app.add_typer(tokens.token_app, name="token")
+app.add_typer(collect.collect_app, name="collect")
+app.add_typer(keys.keys_app, name="keys")
+app.add_typer(proofs.proof_app, name="proof")
+
+
+def main() -> None:
+    """Run the command line, as the `isofabric` console script does."""
+    app()

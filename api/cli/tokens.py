@@ -1,0 +1,68 @@
+"""`isofabric token create|list|revoke`: API tokens, minted and revoked on the database."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from api.cli.options import DbOption, open_uow
+
+token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args_is_help=True)
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[
+        str, typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer")
+    ],
+    name: Annotated[str, typer.Option("--name", help="A label for the token")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The tenant (tenant roles only)")
+    ] = None,
+    expires_in: Annotated[
+        int | None, typer.Option("--expires-in", help="Lifetime in seconds (default: none)")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Mint an API token and print its secret (shown this once; only its hash is stored)."""
+    from datetime import UTC, datetime, timedelta
+
+    from pydantic import ValidationError
+
+    from tenancy import tokens
+    from tenancy.schemas import TokenCreate
+
+    expires_at = datetime.now(UTC) + timedelta(seconds=expires_in) if expires_in else None
+    try:
+        spec = TokenCreate.model_validate(
+            {"name": name, "role": role, "tenant": tenant, "expires_at": expires_at}
+        )
+    except ValidationError as error:
+        typer.echo(f"invalid token request: {error}", err=True)
+        raise typer.Exit(2) from error
+    typer.echo(tokens.create_token(open_uow(db), spec=spec).token)
+
+
+@token_app.command("list")
+def token_list(db: DbOption = None) -> None:
+    """Print every token (never its secret) as JSON Lines."""
+    from tenancy import tokens
+
+    uow, cursor = open_uow(db), None
+    while True:
+        page = tokens.list_tokens(uow, limit=1000, cursor=cursor)
+        for view in page.data:
+            typer.echo(view.model_dump_json())
+        if page.next is None:
+            return
+        cursor = page.next
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[str, typer.Argument()], db: DbOption = None) -> None:
+    """Revoke a token by id."""
+    from tenancy import tokens
+
+    tokens.revoke_token(open_uow(db), token_id=token_id)
+    typer.echo(f"revoked {token_id}")

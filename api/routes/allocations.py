@@ -1,0 +1,45 @@
+"""Routes under /v1/tenants/{tenant}/allocations: nodes held exclusively by a tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from api.deps import Listing, Uow
+from tenancy import allocations
+from tenancy.schemas import AllocationCreate, AllocationView, Page
+
+router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+
+
+@router.post("/{tenant}/allocations", status_code=status.HTTP_201_CREATED)
+def allocate(tenant: str, spec: AllocationCreate, uow: Uow) -> AllocationView:
+    """Allocate named nodes, or `count` free compute nodes, exclusively to the tenant."""
+    return allocations.allocate(uow, tenant_name=tenant, spec=spec)
+
+
+@router.get("/{tenant}/allocations")
+def list_allocations(
+    tenant: str,
+    uow: Uow,
+    listing: Listing,
+    fabric: Annotated[str | None, Query(max_length=63)] = None,
+) -> Page[AllocationView]:
+    """The tenant's current allocations."""
+    return allocations.list_allocations(
+        uow, tenant_name=tenant, limit=listing.limit, cursor=listing.cursor, fabric=fabric
+    )
+
+
+@router.get("/{tenant}/allocations/{allocation_id}")
+def get_allocation(tenant: str, allocation_id: str, uow: Uow) -> AllocationView:
+    """One allocation."""
+    return allocations.get_allocation(uow, tenant_name=tenant, allocation_id=allocation_id)
+
+
+@router.delete("/{tenant}/allocations/{allocation_id}", status_code=status.HTTP_204_NO_CONTENT)
+def release_allocation(tenant: str, allocation_id: str, uow: Uow) -> Response:
+    """Release an allocation's nodes (the partition goes with the tenant's last allocation)."""
+    allocations.release_allocation(uow, tenant_name=tenant, allocation_id=allocation_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,29 @@
+"""Routes under /v1/fabrics: register, list and read fabrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import Listing, Uow
+from tenancy import fabrics
+from tenancy.schemas import AnyFabricCreate, FabricView, Page
+
+router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_fabric(spec: AnyFabricCreate, uow: Uow) -> FabricView:
+    """Register an InfiniBand fabric (P_Key range) or a RoCE fabric (VLAN/VNI/prefix pools)."""
+    return fabrics.create_fabric(uow, spec=spec)
+
+
+@router.get("")
+def list_fabrics(uow: Uow, listing: Listing) -> Page[FabricView]:
+    """List fabrics by name."""
+    return fabrics.list_fabrics(uow, limit=listing.limit, cursor=listing.cursor)
+
+
+@router.get("/{fabric}")
+def get_fabric(fabric: str, uow: Uow) -> FabricView:
+    """One fabric."""
+    return fabrics.get_fabric(uow, name=fabric)

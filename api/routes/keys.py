@@ -1,0 +1,17 @@
+"""Route /v1/keys: the public keys that verify isolation proofs and audit checkpoints."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from api.deps import Uow, authorize, bearer_scheme
+from tenancy import signing_keys
+from tenancy.schemas import SigningKeysView
+
+router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
+
+
+@router.get("/v1/keys")
+def list_keys(uow: Uow) -> SigningKeysView:
+    """The public keys proofs and checkpoints are signed with: keyid, PEM, JWK and status."""
+    return signing_keys.list_keys(uow)

@@ -1,0 +1,46 @@
+"""Routes under /v1/fabrics/{fabric}/nodes: nodes with their ports, and their roles."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.deps import Listing, Uow
+from tenancy import nodes
+from tenancy.schemas import NodePatch, NodeView, Page
+
+router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+
+
+@router.get("/{fabric}/nodes")
+def list_nodes(
+    fabric: str,
+    uow: Uow,
+    listing: Listing,
+    tenant: Annotated[str | None, Query(max_length=63)] = None,
+    free: bool | None = None,
+    role: Annotated[str | None, Query(pattern="^(compute|storage|management)$")] = None,
+) -> Page[NodeView]:
+    """Nodes with their ports, filtered by holding tenant, freedom or role."""
+    return nodes.list_nodes(
+        uow,
+        fabric_name=fabric,
+        tenant=tenant,
+        free=free,
+        role=role,
+        limit=listing.limit,
+        cursor=listing.cursor,
+    )
+
+
+@router.get("/{fabric}/nodes/{node}")
+def get_node(fabric: str, node: str, uow: Uow) -> NodeView:
+    """One node with its ports."""
+    return nodes.get_node(uow, fabric_name=fabric, node_name=node)
+
+
+@router.patch("/{fabric}/nodes/{node}")
+def patch_node(fabric: str, node: str, patch: NodePatch, uow: Uow) -> NodeView:
+    """Set a node's role (compute, storage, management)."""
+    return nodes.set_node_role(uow, fabric_name=fabric, node_name=node, patch=patch)

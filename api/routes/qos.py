@@ -1,0 +1,24 @@
+"""Routes under /v1/qos-classes: the QoS classes tenants are onboarded with."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import Listing, Uow
+from tenancy import tenants
+from tenancy.schemas import Page, QosClassCreate, QosClassView
+
+# Tagged "tenants" as well as "qos": the OpenAPI document has always grouped them so.
+router = APIRouter(prefix="/v1/qos-classes", tags=["tenants", "qos"])
+
+
+@router.get("")
+def list_qos_classes(uow: Uow, listing: Listing) -> Page[QosClassView]:
+    """QoS classes (seeded: gold, silver, bronze)."""
+    return tenants.list_qos_classes(uow, limit=listing.limit, cursor=listing.cursor)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_qos_class(spec: QosClassCreate, uow: Uow) -> QosClassView:
+    """Define a QoS class: InfiniBand SL, IPoIB rate and MTU codes, VL arbitration weight."""
+    return tenants.create_qos_class(uow, spec=spec)

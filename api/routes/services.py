@@ -1,0 +1,31 @@
+"""Routes under /v1/fabrics/{fabric}/services: operator-owned shared services (e.g. storage)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import Listing, Uow
+from tenancy import shared_services
+from tenancy.schemas import Page, ServiceCreate, ServiceView
+
+router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+
+
+@router.post("/{fabric}/services", status_code=status.HTTP_201_CREATED)
+def create_service(fabric: str, spec: ServiceCreate, uow: Uow) -> ServiceView:
+    """Create an operator-owned shared service (e.g. storage) with its own partition."""
+    return shared_services.create_service(uow, fabric_name=fabric, spec=spec)
+
+
+@router.get("/{fabric}/services")
+def list_services(fabric: str, uow: Uow, listing: Listing) -> Page[ServiceView]:
+    """Shared services of the fabric."""
+    return shared_services.list_services(
+        uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor
+    )
+
+
+@router.get("/{fabric}/services/{service}")
+def get_service(fabric: str, service: str, uow: Uow) -> ServiceView:
+    """One shared service."""
+    return shared_services.get_service(uow, fabric_name=fabric, name=service)
