@@ -147,6 +147,11 @@ def parse_config_db(text: str) -> ParsedConfigDb:
     """
     try:
         document = json.loads(text)
+    except RecursionError as error:
+        # json recurses per nesting level; config_db.json is three levels deep.
+        raise InputFormatError(
+            "the document is nested too deeply to be a config_db.json"
+        ) from error
     except json.JSONDecodeError as error:
         raise InputFormatError(f"not valid JSON: {error.msg}", line=error.lineno) from error
     if not isinstance(document, dict):
