@@ -45,6 +45,9 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
         new.created_at = tx.now
         tx.session.add(new)
         tx.session.flush()
+        # Rotation is a mutation like any other: the entry also grows the log, so the next
+        # checkpoint is a new one, signed by the key now active (never the retired one).
+        audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
         return published(new)
 
 

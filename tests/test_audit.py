@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
-from policies.evidence.merkle import verify_consistency, verify_inclusion
+from policies.evidence.audit_log import HASHED_FIELDS
+from policies.evidence.merkle import entry_leaf_hash, verify_consistency, verify_inclusion
+from tenancy import audit_log, signing_keys
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.demo import load_demo
@@ -203,3 +205,84 @@ def test_an_exported_log_verifies_and_an_edited_export_does_not(client, demo_url
     code, output = verify(demo_url, "--log", str(log))
 
     assert code == 1 and "first bad index: 2" in output
+
+
+# --- issue 10, items 14 and 23: a bad index in every case; rotation is audited ---------------
+# Before: an edited entry whose leaf hash was recomputed printed "first bad index: None", an
+# emptied log verified as "OK: 0 entries", and `keys rotate` was not audited, so the checkpoint
+# of the same size kept the signature of the key /v1/keys then marked retired.
+
+
+def entry_with_recomputed_leaf(url: str, index: int) -> None:
+    """Edit an entry as an attacker with database access would: content and leaf hash."""
+    uow = UnitOfWork(make_engine(url), Settings(database_url=url))
+    line = json.loads(audit_log.export_lines(uow)[index])
+    line["principal"] = "mallory"
+    leaf = entry_leaf_hash({k: line.get(k) for k in HASHED_FIELDS}).hex()
+    sql(
+        url,
+        f"UPDATE audit_entry SET principal = 'mallory', leaf_hash = '{leaf}' "
+        f'WHERE "index" = {index}',
+    )
+
+
+def test_an_edit_with_a_recomputed_leaf_hash_names_an_index(client, demo_url):
+    size = client.get("/v1/audit/checkpoint").json()["size"]
+    entry_with_recomputed_leaf(demo_url, 3)
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert "first bad index: None" not in output
+    assert "first bad index: 0" in output  # the only checkpoint vouches for nothing before it
+    assert f"an entry in 0..{size - 1} was altered" in output
+
+
+def test_a_later_checkpoint_narrows_the_index_to_what_no_good_checkpoint_covers(client, demo_url):
+    first = client.get("/v1/audit/checkpoint").json()["size"]
+    client.post("/v1/tenants", json={"name": "late", "kind": "internal", "qos_class": "bronze"})
+    client.get("/v1/audit/checkpoint")
+    entry_with_recomputed_leaf(demo_url, first)  # the entry after the first checkpoint
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert f"first bad index: {first}" in output
+
+
+def test_an_emptied_log_does_not_verify(client, demo_url):
+    client.get("/v1/audit/checkpoint")
+    sql(demo_url, "DELETE FROM audit_checkpoint")
+    sql(demo_url, "DELETE FROM audit_entry")
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert "OK" not in output
+    assert "first bad index: 0" in output
+
+
+def test_a_kept_checkpoint_larger_than_an_emptied_log_fails(client, demo_url, tmp_path):
+    kept = tmp_path / "checkpoint.json"
+    kept.write_text(json.dumps(client.get("/v1/audit/checkpoint").json()))
+    sql(demo_url, "DELETE FROM audit_checkpoint")
+    sql(demo_url, "DELETE FROM audit_entry")
+
+    code, output = verify(demo_url, "--checkpoint", str(kept))
+
+    assert code == 1
+    assert "larger than the log" in output
+
+
+def test_key_rotation_is_audited_and_the_next_checkpoint_uses_the_new_key(client, demo_url):
+    before = client.get("/v1/audit/checkpoint").json()
+    uow = UnitOfWork(make_engine(demo_url), Settings(database_url=demo_url))
+
+    rotated = signing_keys.rotate(uow)
+
+    entries = client.get("/v1/audit/entries", params={"limit": 1000}).json()["data"]
+    assert entries[-1]["action"] == "keys.rotate"
+    after = client.get("/v1/audit/checkpoint").json()
+    assert after["size"] == before["size"] + 1
+    assert f"\u2014 {rotated.name} " in after["note"]
+    assert verify(demo_url)[0] == 0

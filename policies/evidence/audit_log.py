@@ -71,22 +71,66 @@ def verify_log(
     checkpoints: Iterable[str],
     keys: dict[str, Ed25519PublicKey],
     kept: str | None = None,
+    *,
+    expected_entries: int = 0,
 ) -> LogReport:
     """Recompute the tree from `entries` and check it against signed checkpoint notes.
+
+    Contract: the report is `ok` only if every entry matches its leaf hash and index, every
+    checkpoint verifies under a known key and matches the log's prefix of its size, and the log
+    holds at least `expected_entries` entries. Otherwise `first_bad_index` is never None: it is
+    the exact index found (an edited or missing entry, the end of a truncated log), or, when only
+    a checkpoint's root disagrees, the first index no verified checkpoint vouches for.
 
     Args:
         entries: Entry documents in index order, each with its stored `leaf_hash` (hex).
         checkpoints: Signed notes the service stored.
         keys: Verifier keys by key name (active and retired).
         kept: A checkpoint note the auditor kept from an earlier time, if any.
+        expected_entries: The fewest entries the log must hold (e.g. one per audited row the
+            database holds); fewer means entries were removed.
     """
     report = LogReport(size=len(entries))
     hashes = _leaf_hashes(entries, report)
-    for note in checkpoints:
-        _check_checkpoint(note, hashes, keys, report, "stored checkpoint")
-    if kept is not None:
-        _check_checkpoint(kept, hashes, keys, report, "kept checkpoint")
+    if len(entries) < expected_entries:
+        report.bad(
+            len(entries),
+            f"the log holds {len(entries)} entries, but the state it records needs at least "
+            f"{expected_entries}: entries were removed",
+        )
+    notes = [(note, "stored checkpoint") for note in checkpoints]
+    notes += [(kept, "kept checkpoint")] if kept is not None else []
+    verified = [(c, what) for note, what in notes if (c := _verified(note, keys, report, what))]
+    _check_roots(sorted(verified, key=lambda item: item[0].size), hashes, report)
     return report
+
+
+def _check_roots(
+    checkpoints: list[tuple[Checkpoint, str]], hashes: list[bytes], report: LogReport
+) -> None:
+    """Compare each checkpoint (smallest first) with the log prefix of its size."""
+    vouched = 0  # every index below this is covered by a checkpoint whose root matches
+    for checkpoint, what in checkpoints:
+        if checkpoint.size > len(hashes):
+            report.bad(
+                len(hashes),
+                f"{what} of size {checkpoint.size} is larger than the log "
+                f"({len(hashes)} entries): entries were removed at the end",
+            )
+        elif root_hash(hashes[: checkpoint.size]) == checkpoint.root:
+            vouched = max(vouched, checkpoint.size)
+        else:
+            report.bad(
+                _culprit(report.first_bad_index, vouched, checkpoint.size),
+                f"{what} of size {checkpoint.size} does not match the log: an entry in "
+                f"{vouched}..{checkpoint.size - 1} was altered or removed",
+            )
+
+
+def _culprit(known: int | None, vouched: int, size: int) -> int:
+    # A bad entry already found inside the range explains the mismatch; otherwise the culprit is
+    # somewhere from the first index that no matching checkpoint vouches for.
+    return known if known is not None and vouched <= known < size else vouched
 
 
 def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[bytes]:
@@ -104,38 +148,19 @@ def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[b
     return hashes
 
 
-def _check_checkpoint(
-    note: str, hashes: list[bytes], keys: dict[str, Ed25519PublicKey], report: LogReport, what: str
-) -> None:
-    checkpoint = _verified(note, keys, report, what)
-    if checkpoint is None:
-        return
-    if checkpoint.size > len(hashes):
-        report.bad(
-            len(hashes),
-            f"{what} of size {checkpoint.size} is larger than the log "
-            f"({len(hashes)} entries): entries were removed at the end",
-        )
-    elif root_hash(hashes[: checkpoint.size]) != checkpoint.root:
-        report.bad(
-            None,
-            f"{what} of size {checkpoint.size} does not match the log: an entry "
-            f"below index {checkpoint.size} was altered or removed",
-        )
-
-
 def _verified(
     note: str, keys: dict[str, Ed25519PublicKey], report: LogReport, what: str
 ) -> Checkpoint | None:
+    # A checkpoint nobody can verify vouches for nothing: no index of the log is proven.
     name = _signer(note)
     key = keys.get(name or "")
     if key is None:
-        report.bad(None, f"{what}: no known key named {name!r}")
+        report.bad(0, f"{what}: no known key named {name!r}; nothing in the log is proven")
         return None
     try:
         return verify_note(note, name or "", key)
     except ValidationError as error:
-        report.bad(None, f"{what}: {error.detail}")
+        report.bad(0, f"{what}: {error.detail}; nothing in the log is proven")
         return None
 
 
