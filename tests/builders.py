@@ -16,13 +16,15 @@ from sqlalchemy import Engine, select, text
 from sqlmodel import SQLModel
 
 import tenancy.models  # noqa: F401  (registers every table on SQLModel.metadata)
-from tenancy import allocations, fabrics, nodes, shared_services, tenants, topology
+from tenancy import allocations, fabrics, nodes, shared_services, tenants, topology, verification
 from tenancy.schemas import (
     AllocationCreate,
     FabricCreate,
     GrantCreate,
     NodePatch,
     PKeyRange,
+    RoceFabricCreate,
+    RoceInventory,
     ServiceCreate,
     TenantCreate,
 )
@@ -468,3 +470,80 @@ def api_onboard_roce(
         for name in ROCE_GRANTED
     }
     return RoceOnboarded(ROCE_FABRIC, service["segment"], segments, allocation_ids, grant_ids)
+
+
+def uow_create_roce_fabric(
+    uow: UnitOfWork, inventory: dict[str, Any] | None = None, **settings: Any
+) -> None:
+    """Create roce-west (the contract's settings, overridable) and import its inventory, through
+    the tenancy use cases."""
+    spec = RoceFabricCreate.model_validate({**ROCE_FABRIC_SPEC, **settings})
+    fabrics.create_fabric(uow, spec=spec)
+    topology.import_roce_inventory(
+        uow,
+        fabric_name=spec.name,
+        inventory=RoceInventory.model_validate(
+            roce_inventory() if inventory is None else inventory
+        ),
+    )
+
+
+def uow_onboard_roce(uow: UnitOfWork, inventory: dict[str, Any] | None = None) -> RoceOnboarded:
+    """The same onboarding as `api_onboard_roce`, through the tenancy use cases; segments are
+    the views' JSON documents, as the API shows them."""
+    uow_create_roce_fabric(uow, inventory)
+    for node in ROCE_STORAGE_NODES:
+        nodes.set_node_role(
+            uow, fabric_name=ROCE_FABRIC, node_name=node, patch=NodePatch(role="storage")
+        )
+    service = shared_services.create_service(
+        uow,
+        fabric_name=ROCE_FABRIC,
+        spec=ServiceCreate(name=SERVICE, nodes=list(ROCE_STORAGE_NODES)),
+    )
+    segments, allocation_ids = {}, {}
+    for spec in ROCE_TENANTS:
+        tenants.create_tenant(
+            uow, spec=TenantCreate(name=spec.name, kind=spec.kind, qos_class=spec.qos_class)
+        )
+        view = allocations.allocate(
+            uow,
+            tenant_name=spec.name,
+            spec=AllocationCreate(fabric=ROCE_FABRIC, count=len(spec.nodes)),
+        )
+        segments[spec.name] = view.segment.model_dump(mode="json")
+        allocation_ids[spec.name] = view.id
+    grant_ids = {
+        name: shared_services.grant_service(
+            uow, tenant_name=name, spec=GrantCreate(fabric=ROCE_FABRIC, service=SERVICE)
+        ).id
+        for name in ROCE_GRANTED
+    }
+    return RoceOnboarded(
+        ROCE_FABRIC, service.segment.model_dump(mode="json"), segments, allocation_ids, grant_ids
+    )
+
+
+def uow_artifact_text(uow: UnitOfWork, fabric: str, path: str) -> str:
+    """One rendered artifact of the fabric's current state, as text."""
+    artifact, _digest = verification.get_artifact(uow, fabric_name=fabric, path=path)
+    return artifact.content.decode()
+
+
+def uow_partitions_conf(uow: UnitOfWork, fabric: str = FABRIC) -> str:
+    return uow_artifact_text(uow, fabric, "opensm/partitions.conf")
+
+
+def partition_members(partitions_conf: str, name: str) -> str:
+    """The member list of one partitions.conf statement (``tenant_acme``, ``service_storage``)."""
+    return partitions_conf.split(f"{name}=")[1].split(";")[0]
+
+
+def audit_trail(engine: Engine) -> list[tuple[str, str]]:
+    """(action, target) of every audit log entry, oldest first."""
+    return [
+        (str(action), str(target))
+        for action, target in rows(
+            engine, 'SELECT action, target FROM audit_entry ORDER BY "index"'
+        )
+    ]

@@ -5,10 +5,11 @@ Every database test runs against a fresh in-memory SQLite database ("sqlite") an
 PostgreSQL too ("postgres"), in databases named uniquely per session so that concurrent runs of
 the suite never see each other's rows.
 
-Migrating and onboarding through the API for every test would dominate the run time, so each seed
-state ("empty": migrated, QoS classes seeded; "onboarded": `api_onboard`) is built once per backend
-and session, then copied in before each test: into a new in-memory SQLite database with SQLite's
-online backup; into PostgreSQL's work database by TRUNCATE and INSERT from a snapshot schema.
+Migrating and onboarding for every test would dominate the run time, so each seed state ("empty":
+migrated, QoS classes seeded; "onboarded": `api_onboard`; "roce-onboarded": `uow_onboard_roce`)
+is built once per backend and session, then copied in before each test: into a new in-memory
+SQLite database with SQLite's online backup; into PostgreSQL's work database by TRUNCATE and
+INSERT from a snapshot schema.
 Tests that share a database between connections or processes get their own PostgreSQL database.
 """
 
@@ -36,7 +37,15 @@ from tenancy.db import make_engine
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
 
-from .builders import Dump, FakeClock, Onboarded, api_onboard, dump_database
+from .builders import (
+    Dump,
+    FakeClock,
+    Onboarded,
+    RoceOnboarded,
+    api_onboard,
+    dump_database,
+    uow_onboard_roce,
+)
 
 POSTGRES_URL_ENV = "ISOFABRIC_TEST_POSTGRES_URL"
 # Parents before children; alembic_version is schema state, not data, and is never reset.
@@ -67,7 +76,19 @@ def seed_onboarded(engine: Engine) -> Onboarded:
         return api_onboard(client)
 
 
-SEEDS: dict[str, SeedBuilder] = {"empty": seed_empty, "onboarded": seed_onboarded}
+def seed_roce_onboarded(engine: Engine) -> RoceOnboarded:
+    """The standard RoCE onboarding (`uow_onboard_roce`) through the use cases, on the test
+    clock's start time."""
+    prepare_database(engine)
+    settings = Settings(database_url=engine.url.render_as_string(hide_password=False))
+    return uow_onboard_roce(UnitOfWork(engine, settings, FakeClock()))
+
+
+SEEDS: dict[str, SeedBuilder] = {
+    "empty": seed_empty,
+    "onboarded": seed_onboarded,
+    "roce-onboarded": seed_roce_onboarded,
+}
 
 
 class SqliteSeeds:
@@ -245,7 +266,10 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
 
 @pytest.fixture
 def seed(request: pytest.FixtureRequest) -> str:
-    """The state a test's database starts in: onboarded if the test uses `onboarded`."""
+    """The state a test's database starts in: onboarded if the test uses `onboarded`, RoCE
+    onboarded if it uses `roce_onboarded` (not both)."""
+    if "roce_onboarded" in request.fixturenames:
+        return "roce-onboarded"
     return "onboarded" if "onboarded" in request.fixturenames else "empty"
 
 
@@ -350,6 +374,18 @@ def onboarded(engine: Engine, seed_results: dict[str, object]) -> Onboarded:
     """
     result = seed_results["onboarded"]
     assert isinstance(result, Onboarded)
+    return result
+
+
+@pytest.fixture
+def roce_onboarded(engine: Engine, seed_results: dict[str, object]) -> RoceOnboarded:
+    """roce-west from the demo inventory, stor01/02 storage behind service 'storage', acme/
+    research/globex with 2 nodes each by count, acme granted storage (`uow_onboard_roce`).
+
+    The state is built once per backend and session and copied per test.
+    """
+    result = seed_results["roce-onboarded"]
+    assert isinstance(result, RoceOnboarded)
     return result
 
 

@@ -1,15 +1,18 @@
 """Deeply nested and alias-bomb bodies get a 422 problem, never a 500 (issue 10, items 9, 12)."""
 
+from typing import Any
+
 import pytest
 
 PROBLEM = "application/problem+json"
 DEEP = "[" * 100_000
 
 
-def assert_problem(response, status: int) -> dict:
+def assert_problem(response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "application/yaml"])

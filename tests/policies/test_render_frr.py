@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from ipaddress import IPv4Address
-from pathlib import Path
 
 import pytest
 
 from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
+from policies.findings import Severity
 from policies.model import Grant
 from policies.roce.model import RoceSnapshot
-from policies.findings import Severity
 from policies.roce.parse_frr import ParsedBgp, parse_frr_conf
 from policies.roce.render_frr import render_frr_conf
+from tests.golden import assert_golden
 from tests.policies.roce_snapshots import roce_snapshot
 
-GOLDEN = Path(__file__).parent / "golden"
 ACME, GLOBEX, STORAGE = "Vrf50001", "Vrf50002", "Vrf50000"
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/policies/golden/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text()
 
 
 def vrf_instance(text: str, vrf: str) -> ParsedBgp:

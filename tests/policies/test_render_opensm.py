@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -21,20 +19,12 @@ from policies.infiniband.render import (
     render_qos_policy,
 )
 from policies.model import Owner
+from tests.golden import assert_golden
 from tests.policies.snapshots import two_tenant_snapshot, with_partitions
 
-GOLDEN = Path(__file__).parent / "golden"
 KEYS = SubnetManagerKeys(
     m_key=0x1122334455667788, sm_key=0x0A0B0C0D0E0F1011, sa_key=0x2122232425262728
 )
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/policies/golden/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text()
 
 
 def test_partitions_conf_matches_the_reviewed_golden_file():

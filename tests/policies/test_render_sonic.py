@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -14,18 +12,10 @@ from policies.errors import NotFoundError, ValidationError
 from policies.model import Owner
 from policies.roce.model import CNP_DSCP, CNP_TC, RoceQos
 from policies.roce.render_sonic import render_config_db, render_config_db_json
+from tests.golden import assert_golden
 from tests.policies.roce_snapshots import BRONZE, GOLD, roce_snapshot
 
-GOLDEN = Path(__file__).parent / "golden"
 LEAVES = ("leaf01", "leaf02")
-
-
-def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/policies/golden/<name>; UPDATE_GOLDEN=1 rewrites it (review the diff)."""
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text()
 
 
 def test_leaf01_config_db_matches_the_reviewed_golden_file():
