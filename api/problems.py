@@ -30,6 +30,7 @@ from policies.errors import (
     IsolationViolationError,
     NotFoundError,
     PoolExhaustedError,
+    PortMovedError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
@@ -57,6 +58,7 @@ class ProblemType:
 PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
     PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
+    PortMovedError: ProblemType("port-moved", 409, "Port claims another host"),
     ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
@@ -102,6 +104,8 @@ def problem_response(
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, IsofabricError)
     kind = problem_type_for(error)
+    if kind is INTERNAL:  # a domain error nobody mapped is our bug: same answer as any other
+        return await _unexpected(request, error)
     headers = {"WWW-Authenticate": "Bearer"} if kind.status == 401 else None
     return problem_response(
         request,

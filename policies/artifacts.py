@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Artifact"]
+__all__ = ["Artifact", "manifest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,3 +21,13 @@ class Artifact:
     def sha256(self) -> str:
         """Hex sha256 of the content (the download's ETag)."""
         return hashlib.sha256(self.content).hexdigest()
+
+
+def manifest(fabric: str, snapshot_digest: str, files: Iterable[Artifact]) -> dict[str, Any]:
+    """The bundle's manifest: the fabric, the verified snapshot's digest and each file.
+
+    Each file is ``{"path", "sha256", "bytes"}``; the API's artifact listing and the CLI's
+    manifest.json are this document, so what an agent checks is what the operator downloaded.
+    """
+    listed = [{"path": f.path, "sha256": f.sha256, "bytes": len(f.content)} for f in files]
+    return {"fabric": fabric, "snapshot_digest": snapshot_digest, "files": listed}

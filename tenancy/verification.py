@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlmodel import col, select
 
-from policies.artifacts import Artifact
+from policies.artifacts import Artifact, manifest
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.infiniband.model import format_guid
 from policies.model import FabricKind, Owner
@@ -18,7 +18,6 @@ from tenancy import audit_log
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.schemas import (
-    ArtifactFile,
     ArtifactsView,
     CounterexampleView,
     EdgeView,
@@ -139,11 +138,7 @@ def list_artifacts(uow: UnitOfWork, *, fabric_name: str) -> ArtifactsView:
     """The manifest of the fabric's artifacts: path, sha256 and size of each file."""
     with uow.transaction() as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
-    return ArtifactsView(
-        fabric=fabric_name,
-        snapshot_digest=snapshot.digest,
-        files=[ArtifactFile(path=f.path, sha256=f.sha256, bytes=len(f.content)) for f in files],
-    )
+    return ArtifactsView.model_validate(manifest(fabric_name, snapshot.digest, files))
 
 
 def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> tuple[Artifact, str]:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from api.cli.options import DbOption, FabricOption, open_uow
+from policies.artifacts import manifest
 
 
 def render(
@@ -23,14 +24,10 @@ def render(
     uow = open_uow(db)
     with uow.transaction() as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric))
-    listed = []
     for artifact in files:
         _write_atomically(out / artifact.path, artifact.content)
-        listed.append(
-            {"path": artifact.path, "sha256": artifact.sha256, "bytes": len(artifact.content)}
-        )
-    manifest = {"fabric": fabric, "snapshot_digest": snapshot.digest, "files": listed}
-    _write_atomically(out / "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+    document = manifest(fabric, snapshot.digest, files)
+    _write_atomically(out / "manifest.json", (json.dumps(document, indent=2) + "\n").encode())
     typer.echo(f"wrote {len(files)} files for snapshot {snapshot.digest} to {out}")
 
 

@@ -239,14 +239,16 @@ def test_a_subclass_outside_the_table_becomes_its_nearest_ancestors_problem(rais
     )
 
 
-def test_a_domain_error_without_a_row_is_an_internal_error(raising):
-    body = problem(raising(IsofabricError("no row maps the base class")), 500)
+def test_a_domain_error_without_a_row_is_an_internal_error_that_leaks_nothing(raising):
+    body = problem(raising(IsofabricError("secret internals", table="audit_entry")), 500)
 
     assert (body["type"], body["title"], body["status"]) == (
         "/problems/internal-error",
         "Internal server error",
         500,
     )
+    assert "secret" not in body["detail"]
+    assert "table" not in body
 
 
 # --- request validation (422) -------------------------------------------------------------
