@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -68,10 +68,10 @@ def record(
         tx.session.connection().execute(
             text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": AUDIT_LOCK[0], "b": AUDIT_LOCK[1]}
         )
-    last = fetch_all(tx.session, core_select(func.max(col(m.AuditEntry.index))))[0][0]
+    index, time = _next_position(tx)
     entry = m.AuditEntry(
-        index=0 if last is None else last + 1,
-        time=tx.now,
+        index=index,
+        time=time,
         principal=tx.principal.name,
         role=tx.principal.role,
         action=action,
@@ -86,6 +86,23 @@ def record(
     tx.session.add(entry)
     tx.session.flush()
     return entry
+
+
+def _next_position(tx: Tx) -> tuple[int, datetime]:
+    """The next index, and a time not before the previous entry's (read under the audit lock).
+
+    Transactions read the clock when they start but append in lock order, so on PostgreSQL a
+    change that started earlier could be logged later: times stay monotonic in index order.
+    """
+    last = tx.session.exec(select(m.AuditEntry).order_by(col(m.AuditEntry.index).desc())).first()
+    if last is None:
+        return 0, tx.now
+    return last.index + 1, max(tx.now, _aware(last.time))
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; every stored time is UTC.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _last_digest(session: Session, fabric: str | None) -> str | None:
