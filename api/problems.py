@@ -30,7 +30,6 @@ from policies.errors import (
     IsolationViolationError,
     NotFoundError,
     PoolExhaustedError,
-    PortMovedError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
@@ -58,7 +57,6 @@ class ProblemType:
 PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
     PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
-    PortMovedError: ProblemType("port-moved", 409, "Port claims another host"),
     ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
