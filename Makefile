@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## run: start the API on the embedded SQLite database (./isofabric.db) with demo data
+## run: start the API on the embedded SQLite database (./isofabric.db) with demo data; the first
+## run creates the signing key (./isofabric-signing.key, 0600), its keyring
+## (./isofabric-keyring.jsonl) and the OpenSM secret (./isofabric-opensm.secret, 0600); later
+## runs keep them (`keys create` changes nothing once they exist)
 run: $(STAMP)
+	$(BIN)/isofabric keys create > /dev/null
 	$(BIN)/isofabric serve --demo --host $(HOST) --port $(PORT)
 
 ## test: the whole suite (policies, tenancy, api, conformance, examples)

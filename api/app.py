@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import Depends, FastAPI
 from sqlalchemy import Engine
 
 from api.auth import BearerTokenAuth
-from api.deps import authorize, bearer_scheme
+from api.deps import authorize, bearer_scheme, require_json_body
 from api.limits import BodySizeLimit
 from api.problems import install_problem_handlers
 from api.routes import (
@@ -26,11 +28,13 @@ from api.routes import (
     usage,
     verification,
 )
+from tenancy import signing_keys
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
 
+log = logging.getLogger("isofabric.api")
 DESCRIPTION = """\
 isofabric maps tenants to InfiniBand partitions (P_Keys) with QoS classes, proves that tenants
 are isolated before any change is committed, and renders the files OpenSM consumes.
@@ -67,10 +71,14 @@ def create_app(
     app.state.uow = UnitOfWork(engine, settings, clock)
     install_problem_handlers(app)
     for router in AUTHORIZED_ROUTERS:
-        # Every /v1 route is authorized against the RBAC policy (policies/authz.py).
-        app.include_router(router, dependencies=[Depends(bearer_scheme), Depends(authorize)])
+        # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
+        # JSON body (if it takes one) must be sent as JSON: 415 otherwise.
+        app.include_router(
+            router,
+            dependencies=[Depends(bearer_scheme), Depends(authorize), Depends(require_json_body)],
+        )
     for router in SELF_AUTHORIZED_ROUTERS:
-        app.include_router(router)
+        app.include_router(router, dependencies=[Depends(require_json_body)])
     # Added last = outermost: authentication runs before the size limit and any body parsing.
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
@@ -79,4 +87,19 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> dict[str, str]:
+        # Ready = able to sign and render: the signing key and the OpenSM secret are installed.
+        # The service never creates them (replicas would race); 503 names each missing file
+        # and `isofabric keys create`.
+        signing_keys.require_ready(app.state.uow)
+        return {"status": "ready"}
+
+    log_readiness(app.state.uow)
     return app
+
+
+def log_readiness(uow: UnitOfWork) -> None:
+    """Say at start-up what keeps the service from signing or rendering (as /readyz would)."""
+    for problem in signing_keys.readiness(uow):
+        log.warning("not ready: %s", problem.detail)

@@ -4,24 +4,30 @@ Credentials are ISOFABRIC_ADMIN_TOKEN (the bootstrap operator token) or an API t
 with `isofabric token create` / `POST /v1/tokens` (stored hashed; see tenancy/tokens.py). The
 API is closed as soon as either exists: every /v1 request then needs a valid, unexpired,
 unrevoked ``Authorization: Bearer <token>``. Only while no admin token is configured and no API
-token was ever created is the service open (every caller acts as an anonymous operator), so a
-fresh ``make run`` demo works without setup.
+token was ever created is the service open: a caller on the service's own host (a loopback
+client address) acts as an anonymous operator, so a fresh ``make run`` demo works without
+setup, and every other caller gets 401 saying how to bootstrap. Loopback is judged by the ASGI
+client address only (the TCP peer), never by X-Forwarded-For or Forwarded, which any client
+can write; behind a reverse proxy every caller looks local, so open mode must be closed first.
 
 The check runs as ASGI middleware so that an unauthenticated request is refused with 401 whatever
 its body, route or method; it stores the resolved principal in the ASGI scope, where the
-authorization dependency (api/deps.py) and the unit of work pick it up.
+authorization dependency (api/deps.py) and the unit of work pick it up. Token lookups are
+read-only transactions, and a bearer that cannot be a token never reaches the database.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.problems import problem_response
+from api.problems import problem_response, problem_type_for
+from policies.errors import AuthenticationError
 from tenancy import tokens
 from tenancy.uow import Principal, UnitOfWork
 
@@ -29,20 +35,59 @@ PROTECTED_PREFIX = "/v1"
 PRINCIPAL_SCOPE_KEY = "isofabric.principal"
 ADMIN = Principal("admin-token", "operator")
 ANONYMOUS = Principal("anonymous", "operator")
+LOCAL_HOSTNAMES = frozenset({"localhost"})
+BOOTSTRAP_HINT = (
+    "set ISOFABRIC_ADMIN_TOKEN, or create the first token on the service's host "
+    "(`isofabric token create --role operator --name ops`, or POST /v1/tokens from 127.0.0.1)"
+)
+OPEN_MODE_REFUSED = AuthenticationError(
+    "this service has no token yet, so it answers only clients on its own host (open mode); "
+    f"to use it from elsewhere, {BOOTSTRAP_HINT}, then send 'Authorization: Bearer <token>'"
+)
+NO_CREDENTIALS = AuthenticationError("this service requires 'Authorization: Bearer <token>'")
+BAD_CREDENTIALS = AuthenticationError("the bearer token is not valid")
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether `host` (an address, or ``localhost``) is this host: 127.0.0.0/8 or ::1.
+
+    IPv4-mapped IPv6 addresses count as their IPv4 address (a dual-stack listener reports
+    ``::ffff:127.0.0.1``); a name other than ``localhost`` or no address at all does not count.
+    """
+    if host is None:
+        return False
+    if host.lower() in LOCAL_HOSTNAMES:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def client_host(scope: Scope) -> str | None:
+    """The ASGI client address (the TCP peer); request headers are never consulted."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
 
 
 class BearerTokenAuth:
     """ASGI middleware: authenticate every /v1 request before anything reads its body.
 
     Once the service is closed, a request without a valid ``Authorization: Bearer <token>`` is
-    refused with 401 problem+json; the principal of every accepted request is recorded in the
-    ASGI scope.
+    refused with 401 problem+json; while it is open, only loopback clients are let in. The
+    principal of every accepted request is recorded in the ASGI scope.
     """
 
     def __init__(self, app: ASGIApp, token: str | None, uow: UnitOfWork) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.uow = uow
+        # Closing is one-way (an admin token is configuration; token rows are revoked, never
+        # deleted), so once seen closed the check costs no query.
+        self._closed = self.token is not None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with its principal, or answer 401 without calling the app."""
@@ -52,39 +97,44 @@ class BearerTokenAuth:
         request = Request(scope)
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         bearer = credentials.strip() if scheme.lower() == "bearer" else ""
-        principal = await run_in_threadpool(self._principal, bearer)
-        if principal is not None:
-            scope[PRINCIPAL_SCOPE_KEY] = principal
+        outcome = await run_in_threadpool(self._authenticate, bearer, client_host(scope))
+        if isinstance(outcome, Principal):
+            scope[PRINCIPAL_SCOPE_KEY] = outcome
             await self.app(scope, receive, send)
             return
-        await self._problem(request, credentials)(scope, receive, send)
+        await _problem(request, outcome)(scope, receive, send)
+
+    def _authenticate(self, bearer: str, host: str | None) -> Principal | AuthenticationError:
+        """The caller's principal, or the authentication error to answer with."""
+        principal = self._principal(bearer) if bearer else None
+        if principal is not None:
+            return principal
+        if self._is_open():
+            return ANONYMOUS if is_loopback(host) else OPEN_MODE_REFUSED
+        return BAD_CREDENTIALS if bearer else NO_CREDENTIALS
 
     def _principal(self, bearer: str) -> Principal | None:
-        if bearer and self.token is not None and hmac.compare_digest(bearer.encode(), self.token):
+        if self.token is not None and hmac.compare_digest(bearer.encode(), self.token):
             return ADMIN
-        if bearer:
-            principal = tokens.authenticate(self.uow, secret=bearer)
-            if principal is not None:
-                return principal
-        if self.token is None and not tokens.tokens_exist(self.uow):
-            return ANONYMOUS
-        return None
+        return tokens.authenticate(self.uow, secret=bearer)
 
-    @staticmethod
-    def _problem(request: Request, credentials: str) -> JSONResponse:
-        detail = (
-            "this service requires 'Authorization: Bearer <token>'"
-            if not credentials
-            else "the bearer token is not valid"
-        )
-        return problem_response(
-            request,
-            401,
-            slug="unauthorized",
-            title="Authentication required",
-            detail=detail,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    def _is_open(self) -> bool:
+        """Whether no admin token is configured and no API token was ever created."""
+        if not self._closed and tokens.tokens_exist(self.uow):
+            self._closed = True
+        return not self._closed
+
+
+def _problem(request: Request, error: AuthenticationError) -> JSONResponse:
+    kind = problem_type_for(error)  # the one table (api/problems.py): 401 "unauthorized"
+    return problem_response(
+        request,
+        kind.status,
+        slug=kind.slug,
+        title=kind.title,
+        detail=error.detail,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
 
 
 def _protected(path: str) -> bool:

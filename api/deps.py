@@ -1,4 +1,4 @@
-"""FastAPI dependencies: the principal, authorization, the unit of work, list parameters."""
+"""FastAPI dependencies: the principal, authorization, JSON bodies, the unit of work, lists."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from api.auth import PRINCIPAL_SCOPE_KEY
+from api.limits import media_type
 from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
-from policies.errors import AuthenticationError, ForbiddenError, NotFoundError
+from policies.errors import (
+    AuthenticationError,
+    ForbiddenError,
+    NotFoundError,
+    UnsupportedMediaTypeError,
+)
 from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from tenancy.schemas import SLUG_PATTERN
 from tenancy.uow import Principal, UnitOfWork
@@ -111,6 +117,39 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
         raise hidden_tenant(domain)
     if decision is Decision.FORBIDDEN:
         raise ForbiddenError(f"role '{principal.role}' may not {request.method} {route.path}")
+
+
+# What `require_json_body` accepts, as the 415 problem's `accepted` member lists it.
+JSON_MEDIA_TYPES = ("application/json", "application/*+json")
+
+
+def is_json(media: str) -> bool:
+    """Whether a media type (no parameters, lower-case) is JSON: application/json or */*+json."""
+    maintype, _, subtype = media.partition("/")
+    return maintype == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+async def require_json_body(request: Request, _: Annotated[None, Depends(authorize)]) -> None:
+    """415 for a body in another format on a route whose body is a JSON document.
+
+    FastAPI parses only JSON-typed bodies and hands anything else to pydantic as bytes, which
+    fails with a 422 that never names the media type (``curl -d`` sends form encoding).
+    Routes that read their body themselves (text/plain or YAML: topology, config audits) have
+    no body field and keep their own rules. Runs after `authorize` (a sub-dependency, solved
+    once per request), so a caller who may not use the route learns nothing from it.
+    """
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.body_field is None:
+        return
+    received = media_type(request)
+    if is_json(received) or not await request.body():
+        return  # an empty body is pydantic's to report (a missing field), whatever its type
+    sent = f"'Content-Type: {received}'" if received else "no Content-Type"
+    raise UnsupportedMediaTypeError(
+        "this route takes a JSON body: send 'Content-Type: application/json' (or an "
+        f"application/*+json type); the request has {sent}",
+        accepted=list(JSON_MEDIA_TYPES),
+    )
 
 
 @dataclass(frozen=True, slots=True)

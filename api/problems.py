@@ -28,8 +28,10 @@ from policies.errors import (
     InputFormatError,
     IsofabricError,
     IsolationViolationError,
+    KeyUnavailableError,
     NotFoundError,
     PoolExhaustedError,
+    PortMovedError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
@@ -57,6 +59,7 @@ class ProblemType:
 PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
     PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
+    PortMovedError: ProblemType("port-moved", 409, "Port claims another host"),
     ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
@@ -65,6 +68,7 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
     ForbiddenError: ProblemType("forbidden", 403, "Forbidden"),
     ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
+    KeyUnavailableError: ProblemType("key-unavailable", 503, "Key not installed"),
 }
 INTERNAL = ProblemType("internal-error", 500, "Internal server error")
 

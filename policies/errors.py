@@ -7,9 +7,11 @@
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
+    │   ├── PortMovedError        an import moves a port to another host while one of them is held
     │   └── IsolationViolationError  the change would break isolation (carries counterexamples)
     ├── AuthenticationError       no or wrong credentials
     ├── ForbiddenError            the caller's role may not do this
+    ├── KeyUnavailableError       the signing key or OpenSM secret is not installed (503)
     └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
 `api/problems.py` maps each class to an RFC 9457 problem type in one table; tenancy raises these,
@@ -57,6 +59,15 @@ class PoolExhaustedError(ConflictError):
     """No free identifier is left in the fabric's range."""
 
 
+class PortMovedError(ConflictError):
+    """A topology import moves known ports to another host while the old or the new host is held.
+
+    Port identity is the port GUID (InfiniBand) or the (node, NIC) cabled to a switch port
+    (RoCE); a NodeDescription or an inventory line is only a claim. The extension ``moved`` lists
+    each refused move as ``{"port", "from", "to"}``.
+    """
+
+
 class IsolationViolationError(ConflictError):
     """A mutation was refused because the resulting snapshot would not be isolated."""
 
@@ -75,3 +86,12 @@ class UnsupportedMediaTypeError(ValidationError):
 
 class ForbiddenError(IsofabricError):
     """The caller is authenticated but its role does not allow the request (403)."""
+
+
+class KeyUnavailableError(IsofabricError):
+    """A key the service needs is not installed: the signing key or the OpenSM secret (503).
+
+    The service never creates one on its own (replicas would race to make two); the detail names
+    the file or variable it looked for and the command that creates it (``isofabric keys
+    create``). The extension ``missing`` lists each absent key.
+    """

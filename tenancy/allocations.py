@@ -18,11 +18,13 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, NotFoundError
 from policies.model import NodeRole
+from policies.node_state import NodeEvent, NodeState
 from tenancy import models as m
 from tenancy import usage
 from tenancy.db import fetch_all
-from tenancy.locks import lock_fabric, lock_fabrics
+from tenancy.locks import lock_active_tenant, lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
+from tenancy.node_states import advance_nodes, release_nodes
 from tenancy.pagination import page_rows
 from tenancy.pools import release_segment
 from tenancy.schemas import (
@@ -35,13 +37,6 @@ from tenancy.schemas import (
 from tenancy.technology import technology_of
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate
-
-
-def require_active(tenant: m.Tenant) -> m.Tenant:
-    """Return `tenant`, or raise `ConflictError` if it is offboarded: it may acquire nothing."""
-    if tenant.status != "active":
-        raise ConflictError(f"tenant '{tenant.name}' is {tenant.status}", tenant=tenant.name)
-    return tenant
 
 
 def segment_view(
@@ -86,7 +81,9 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
     name order. The result is verified before commit; a failure leaves nothing behind.
     """
     with uow.transaction() as tx:
-        tenant = require_active(tenant_named(tx.session, tenant_name))
+        # The tenant's lock first (lock order): an offboarding cannot commit in between and
+        # leave the tenant with nodes it never saw (issue 10, item 3).
+        tenant = lock_active_tenant(tx.session, tenant_name)
         fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
         nodes = (
             _named_free_nodes(tx.session, fabric, spec.nodes)
@@ -122,13 +119,13 @@ def _named_free_nodes(session: Session, fabric: m.Fabric, names: Sequence[str]) 
 
 
 def _pick_free_nodes(session: Session, fabric: m.Fabric, count: int) -> list[m.Node]:
-    held = core_select(col(m.NodeAssignment.node_id))
+    # `policies.node_state.allocatable` as a query: a free compute node.
     query = (
         select(m.Node)
         .where(
             m.Node.fabric_id == fabric.id,
             m.Node.role == NodeRole.COMPUTE.value,
-            col(m.Node.id).not_in(held),
+            m.Node.state == NodeState.FREE.value,
         )
         .order_by(col(m.Node.name))
         .limit(count)
@@ -154,11 +151,15 @@ def assign_nodes(
 ) -> None:
     """Record that an allocation or a service holds `nodes`; the caller has checked they are free.
 
+    Each node's state goes ``free`` -> ``allocated`` (`policies.node_state`).
+
     Raises:
+        ConflictError: a node is not free (absent, draining or held): nothing may hold it.
         IntegrityError: a node is held already (a concurrent writer took it): the primary key
             of ``node_assignment`` refuses it at the flush, and the unit of work turns this into
             `ConflictError` and rolls back.
     """
+    advance_nodes(session, nodes, NodeEvent.HOLD)
     for node in nodes:
         session.add(
             m.NodeAssignment(node_id=m.pk(node), allocation_id=allocation_id, service_id=service_id)
@@ -255,9 +256,13 @@ def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:
 
 
 def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
-    for assignment in tx.session.exec(
-        select(m.NodeAssignment).where(m.NodeAssignment.allocation_id == allocation.id)
-    ):
+    assignments = list(
+        tx.session.exec(
+            select(m.NodeAssignment).where(m.NodeAssignment.allocation_id == allocation.id)
+        )
+    )
+    release_nodes(tx.session, [a.node_id for a in assignments])  # allocated -> free
+    for assignment in assignments:
         tx.session.delete(assignment)
     allocation.released_at = tx.now
     tx.session.add(allocation)
@@ -278,7 +283,11 @@ def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
 
 
 def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
-    """Release all of a tenant's allocations and grants (offboarding); verify every fabric."""
+    """Release all of a tenant's allocations and grants (offboarding); verify every fabric.
+
+    The caller holds the tenant's lock exclusively (`tenancy.locks.lock_tenant`): no allocation
+    or grant of the tenant is in flight, so the fabrics found here are all it holds anything on.
+    """
     touched = {
         row[0]
         for row in fetch_all(

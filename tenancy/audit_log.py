@@ -11,10 +11,10 @@ import base64
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import func, text
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
@@ -23,6 +23,7 @@ from policies.errors import NotFoundError, ValidationError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
+from tenancy import key_store
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.pagination import decode_cursor, next_cursor
@@ -33,6 +34,7 @@ from tenancy.schemas import (
     InclusionProofView,
     Page,
 )
+from tenancy.settings import Settings
 from tenancy.uow import Tx, UnitOfWork
 
 # First key of pg_advisory_xact_lock(int, int) for the log ("AU"): appends take the next index.
@@ -150,31 +152,6 @@ def _index(text_value: str) -> int:
 # --- signing key and checkpoints ---------------------------------------------------------------
 
 
-def active_key(session: Session, origin: str) -> tuple[str, Ed25519PrivateKey]:
-    """The active signing key, created on first use so every replica signs with the same one."""
-    row = session.exec(select(m.SigningKey).where(m.SigningKey.status == "active")).first()
-    if row is None:
-        row = _new_key(origin)
-        session.add(row)
-        session.flush()
-    key = serialization.load_pem_private_key(row.private_pem.encode(), password=None)
-    assert isinstance(key, Ed25519PrivateKey)
-    return row.name, key
-
-
-def _new_key(name: str) -> m.SigningKey:
-    key = Ed25519PrivateKey.generate()
-    private_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public_pem = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return m.SigningKey(name=name, private_pem=private_pem, public_pem=public_pem)
-
-
 def leaf_hashes(session: Session) -> list[bytes]:
     """The stored leaf hashes in index order: what checkpoints and proofs are computed over."""
     rows = fetch_all(
@@ -184,13 +161,18 @@ def leaf_hashes(session: Session) -> list[bytes]:
 
 
 def checkpoint(uow: UnitOfWork) -> CheckpointView:
-    """A signed checkpoint of the whole log, stored so that later verifications can use it."""
+    """A signed checkpoint of the whole log, stored so that later verifications can use it.
+
+    Raises:
+        KeyUnavailableError: a new checkpoint is due and the signing key is not installed (503);
+            the service never creates one here (`isofabric keys create` does).
+    """
     origin = uow.settings.audit_origin
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)
         stored = tx.session.get(m.AuditCheckpoint, len(hashes))
         if stored is None:
-            name, key = active_key(tx.session, origin)
+            name, key = key_store.signer(tx.session, tx.settings)
             root = root_hash(hashes)
             note = sign_note(checkpoint_text(origin, len(hashes), root), name, key)
             stored = m.AuditCheckpoint(
@@ -249,12 +231,6 @@ def stored_checkpoints(session: Session) -> Sequence[m.AuditCheckpoint]:
     return list(session.exec(select(m.AuditCheckpoint).order_by(col(m.AuditCheckpoint.size))))
 
 
-def public_keys(session: Session) -> list[tuple[str, str, str]]:
-    """(name, public PEM, status) of every signing key, active first."""
-    rows = session.exec(select(m.SigningKey).order_by(col(m.SigningKey.id)))
-    return [(r.name, r.public_pem, r.status) for r in rows]
-
-
 # --- export and verification --------------------------------------------------------------------
 
 
@@ -273,25 +249,55 @@ def verify(
     log_text: str | None = None,
     kept: str | None = None,
     key_pem: str | None = None,
+    keyring: Path | None = None,
 ) -> LogReport:
     """Verify the database's log (or an exported one) against the checkpoints.
 
-    The checkpoints are every stored one and, if given, one the auditor kept (`kept`). Signatures
-    are checked with the service's keys unless `key_pem` is given.
+    The checkpoints are every stored one and, if given, one the auditor kept (`kept`).
+    Signatures are checked only with keys given from outside the database, which anyone able to
+    change rows could fill with their own: one public key (`key_pem`), or else the keyring file
+    (`keyring`, default the settings' keyring), which holds every key that signed the history.
+
+    Raises:
+        ValidationError: neither a key nor a readable keyring was given.
     """
-    with uow.transaction() as tx:
+    pinned = load_public_key(key_pem) if key_pem is not None else None
+    trusted = {} if pinned is not None else _keyring(uow.settings, keyring)
+    with uow.transaction(read_only=True) as tx:
         documents = (
             [{**entry_document(e), "leaf_hash": e.leaf_hash} for e in entries(tx.session)]
             if log_text is None
             else parse_export(log_text)
         )
         notes = [c.note for c in stored_checkpoints(tx.session)]
-        keys = {name: load_public_key(pem) for name, pem, _ in public_keys(tx.session)}
         expected = _audited_rows(tx.session) if log_text is None else 0
-    if key_pem is not None:
-        key = load_public_key(key_pem)
-        keys = dict.fromkeys(keys or [uow.settings.audit_origin], key)
-    return verify_log(documents, notes, keys, kept, expected_entries=expected)
+    if pinned is not None:
+        # One pinned key vouches for whatever name a note gives it: the key ID in each
+        # signature line still binds name and key, so only the pinned key's holder can sign.
+        trusted = dict.fromkeys(_signer_names([*notes, kept or ""]), pinned)
+    return verify_log(documents, notes, trusted, kept, expected_entries=expected)
+
+
+def _keyring(settings: Settings, path: Path | None) -> dict[str, Ed25519PublicKey]:
+    """The keyring's keys by name: `path`, or the settings' keyring file."""
+    path = path or settings.keyring_path
+    if path is None or not path.is_file():
+        raise ValidationError(
+            f"no keyring{f' at {path}' if path else ''}: pass --keyring FILE (the keyring "
+            "`isofabric keys create` wrote, as you keep it) or --key PEM; the keys in the "
+            "database are never trusted"
+        )
+    return key_store.keyring_keys(key_store.read_keyring(path))
+
+
+def _signer_names(notes: list[str]) -> set[str]:
+    """The key names on the signature lines (``— <name> <signature>``) of signed notes."""
+    return {
+        line.split(" ")[1]
+        for note in notes
+        for line in note.splitlines()
+        if line.startswith("\u2014 ") and len(line.split(" ")) == 3
+    }
 
 
 def _audited_rows(session: Session) -> int:

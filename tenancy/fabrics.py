@@ -15,7 +15,6 @@ from tenancy.db import fetch_all
 from tenancy.lookups import fabric_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
-from tenancy.subnet_manager import create_subnet_manager_secret
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate
 
@@ -65,7 +64,6 @@ def _create_ib_fabric(tx: Tx, spec: FabricCreate) -> m.Fabric:
     )
     tx.session.add(fabric)
     tx.session.flush()
-    create_subnet_manager_secret(tx.session, fabric)
     return fabric
 
 

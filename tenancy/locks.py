@@ -1,4 +1,4 @@
-"""Serialise the mutations of one fabric across processes.
+"""Serialise the mutations of one fabric, of one tenant's lifecycle and of token lineage.
 
 Verify-before-commit checks a global property of the whole fabric (isolation, per-port key
 budgets), so two transactions that each verify their own change could both commit and together
@@ -6,6 +6,15 @@ break it (write skew under READ COMMITTED). Every mutating use case therefore ta
 lock before it reads the state it decides on: a PostgreSQL transaction-scoped advisory lock (the
 pattern NetBox uses for its available-ID endpoints); SQLite already serialises writers with
 BEGIN IMMEDIATE (tenancy/db.py).
+
+The same write skew exists between a tenant's offboarding and whatever gives that tenant
+something (an allocation, a grant, a token, a proof): each checked the tenant's status in its
+own snapshot, so an allocation could commit after an offboarding that never saw it (issue 10,
+item 3). Those use cases lock the tenant's row (`lock_tenant`) and re-read its status under it.
+
+Lock order, the same in every transaction so that none waits in a cycle: the tenant row, then the
+token lineage lock, then fabric locks in id order, then the audit log's lock (taken by the first
+audit record, so every other lock is taken before anything is recorded).
 """
 
 from __future__ import annotations
@@ -15,15 +24,24 @@ from collections.abc import Iterable
 from sqlalchemy import text
 from sqlmodel import Session
 
+from policies.errors import ConflictError
 from tenancy import models as m
+from tenancy.lookups import tenant_named
 
 # First key of pg_advisory_xact_lock(int, int): the lock class for fabrics ("IF" in ASCII).
 FABRIC_LOCK_CLASS = 0x4946
+# The one lock over the parent/child graph of API tokens ("TK"): minting a child and revoking
+# an ancestor must not interleave, or the child outlives its revoked parent (issue 10, item 7).
+TOKEN_LINEAGE_LOCK = (0x544B, 0)
+
+
+def _postgresql(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
 
 
 def lock_fabrics(session: Session, fabrics: Iterable[m.Fabric]) -> None:
     """Block until this transaction holds the mutation lock of each fabric (in id order)."""
-    if session.get_bind().dialect.name != "postgresql":
+    if not _postgresql(session):
         return
     for fabric_id in sorted({m.pk(f) for f in fabrics}):
         session.connection().execute(
@@ -36,3 +54,44 @@ def lock_fabric(session: Session, fabric: m.Fabric) -> m.Fabric:
     """`lock_fabrics` for one fabric; returns it for chaining."""
     lock_fabrics(session, [fabric])
     return fabric
+
+
+def lock_tenant(session: Session, name: str, *, exclusive: bool = False) -> m.Tenant:
+    """Lock the named tenant's row until commit and return it as last committed.
+
+    Use cases that give the tenant something take the lock shared (``FOR SHARE``), so they run
+    side by side; offboarding takes it exclusive, so it waits until they have committed (and then
+    sees what they gave) and they, once it has committed, read the tenant as offboarded.
+    Exclusive is ``FOR NO KEY UPDATE``: unlike ``FOR UPDATE`` it does not wait for the key-share
+    locks that inserting rows with a foreign key to the tenant takes. SQLite needs no row lock
+    (BEGIN IMMEDIATE), where this is a plain re-read.
+
+    Raises:
+        NotFoundError: no tenant has this name.
+    """
+    tenant = tenant_named(session, name)
+    mode = {"key_share": True} if exclusive else {"read": True}
+    session.refresh(tenant, with_for_update=mode)  # re-read: the status may have changed
+    return tenant
+
+
+def lock_active_tenant(session: Session, name: str) -> m.Tenant:
+    """`lock_tenant` shared, for a use case that gives the tenant something.
+
+    Raises:
+        NotFoundError: no tenant has this name.
+        ConflictError: the tenant is offboarded (checked under the lock): it may acquire nothing.
+    """
+    tenant = lock_tenant(session, name)
+    if tenant.status != "active":
+        raise ConflictError(f"tenant '{tenant.name}' is {tenant.status}", tenant=tenant.name)
+    return tenant
+
+
+def lock_token_lineage(session: Session) -> None:
+    """Block until this transaction holds the lock over token parents and revocations."""
+    if _postgresql(session):
+        session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:a, :b)"),
+            {"a": TOKEN_LINEAGE_LOCK[0], "b": TOKEN_LINEAGE_LOCK[1]},
+        )

@@ -82,7 +82,10 @@ class Fabric(SQLModel, table=True):
 
 
 class Switch(SQLModel, table=True):
-    """An InfiniBand switch as the last topology import reported it; GUIDs are unique per fabric."""
+    """An InfiniBand switch as the last topology import reported it; GUIDs are unique per fabric.
+
+    A switch an import no longer lists is kept, `absent`, until one lists it again.
+    """
 
     __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -90,14 +93,17 @@ class Switch(SQLModel, table=True):
     guid: str = Field(max_length=18)
     name: str = Field(max_length=64)
     ports: int
+    absent: bool = False
 
 
 class Node(SQLModel, table=True):
     """A host on a fabric, unique by name per fabric.
 
     `role` decides who may hold it: tenants get compute nodes only, services compute or storage
-    nodes, and management nodes belong to no one. Topology imports create nodes and drop those
-    left with no port or NIC unless someone holds them.
+    nodes, and management nodes belong to no one. `state` (free, allocated, absent, draining)
+    changes only by the table of `policies.node_state`; it is ``allocated`` exactly while a
+    `NodeAssignment` holds the node. Topology imports create nodes and never delete one: a node
+    an import no longer lists keeps its record and role and turns ``absent``.
     """
 
     __table_args__ = (UniqueConstraint("fabric_id", "name"),)
@@ -105,6 +111,7 @@ class Node(SQLModel, table=True):
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     name: str = Field(max_length=63)
     role: str = Field(default="compute", max_length=16)
+    state: str = Field(default="free", max_length=16)
 
 
 class Port(SQLModel, table=True):
@@ -173,7 +180,8 @@ class RoceFabricSettings(SQLModel, table=True):
 class RoceSwitch(SQLModel, table=True):
     """A RoCE leaf or spine switch from the inventory document, unique by name per fabric.
 
-    Only leaves have a VTEP address; hosts attach to leaves.
+    Only leaves have a VTEP address; hosts attach to leaves. A switch an import no longer lists is
+    kept, `absent`, until one lists it again.
     """
 
     __tablename__ = "roce_switch"
@@ -186,6 +194,7 @@ class RoceSwitch(SQLModel, table=True):
     loopback: str = Field(max_length=15)
     vtep: str | None = Field(default=None, max_length=15)
     platform: str = Field(default="sonic", max_length=16)
+    absent: bool = False
 
 
 class RoceSwitchPort(SQLModel, table=True):
@@ -334,16 +343,6 @@ class Grant(SQLModel, table=True):
     revoked_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
 
 
-class SubnetManagerSecret(SQLModel, table=True):
-    """OpenSM management keys, generated once per fabric so every replica renders the same file."""
-
-    __tablename__ = "sm_secret"
-    fabric_id: int = Field(foreign_key="fabric.id", primary_key=True)
-    m_key: str = Field(max_length=18)
-    sm_key: str = Field(max_length=18)
-    sa_key: str = Field(max_length=18)
-
-
 class AuditEntry(SQLModel, table=True):
     """One mutation, appended in the same transaction as the change.
 
@@ -376,19 +375,26 @@ class AuditCheckpoint(SQLModel, table=True):
 
 
 class SigningKey(SQLModel, table=True):
-    """Ed25519 keys the service signs with; one is active, retired ones stay published."""
+    """The public halves of the service's Ed25519 keys; one is active, retired ones published.
+
+    The private half is never stored here (it is in the key file, tenancy/key_store.py): whoever
+    can change rows must not be able to sign.
+    """
 
     __tablename__ = "signing_key"
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(max_length=128)
-    private_pem: str
     public_pem: str
     status: str = Field(default="active", max_length=16)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
 
 
 class ApiToken(SQLModel, table=True):
-    """An API token: only the SHA-256 of its secret is stored; the secret is shown once."""
+    """An API token: only the SHA-256 of its secret is stored; the secret is shown once.
+
+    `parent_id` is the token that minted it (null for the admin token, open mode and the CLI):
+    a child expires no later than its parent and is revoked with it.
+    """
 
     __tablename__ = "api_token"
     id: str = Field(primary_key=True, max_length=36)
@@ -399,10 +405,17 @@ class ApiToken(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
     expires_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
     revoked_at: datetime | None = Field(default=None, sa_column=_ts(nullable=True))
+    parent_id: str | None = Field(
+        default=None, foreign_key="api_token.id", index=True, max_length=36
+    )
 
 
 class Proof(SQLModel, table=True):
-    """A signed isolation proof: a DSSE envelope over an in-toto Statement (issue 5)."""
+    """A signed isolation proof: a DSSE envelope over an in-toto Statement (issue 5).
+
+    `view` is whom it was issued for: ``full`` (operators, auditors) or ``tenant`` (other tenants
+    counted, not named); a tenant's roles read only ``tenant`` ones (issue 10, item 6).
+    """
 
     __tablename__ = "proof"
     id: str = Field(primary_key=True, max_length=36)
@@ -410,6 +423,7 @@ class Proof(SQLModel, table=True):
     fabric: str = Field(max_length=63, index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=_ts())
     envelope: str
+    view: str = Field(default="full", max_length=8)
 
 
 class UsageInterval(SQLModel, table=True):

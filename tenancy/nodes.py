@@ -1,8 +1,12 @@
-"""Use cases for a fabric's nodes: listing with filters, and setting a node's role."""
+"""Use cases for a fabric's nodes: listing with filters, and setting a node's role.
+
+A node's state changes only by `policies.node_state` (see `tenancy.node_states`).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from sqlalchemy import func
 from sqlalchemy import select as core_select
@@ -10,6 +14,7 @@ from sqlmodel import Session, col
 
 from policies.errors import ConflictError
 from policies.model import NodeRole
+from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.locks import lock_fabric
@@ -22,15 +27,22 @@ from tenancy.verification import commit_gate
 
 
 def _filtered(
-    query: HoldersSelect, tenant: str | None, free: bool | None, role: str | None
+    query: HoldersSelect,
+    tenant: str | None,
+    free: bool | None,
+    role: str | None,
+    state: str | None,
 ) -> HoldersSelect:
     if tenant is not None:
         query = query.where(col(m.Tenant.name) == tenant)
     if free is not None:
-        held = col(m.NodeAssignment.node_id).is_not(None)
-        query = query.where(~held if free else held)
+        # Free is the state `free`: listed by the last import and held by no one.
+        is_free = col(m.Node.state) == NodeState.FREE.value
+        query = query.where(is_free if free else ~is_free)
     if role is not None:
         query = query.where(col(m.Node.role) == role)
+    if state is not None:
+        query = query.where(col(m.Node.state) == state)
     return query
 
 
@@ -41,14 +53,18 @@ def list_nodes(
     tenant: str | None = None,
     free: bool | None = None,
     role: str | None = None,
+    state: str | None = None,
     limit: int = 100,
     cursor: str | None = None,
 ) -> Page[NodeView]:
-    """Nodes of a fabric sorted by name, filtered by holder, freedom or role, with their ports."""
+    """Nodes of a fabric sorted by name, filtered by holder, freedom, role or state, with ports.
+
+    `free` true is the same filter as `state` ``free``; false is every other state.
+    """
     after = decode_cursor(cursor)
     with uow.transaction() as tx:
         fabric_id = m.pk(fabric_named(tx.session, fabric_name))
-        query = _filtered(holders_query(fabric_id), tenant, free, role)
+        query = _filtered(holders_query(fabric_id), tenant, free, role, state)
         total = fetch_all(tx.session, core_select(func.count()).select_from(query.subquery()))
         if after is not None:
             query = query.where(col(m.Node.name) > after)
@@ -57,19 +73,24 @@ def list_nodes(
         ports = _ports_of(tx.session, [row[0] for row in page])
         nics = _nics_of(tx.session, [row[0] for row in page])
     return Page(
-        data=[
-            NodeView(
-                name=name,
-                role=role_,
-                tenant=t,
-                service=s,
-                ports=ports[node_id],
-                nics=nics.get(node_id),
-            )
-            for node_id, name, role_, t, s in page
-        ],
+        data=[_node_view(row, ports, nics) for row in page],
         count=int(total[0][0]),
         next=next_cursor([row[1] for row in page], limit, len(rows) > limit),
+    )
+
+
+def _node_view(
+    row: tuple[Any, ...], ports: dict[int, list[PortView]], nics: dict[int, list[NicView]]
+) -> NodeView:
+    node_id, name, role, tenant, service, state = row
+    return NodeView(
+        name=name,
+        role=role,
+        state=state,
+        tenant=tenant,
+        service=service,
+        ports=ports[node_id],
+        nics=nics.get(node_id),
     )
 
 
@@ -113,22 +134,14 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
 
 
 def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
-    """One node with its holder (tenant or service) and its HCA ports or NICs."""
+    """One node with its state, its holder (tenant or service) and its HCA ports or NICs."""
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
         row = fetch_all(tx.session, holders_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
         ports = _ports_of(tx.session, [m.pk(node)])
         nics = _nics_of(tx.session, [m.pk(node)])
-    node_id, name, role, tenant, service = row
-    return NodeView(
-        name=name,
-        role=role,
-        tenant=tenant,
-        service=service,
-        ports=ports[node_id],
-        nics=nics.get(node_id),
-    )
+    return _node_view(row, ports, nics)
 
 
 def set_node_role(

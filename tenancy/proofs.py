@@ -3,6 +3,10 @@
 Issuing verifies the fabric, renders its artifacts, states the tenant's endpoints, ownership,
 segments and reachable set, signs the Statement with the service's active key and stores the
 envelope. It is recorded in the audit log (``proof.issue``) but changes no managed state.
+
+Each proof has a view (`policies.evidence.proofs`, "Views"), stored with it: ``full`` for
+operators and auditors, ``tenant`` for a tenant's roles, which then read only tenant views, so a
+tenant never reads a proof naming the other tenants that share a service with it.
 """
 
 from __future__ import annotations
@@ -11,17 +15,18 @@ import json
 import uuid
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, cast
 
 from sqlmodel import col, select
 
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.evidence.claims import claims_for
-from policies.evidence.proofs import build_statement, sign_envelope
+from policies.evidence.proofs import FULL_VIEW, View, build_statement, sign_envelope
 from policies.verdict import Verdict
 from tenancy import audit_log, signing_keys
 from tenancy import models as m
-from tenancy.lookups import fabric_named, tenant_named
+from tenancy.locks import lock_active_tenant
+from tenancy.lookups import fabric_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import DSSEEnvelope, Page, ProofCreated, ProofView
 from tenancy.snapshot import load_snapshot
@@ -45,10 +50,25 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> ProofCreated:
-    """Verify, render and sign a proof of the tenant's isolation on the fabric; store it."""
+def issue(
+    uow: UnitOfWork, *, tenant_name: str, fabric_name: str, view: View = FULL_VIEW
+) -> ProofCreated:
+    """Verify, render and sign a proof of the tenant's isolation on the fabric; store it.
+
+    Args:
+        uow: The unit of work.
+        tenant_name: The tenant the proof is about.
+        fabric_name: The fabric it is isolated on.
+        view: ``full`` (operators, auditors) or ``tenant`` (a tenant's roles: other tenants'
+            ports are counted, not named).
+
+    Raises:
+        ConflictError: the tenant is offboarded (it is issued nothing more), or the fabric does
+            not verify (`IsolationViolationError`).
+    """
     with uow.transaction() as tx:
-        tenant = tenant_named(tx.session, tenant_name)
+        # Under the tenant's lock, like everything given to a tenant (issue 10, item 3).
+        tenant = lock_active_tenant(tx.session, tenant_name)
         fabric = fabric_named(tx.session, fabric_name)
         snapshot = load_snapshot(tx.session, fabric)
         verdict = verify_snapshot(snapshot)
@@ -58,16 +78,17 @@ def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> ProofCreate
                 snapshot_digest=verdict.snapshot_digest,
             )
         _, files = render_fabric(tx, fabric)
-        subjects, claims = claims_for(snapshot, tenant.name, files)
+        subjects, claims = claims_for(snapshot, tenant.name, files, view)
         predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
         statement = build_statement(subjects, predicate)
-        envelope = sign_envelope(statement, signing_keys.signing_key(tx.session, _origin(tx)))
+        envelope = sign_envelope(statement, signing_keys.signing_key(tx))
         proof = m.Proof(
             id=str(uuid.uuid4()),
             tenant=tenant.name,
             fabric=fabric.name,
             created_at=tx.now,
             envelope=json.dumps(envelope, sort_keys=True),
+            view=view,
         )
         tx.session.add(proof)
         audit_log.record(
@@ -77,11 +98,7 @@ def issue(uow: UnitOfWork, *, tenant_name: str, fabric_name: str) -> ProofCreate
             fabric=fabric.name,
             digest_after=verdict.snapshot_digest,
         )
-        return ProofCreated(id=proof.id, envelope=DSSEEnvelope.model_validate(envelope))
-
-
-def _origin(tx: Tx) -> str:
-    return tx.settings.audit_origin
+        return ProofCreated(id=proof.id, view=view, envelope=DSSEEnvelope.model_validate(envelope))
 
 
 def _predicate(tx: Tx, fabric: m.Fabric, tenant: str, verdict: Verdict) -> dict[str, Any]:
@@ -103,6 +120,7 @@ def _view(row: m.Proof) -> ProofView:
         tenant=row.tenant,
         fabric=row.fabric,
         created_at=rfc3339(row.created_at),
+        view=cast(View, row.view),
         envelope=DSSEEnvelope.model_validate_json(row.envelope),
     )
 
@@ -115,12 +133,15 @@ def list_proofs(
     since: datetime | None,
     limit: int,
     cursor: str | None,
+    view: View | None = None,
 ) -> Page[ProofView]:
-    """Stored proofs in id order, filtered, in the list envelope."""
+    """Stored proofs in id order, filtered (`view`: only proofs of that view), in a page."""
     with uow.transaction() as tx:
         query = select(m.Proof)
         if tenant is not None:
             query = query.where(m.Proof.tenant == tenant)
+        if view is not None:
+            query = query.where(m.Proof.view == view)
         if fabric is not None:
             query = query.where(m.Proof.fabric == fabric)
         if since is not None:
@@ -129,10 +150,12 @@ def list_proofs(
         return Page(data=[_view(row) for row in page], count=total, next=following)
 
 
-def get_proof(uow: UnitOfWork, *, proof_id: str, tenant: str | None) -> ProofView:
-    """One stored proof; a proof of another tenant than `tenant` (if given) is a 404."""
+def get_proof(
+    uow: UnitOfWork, *, proof_id: str, tenant: str | None, view: View | None = None
+) -> ProofView:
+    """One stored proof; one of another tenant than `tenant` or view than `view` is a 404."""
     with uow.transaction() as tx:
         row = tx.session.get(m.Proof, proof_id)
-        if row is None or (tenant is not None and row.tenant != tenant):
+        if row is None or tenant not in (None, row.tenant) or view not in (None, row.view):
             raise NotFoundError(f"proof '{proof_id}' does not exist", resource="proof")
         return _view(row)

@@ -4,7 +4,9 @@ The document is checked as a whole before anything is written (unknown switches 
 port used twice, a leaf without a VTEP, duplicate addresses or names: 422 naming the item). Then
 the fabric is reconciled: switches and ports are upserted by name, links replaced, NICs added;
 NICs that vanished are removed unless their node is held, in which case they are kept and
-reported, as on InfiniBand.
+reported, as on InfiniBand. A known NIC re-cabled to another switch port, or a switch port now
+claimed by another host's NIC, moves only under the rule of `tenancy.port_identity`. Nodes and
+switches the document no longer lists are kept, marked absent.
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ValidationError
+from policies.node_state import keeps_ports
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.fabrics import count_where
-from tenancy.schemas import InventorySwitch, NicChange, RoceInventory, TopologyImportResult
+from tenancy.node_states import count_listed_nodes, mark_presence
+from tenancy.port_identity import roce_moves, settle_moves
+from tenancy.schemas import (
+    InventorySwitch,
+    NicChange,
+    RoceInventory,
+    SwitchChange,
+    TopologyImportResult,
+)
 from tenancy.uow import Tx
 
 
@@ -73,27 +84,59 @@ def _unique(what: str, values: Iterable[str]) -> None:
 
 
 def reconcile_inventory(tx: Tx, fabric: m.Fabric, inventory: RoceInventory) -> TopologyImportResult:
-    """Write a validated inventory to the fabric; returns counts, added and missing NICs."""
+    """Write a validated inventory to the fabric; returns counts, added, missing and moved NICs.
+
+    Raises:
+        PortMovedError: a known NIC is re-cabled, or a switch port claimed by another host,
+            while a host involved guards its ports; checked before anything is written.
+    """
     fabric_id = m.pk(fabric)
+    moved = settle_moves(tx.session, fabric_id, roce_moves(tx.session, fabric_id, inventory))
     port_ids = _upsert_switches(tx.session, fabric_id, inventory)
-    tx.session.connection().execute(
-        delete(m.RoceLink).where(col(m.RoceLink.fabric_id) == fabric_id)
-    )
-    for link in inventory.links:
-        tx.session.add(
-            m.RoceLink(fabric_id=fabric_id, a_port_id=port_ids[link.a], b_port_id=port_ids[link.b])
-        )
-    node_ids = _ensure_nodes(tx.session, fabric_id, [n.name for n in inventory.nodes])
+    _replace_links(tx.session, fabric_id, inventory, port_ids)
+    listed = [n.name for n in inventory.nodes]
+    node_ids = _ensure_nodes(tx.session, fabric_id, listed)
     missing = _drop_vanished_nics(tx.session, fabric_id, inventory)
     added = _upsert_nics(tx.session, fabric_id, inventory, node_ids, port_ids)
     tx.session.flush()
+    absent_nodes = mark_presence(tx.session, fabric_id, set(listed))
     return TopologyImportResult(
-        switches=count_where(tx.session, m.RoceSwitch, fabric_id),
-        nodes=count_where(tx.session, m.Node, fabric_id),
+        switches=len(inventory.switches),
+        nodes=count_listed_nodes(tx.session, fabric_id),
         ports=count_where(tx.session, m.Nic, fabric_id),
         added=added,
         missing=missing,
+        moved=moved,
+        absent_nodes=absent_nodes,
+        absent_switches=_mark_absent_switches(tx.session, fabric_id, inventory),
     )
+
+
+def _replace_links(
+    session: Session, fabric_id: int, inventory: RoceInventory, port_ids: dict[str, int]
+) -> None:
+    session.connection().execute(delete(m.RoceLink).where(col(m.RoceLink.fabric_id) == fabric_id))
+    for link in inventory.links:
+        session.add(
+            m.RoceLink(fabric_id=fabric_id, a_port_id=port_ids[link.a], b_port_id=port_ids[link.b])
+        )
+
+
+def _mark_absent_switches(
+    session: Session, fabric_id: int, inventory: RoceInventory
+) -> list[SwitchChange]:
+    """Switches the document no longer lists: kept (their ports may hold kept NICs), absent."""
+    listed = {s.name for s in inventory.switches}
+    gone = [
+        row
+        for row in session.exec(select(m.RoceSwitch).where(m.RoceSwitch.fabric_id == fabric_id))
+        if row.name not in listed
+    ]
+    for row in gone:
+        row.absent = True
+        session.add(row)
+    session.flush()
+    return [SwitchChange(name=row.name) for row in sorted(gone, key=lambda r: r.name)]
 
 
 def _upsert_switches(session: Session, fabric_id: int, inventory: RoceInventory) -> dict[str, int]:
@@ -106,7 +149,7 @@ def _upsert_switches(session: Session, fabric_id: int, inventory: RoceInventory)
         row = known.get(spec.name) or m.RoceSwitch(
             fabric_id=fabric_id, name=spec.name, role=spec.role, asn=spec.asn, loopback=""
         )
-        row.role, row.asn, row.platform = spec.role, spec.asn, spec.platform
+        row.role, row.asn, row.platform, row.absent = spec.role, spec.asn, spec.platform, False
         row.loopback, row.vtep = str(spec.loopback), str(spec.vtep) if spec.vtep else None
         session.add(row)
         session.flush()
@@ -131,7 +174,7 @@ def _ensure_nodes(session: Session, fabric_id: int, names: list[str]) -> dict[st
     known = {n.name: n for n in session.exec(select(m.Node).where(m.Node.fabric_id == fabric_id))}
     for name in names:
         if name not in known:
-            known[name] = m.Node(fabric_id=fabric_id, name=name, role="compute")
+            known[name] = m.Node(fabric_id=fabric_id, name=name, role="compute", state="free")
             session.add(known[name])
     session.flush()
     return {name: m.pk(node) for name, node in known.items()}
@@ -149,20 +192,21 @@ def _drop_vanished_nics(
         (f"{nic.switch}:{nic.port}"): (n.name, nic.name) for n in inventory.nodes for nic in n.nics
     }
     missing = []
-    for nic_id, node, nic, held, switch, port in _nic_rows(session, fabric_id):
+    for nic_id, node, nic, state, switch, port in _nic_rows(session, fabric_id):
         if (node, nic) in wanted:
             continue
+        held = keeps_ports(state)
         missing.append(
             NicChange(
                 node=node,
                 nic=nic,
                 switch=switch,
                 port=port,
-                allocated=held is not None,
-                action="kept" if held is not None else "removed",
+                allocated=held,
+                action="kept" if held else "removed",
             )
         )
-        if held is None:
+        if not held:
             session.connection().execute(delete(m.Nic).where(col(m.Nic.id) == nic_id))
         elif f"{switch}:{port}" in cabled:
             other = cabled[f"{switch}:{port}"]
@@ -180,14 +224,13 @@ def _nic_rows(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
             col(m.Nic.id),
             col(m.Node.name),
             col(m.Nic.name),
-            col(m.NodeAssignment.node_id),
+            col(m.Node.state),
             col(m.RoceSwitch.name),
             col(m.RoceSwitchPort.name),
         )
         .join(m.Node, col(m.Node.id) == col(m.Nic.node_id))
         .join(m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
         .join(m.RoceSwitch, col(m.RoceSwitch.id) == col(m.RoceSwitchPort.switch_id))
-        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
         .where(col(m.Nic.fabric_id) == fabric_id),
     )
 

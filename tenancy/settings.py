@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 DEFAULT_DATABASE_URL = "sqlite:///./isofabric.db"
 DEFAULT_QUARANTINE_SECONDS = 24 * 3600
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
+# Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
+# ``<dir>/<stem><suffix>``: ./isofabric.db -> ./isofabric-signing.key, and so on.
+SIGNING_KEY_SUFFIX = "-signing.key"
+KEYRING_SUFFIX = "-keyring.jsonl"
+OPENSM_SECRET_SUFFIX = "-opensm.secret"
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Every knob the service reads; see README "Configuration"."""
+    """Every knob the service reads; see README "Configuration".
+
+    The signing key, the keyring and the OpenSM secret live in files outside the database (a
+    database writer must not be able to sign); unset, each defaults to a file next to a SQLite
+    database file (`signing_key_path`, `keyring_path`, `opensm_secret_path`).
+    """
 
     database_url: str = DEFAULT_DATABASE_URL
     admin_token: str | None = None
@@ -24,10 +38,58 @@ class Settings:
     opensm_sa_key: int | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     audit_origin: str = DEFAULT_AUDIT_ORIGIN
+    signing_key_file: str | None = None
+    signing_key_pem: str | None = None
+    keyring_file: str | None = None
+    opensm_secret_file: str | None = None
+    opensm_secret: str | None = None
 
     def __repr__(self) -> str:
-        # Tokens and subnet keys must never reach a log line.
+        # Tokens, the signing key and subnet keys must never reach a log line.
         return f"Settings(database_url={_redact_url(self.database_url)!r}, ...)"
+
+    @property
+    def signing_key_path(self) -> Path | None:
+        """The private signing key's file (PEM, mode 0600); None when none can be named."""
+        return _configured_or_beside_db(
+            self.signing_key_file, self.database_url, SIGNING_KEY_SUFFIX
+        )
+
+    @property
+    def keyring_path(self) -> Path | None:
+        """The public keyring file verifiers trust (JSON Lines, one key per line)."""
+        return _configured_or_beside_db(self.keyring_file, self.database_url, KEYRING_SUFFIX)
+
+    @property
+    def opensm_secret_path(self) -> Path | None:
+        """The file holding the secret the OpenSM keys derive from (hex, mode 0600)."""
+        return _configured_or_beside_db(
+            self.opensm_secret_file, self.database_url, OPENSM_SECRET_SUFFIX
+        )
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL; None for in-memory SQLite and other databases."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        return None  # a URI filename (e.g. shared memory): no plain file to sit next to
+    return Path(database)
+
+
+def _configured_or_beside_db(configured: str | None, url: str, suffix: str) -> Path | None:
+    if configured:
+        return Path(configured)
+    database = sqlite_file(url)
+    if database is None:
+        # In memory or PostgreSQL: there is no directory the operator chose; they name the file.
+        return None
+    return database.with_name(database.stem + suffix)
 
 
 def _redact_url(url: str) -> str:
@@ -48,13 +110,19 @@ def load_settings() -> Settings:
     """Read the settings from the environment; unset variables take their defaults."""
     quarantine = _int_env("ISOFABRIC_PKEY_QUARANTINE_SECONDS", DEFAULT_QUARANTINE_SECONDS)
     max_body = _int_env("ISOFABRIC_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)
+    env = os.environ.get
     return Settings(
-        database_url=os.environ.get("ISOFABRIC_DATABASE_URL") or DEFAULT_DATABASE_URL,
-        admin_token=os.environ.get("ISOFABRIC_ADMIN_TOKEN") or None,
+        database_url=env("ISOFABRIC_DATABASE_URL") or DEFAULT_DATABASE_URL,
+        admin_token=env("ISOFABRIC_ADMIN_TOKEN") or None,
         pkey_quarantine_seconds=quarantine if quarantine is not None else 0,
         opensm_m_key=_int_env("ISOFABRIC_OPENSM_M_KEY", None),
         opensm_sm_key=_int_env("ISOFABRIC_OPENSM_SM_KEY", None),
         opensm_sa_key=_int_env("ISOFABRIC_OPENSM_SA_KEY", None),
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
-        audit_origin=os.environ.get("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
+        audit_origin=env("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
+        signing_key_file=env("ISOFABRIC_SIGNING_KEY_FILE") or None,
+        signing_key_pem=env("ISOFABRIC_SIGNING_KEY") or None,
+        keyring_file=env("ISOFABRIC_KEYRING_FILE") or None,
+        opensm_secret_file=env("ISOFABRIC_OPENSM_SECRET_FILE") or None,
+        opensm_secret=env("ISOFABRIC_OPENSM_SECRET") or None,
     )

@@ -16,14 +16,9 @@ from policies.errors import ConflictError, NotFoundError
 from policies.model import NodeRole
 from tenancy import models as m
 from tenancy import usage
-from tenancy.allocations import (
-    assign_nodes,
-    ensure_segment,
-    require_active,
-    segment_view,
-)
+from tenancy.allocations import assign_nodes, ensure_segment, segment_view
 from tenancy.db import fetch_all
-from tenancy.locks import lock_fabric
+from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import GrantCreate, GrantView, Page, ServiceCreate, ServiceView
@@ -101,7 +96,9 @@ def get_service(uow: UnitOfWork, *, fabric_name: str, name: str) -> ServiceView:
 def grant_service(uow: UnitOfWork, *, tenant_name: str, spec: GrantCreate) -> GrantView:
     """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
     with uow.transaction() as tx:
-        tenant = require_active(tenant_named(tx.session, tenant_name))
+        # The tenant's lock first (lock order): an offboarding cannot commit in between and
+        # leave the tenant with a grant it never saw (issue 10, item 3).
+        tenant = lock_active_tenant(tx.session, tenant_name)
         fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
         service = service_named(tx.session, fabric, spec.service)
         if tx.session.exec(

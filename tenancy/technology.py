@@ -153,4 +153,4 @@ def render_snapshot(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> tuple[Artif
     """Render the artifacts of the snapshot's technology (OpenSM files, or SONiC and FRR)."""
     if isinstance(snapshot, RoceSnapshot):
         return render_roce_artifacts(snapshot)
-    return render_opensm_artifacts(snapshot, subnet_manager_keys(tx.session, fabric, tx.settings))
+    return render_opensm_artifacts(snapshot, subnet_manager_keys(fabric, tx.settings))

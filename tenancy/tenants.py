@@ -8,9 +8,11 @@ from policies.errors import ConflictError
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.allocations import release_tenant_everywhere
+from tenancy.locks import lock_tenant, lock_token_lineage
 from tenancy.lookups import qos_class_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
+from tenancy.tokens import revoke_tenant_tokens
 from tenancy.uow import UnitOfWork
 
 # Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
@@ -164,16 +166,26 @@ def get_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
 
 
 def offboard_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
-    """Release every allocation, grant and partition of the tenant and mark it offboarded.
+    """Release all the tenant holds, revoke its tokens and mark it offboarded.
 
-    The record stays (status ``offboarded``) for audit and billing history. Released P_Keys are
-    quarantined before reuse.
+    Its allocations, grants and partitions go. The record stays (status ``offboarded``) for
+    audit and billing history. Released P_Keys are quarantined before reuse.
+
+    Raises:
+        NotFoundError: no tenant has this name.
+        ConflictError: the tenant is already offboarded.
     """
     with uow.transaction() as tx:
-        tenant = tenant_named(tx.session, name)
+        # Exclusive: allocations, grants and tenant tokens in flight (they hold the lock shared)
+        # commit first and are released below; later ones see the tenant offboarded. Without it
+        # they checked the status in their own snapshot and committed after this (issue 10,
+        # item 3).
+        tenant = lock_tenant(tx.session, name, exclusive=True)
         if tenant.status == "offboarded":
             raise ConflictError(f"tenant '{name}' is already offboarded", name=name)
+        lock_token_lineage(tx.session)  # before the fabrics' locks: the lock order
         release_tenant_everywhere(tx, tenant)
+        revoke_tenant_tokens(tx, tenant.name)  # its tokens stop working (issue 10, item 7)
         tenant.status = "offboarded"
         tenant.offboarded_at = tx.now
         tx.session.add(tenant)

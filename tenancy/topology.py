@@ -1,7 +1,9 @@
 """Topology import: reconcile a fabric's inventory with `ibnetdiscover` output.
 
-New ports are added; ports that vanished are removed, except those of allocated nodes, which are
-kept (and reported) so that an allocation never loses ports silently.
+New ports are added; ports that vanished are removed, except those of held nodes, which are
+kept (and reported) so that an allocation never loses ports silently. A known port GUID that now
+claims another host moves only under the rule of `tenancy.port_identity`. Nodes and switches are
+never deleted: those an import no longer lists are kept, marked absent, until one lists them again.
 """
 
 from __future__ import annotations
@@ -18,17 +20,27 @@ from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import (
     DiscoveredCaPort,
     DiscoveredSwitch,
+    DiscoveredTopology,
+    is_reserved_guid,
     parse_ibnetdiscover,
 )
 from policies.model import FabricKind
+from policies.node_state import keeps_ports
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.documents import parse_inventory
 from tenancy.fabrics import count_where
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
+from tenancy.node_states import count_listed_nodes, mark_presence
+from tenancy.port_identity import ib_moves, settle_moves
 from tenancy.roce_inventory import reconcile_inventory, validate_inventory
-from tenancy.schemas import RoceInventory, TopologyImportResult, TopologyPortChange
+from tenancy.schemas import (
+    RoceInventory,
+    SwitchChange,
+    TopologyImportResult,
+    TopologyPortChange,
+)
 from tenancy.technology import require_kind, technology_of
 from tenancy.uow import UnitOfWork
 from tenancy.verification import commit_gate
@@ -58,22 +70,29 @@ def import_document(
 def import_roce_inventory(
     uow: UnitOfWork, *, fabric_name: str, inventory: RoceInventory
 ) -> TopologyImportResult:
-    """Reconcile a RoCE fabric with an inventory document; verified before commit."""
+    """Reconcile a RoCE fabric with an inventory document; verified before commit.
+
+    Raises:
+        ValidationError: the document's parts do not fit together; nothing was written.
+        PortMovedError: a known NIC is re-cabled, or a switch port claimed by another host,
+            while a host involved guards its ports; nothing was written.
+    """
     validate_inventory(inventory)
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         require_kind(fabric, FabricKind.ROCE, "PUT ibnetdiscover output as text/plain")
         result = reconcile_inventory(tx, fabric, inventory)
-        _drop_empty_free_nodes(tx.session, m.pk(fabric))
         commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
-        # Nodes left without NICs (and free) are gone now: count what remains.
-        return result.model_copy(update={"nodes": count_where(tx.session, m.Node, m.pk(fabric))})
+        return result
 
 
 def import_topology(uow: UnitOfWork, *, fabric_name: str, text: str) -> TopologyImportResult:
     """Parse `text` (ibnetdiscover output) and reconcile the fabric's switches, nodes and ports.
 
-    Raises InputFormatError (naming the line) before anything is written if the text is malformed.
+    Raises:
+        InputFormatError: the text is malformed (naming the line); nothing was written.
+        PortMovedError: a known port GUID claims another host while either host guards its
+            ports (held, storage or management); nothing was written.
     """
     discovered = parse_ibnetdiscover(text)
     with uow.transaction() as tx:
@@ -83,57 +102,83 @@ def import_topology(uow: UnitOfWork, *, fabric_name: str, text: str) -> Topology
             FabricKind.INFINIBAND,
             "PUT its inventory as application/json or application/yaml",
         )
-        fabric_id = m.pk(fabric)
-        _upsert_switches(tx.session, fabric_id, discovered.switches)
-        node_ids = _ensure_nodes(tx.session, fabric_id, {p.hostname for p in discovered.ca_ports})
-        added = _upsert_ports(tx.session, fabric_id, node_ids, discovered.ca_ports)
-        seen = {format_guid(p.guid) for p in discovered.ca_ports}
-        missing = _reconcile_missing(tx.session, fabric_id, seen)
-        _drop_empty_free_nodes(tx.session, fabric_id)
+        result = _reconcile(tx.session, m.pk(fabric), discovered)
         commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
-        return TopologyImportResult(
-            switches=count_where(tx.session, m.Switch, fabric_id),
-            nodes=count_where(tx.session, m.Node, fabric_id),
-            ports=count_where(tx.session, m.Port, fabric_id),
-            added=added,
-            missing=missing,
-        )
+        return result
+
+
+def _reconcile(
+    session: Session, fabric_id: int, discovered: DiscoveredTopology
+) -> TopologyImportResult:
+    # Moves are checked before anything is written: a refusal changes nothing.
+    moved = settle_moves(session, fabric_id, ib_moves(session, fabric_id, discovered.ca_ports))
+    absent_switches = _upsert_switches(session, fabric_id, discovered.switches)
+    hostnames = {p.hostname for p in discovered.ca_ports}
+    node_ids = _ensure_nodes(session, fabric_id, hostnames)
+    added = _upsert_ports(session, fabric_id, node_ids, discovered.ca_ports)
+    missing = _reconcile_missing(session, fabric_id, discovered)
+    absent_nodes = mark_presence(session, fabric_id, hostnames)
+    return TopologyImportResult(
+        switches=len(discovered.switches),
+        nodes=count_listed_nodes(session, fabric_id),
+        ports=count_where(session, m.Port, fabric_id),
+        added=added,
+        missing=missing,
+        moved=moved,
+        absent_nodes=absent_nodes,
+        absent_switches=absent_switches,
+    )
 
 
 def _upsert_switches(
     session: Session, fabric_id: int, switches: Iterable[DiscoveredSwitch]
-) -> None:
-    existing = {
-        guid: (row_id, name, ports)
-        for row_id, guid, name, ports in fetch_all(
-            session,
-            core_select(
-                col(m.Switch.id), col(m.Switch.guid), col(m.Switch.name), col(m.Switch.ports)
-            ).where(col(m.Switch.fabric_id) == fabric_id),
-        )
-    }
+) -> list[SwitchChange]:
+    """Insert new switches, update listed ones; those not listed are kept, marked absent."""
+    existing = _known_switches(session, fabric_id)
     new_rows = []
     for switch in switches:
-        guid = format_guid(switch.guid)
+        guid, values = format_guid(switch.guid), (switch.name, switch.ports, False)
         if guid not in existing:
-            new_rows.append(
-                {"fabric_id": fabric_id, "guid": guid, "name": switch.name, "ports": switch.ports}
-            )
-        elif existing[guid][1:] != (switch.name, switch.ports):
-            session.connection().execute(
-                update(m.Switch)
-                .where(col(m.Switch.id) == existing[guid][0])
-                .values(name=switch.name, ports=switch.ports)
-            )
+            new_rows.append({"fabric_id": fabric_id, "guid": guid, **_switch_values(values)})
+        elif existing.pop(guid) != values:
+            _update_switch(session, fabric_id, guid, _switch_values(values))
     if new_rows:
         session.connection().execute(insert(m.Switch), new_rows)
+    # What is left was not listed.
+    for guid, (name, ports, absent) in existing.items():
+        if not absent:
+            _update_switch(session, fabric_id, guid, _switch_values((name, ports, True)))
+    return [SwitchChange(name=name, guid=guid) for guid, (name, *_) in sorted(existing.items())]
+
+
+def _known_switches(session: Session, fabric_id: int) -> dict[str, tuple[str, int, bool]]:
+    """The fabric's switches by GUID: (name, ports, absent)."""
+    rows = fetch_all(
+        session,
+        core_select(
+            col(m.Switch.guid), col(m.Switch.name), col(m.Switch.ports), col(m.Switch.absent)
+        ).where(col(m.Switch.fabric_id) == fabric_id),
+    )
+    return {guid: (name, ports, bool(absent)) for guid, name, ports, absent in rows}
+
+
+def _switch_values(values: tuple[str, int, bool]) -> dict[str, Any]:
+    return dict(zip(("name", "ports", "absent"), values, strict=True))
+
+
+def _update_switch(session: Session, fabric_id: int, guid: str, values: dict[str, Any]) -> None:
+    session.connection().execute(
+        update(m.Switch)
+        .where(col(m.Switch.fabric_id) == fabric_id, col(m.Switch.guid) == guid)
+        .values(**values)
+    )
 
 
 def _ensure_nodes(session: Session, fabric_id: int, hostnames: set[str]) -> dict[str, int]:
     query = core_select(col(m.Node.name), col(m.Node.id)).where(col(m.Node.fabric_id) == fabric_id)
     known = dict(fetch_all(session, query))
     new_rows = [
-        {"fabric_id": fabric_id, "name": name, "role": "compute"}
+        {"fabric_id": fabric_id, "name": name, "role": "compute", "state": "free"}
         for name in sorted(hostnames - known.keys())
     ]
     if new_rows:
@@ -195,27 +240,24 @@ def _upsert_ports(
 
 
 def _reconcile_missing(
-    session: Session, fabric_id: int, seen: set[str]
+    session: Session, fabric_id: int, discovered: DiscoveredTopology
 ) -> list[TopologyPortChange]:
-    rows = fetch_all(
-        session,
-        core_select(
-            col(m.Port.id),
-            col(m.Port.guid),
-            col(m.Node.name),
-            col(m.Port.hca),
-            col(m.Port.port_num),
-            col(m.NodeAssignment.node_id),
-        )
-        .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
-        .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
-        .where(col(m.Port.fabric_id) == fabric_id),
-    )
+    """Remove the ports the import no longer lists; a held node's are kept (and reported).
+
+    A held node's port is removed all the same when it cannot be right: the import lists another
+    GUID in its place (same host, HCA and port number), or its GUID can identify no port (reserved,
+    or a switch's). So a corrected import always replaces a bad record (issue 10, item 5).
+    """
+    seen = {format_guid(p.guid) for p in discovered.ca_ports}
+    corrected = {(p.hostname, p.hca, p.port) for p in discovered.ca_ports}
+    impossible = _switch_guids(session, fabric_id)
     missing, doomed = [], []
-    for port_id, guid, node, hca, port_num, assigned in rows:
+    for port_id, guid, node, hca, port_num, state in _port_rows(session, fabric_id):
         if guid in seen:
             continue
-        held = assigned is not None
+        held = keeps_ports(state)
+        wrong = (node, hca, port_num) in corrected or guid in impossible
+        kept = held and not (wrong or is_reserved_guid(int(guid, 16)))
         missing.append(
             TopologyPortChange(
                 guid=guid,
@@ -223,25 +265,32 @@ def _reconcile_missing(
                 hca=hca,
                 port=port_num,
                 allocated=held,
-                action="kept" if held else "removed",
+                action="kept" if kept else "removed",
             )
         )
-        if not held:
-            doomed.append(port_id)
+        doomed += [] if kept else [port_id]
     if doomed:
         session.connection().execute(delete(m.Port).where(col(m.Port.id).in_(doomed)))
     return sorted(missing, key=lambda change: change.guid)
 
 
-def _drop_empty_free_nodes(session: Session, fabric_id: int) -> None:
-    with_ports = core_select(col(m.Port.node_id)).where(col(m.Port.fabric_id) == fabric_id)
-    with_nics = core_select(col(m.Nic.node_id)).where(col(m.Nic.fabric_id) == fabric_id)
-    held = core_select(col(m.NodeAssignment.node_id))
-    session.connection().execute(
-        delete(m.Node).where(
-            col(m.Node.fabric_id) == fabric_id,
-            col(m.Node.id).not_in(with_ports),
-            col(m.Node.id).not_in(with_nics),
-            col(m.Node.id).not_in(held),
+def _port_rows(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
+    """Every port of the fabric with its slot (host, HCA, port number) and its node's state."""
+    return fetch_all(
+        session,
+        core_select(
+            col(m.Port.id),
+            col(m.Port.guid),
+            col(m.Node.name),
+            col(m.Port.hca),
+            col(m.Port.port_num),
+            col(m.Node.state),
         )
+        .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
+        .where(col(m.Port.fabric_id) == fabric_id),
     )
+
+
+def _switch_guids(session: Session, fabric_id: int) -> set[str]:
+    query = core_select(col(m.Switch.guid)).where(col(m.Switch.fabric_id) == fabric_id)
+    return {guid for (guid,) in fetch_all(session, query)}

@@ -62,10 +62,16 @@ class UnitOfWork:
     request_id: str | None = None
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
+    def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
         """Open one transaction: it commits when the block exits and rolls back if it raises.
 
         The clock is read once, so everything the use case stamps carries the same time.
+
+        Args:
+            read_only: for use cases that only read (authentication first): the transaction
+                takes no write lock, so it neither waits for a writer nor holds one up (on
+                SQLite every other transaction locks the database at BEGIN); PostgreSQL refuses
+                any write in it.
 
         Raises:
             ConflictError: the database refused a write on a constraint, typically because a
@@ -73,7 +79,7 @@ class UnitOfWork:
                 a retry may pass.
         """
         try:
-            with session_scope(self.engine) as session:
+            with session_scope(self.engine, read_only=read_only) as session:
                 yield Tx(session, self.clock(), self.settings, self.principal, self.request_id)
         except IntegrityError as error:
             # The unique constraints are the backstop against concurrent writers: a request that

@@ -21,6 +21,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -46,8 +47,11 @@ from .builders import (
     dump_database,
     uow_onboard_roce,
 )
+from .keys import key_settings, register_key
 
 POSTGRES_URL_ENV = "ISOFABRIC_TEST_POSTGRES_URL"
+# The peer address of the test clients: open mode (no token yet) answers loopback clients only.
+LOOPBACK_CLIENT = ("127.0.0.1", 50000)
 # Parents before children; alembic_version is schema state, not data, and is never reset.
 TABLES = [table.name for table in SQLModel.metadata.sorted_tables]
 SERIAL_TABLES = [
@@ -64,15 +68,18 @@ SeedBuilder = Callable[[Engine], object]
 
 
 def seed_empty(engine: Engine) -> None:
-    """Migrated, with the QoS classes seeded."""
+    """Migrated, with the QoS classes seeded and the session's signing key recorded."""
     prepare_database(engine)
+    register_key(engine)
 
 
 def seed_onboarded(engine: Engine) -> Onboarded:
     """The standard onboarding (`api_onboard`) through the API, on the test clock's start time."""
-    settings = Settings(database_url=engine.url.render_as_string(hide_password=False))
+    settings = key_settings(Settings(database_url=engine.url.render_as_string(hide_password=False)))
+    prepare_database(engine)
+    register_key(engine)
     app = create_app(settings, engine=engine, clock=FakeClock())
-    with TestClient(app) as client:
+    with TestClient(app, client=LOOPBACK_CLIENT) as client:
         return api_onboard(client)
 
 
@@ -80,7 +87,8 @@ def seed_roce_onboarded(engine: Engine) -> RoceOnboarded:
     """The standard RoCE onboarding (`uow_onboard_roce`) through the use cases, on the test
     clock's start time."""
     prepare_database(engine)
-    settings = Settings(database_url=engine.url.render_as_string(hide_password=False))
+    register_key(engine)
+    settings = key_settings(Settings(database_url=engine.url.render_as_string(hide_password=False)))
     return uow_onboard_roce(UnitOfWork(engine, settings, FakeClock()))
 
 
@@ -334,8 +342,10 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url)
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    # Copies of the session's key files (a test may rotate the key): signing and OpenSM
+    # rendering need them, and the seeds recorded the key in every test database (tests/keys.py).
+    return key_settings(Settings(database_url=database_url), copy_to=tmp_path / "keys")
 
 
 @pytest.fixture
@@ -355,7 +365,10 @@ def make_client(engine: Engine, settings: Settings, clock: FakeClock) -> Iterato
 
         def make(*, raise_server_exceptions: bool = True, **overrides: Any) -> TestClient:
             app = create_app(dataclasses.replace(settings, **overrides), engine=engine, clock=clock)
-            client = TestClient(app, raise_server_exceptions=raise_server_exceptions)
+            # Open mode answers loopback clients only; TestClient's default peer is not one.
+            client = TestClient(
+                app, raise_server_exceptions=raise_server_exceptions, client=LOOPBACK_CLIENT
+            )
             return stack.enter_context(client)
 
         yield make

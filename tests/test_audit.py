@@ -30,18 +30,23 @@ def demo_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'audit.db'}"
     engine = make_engine(url)
     prepare_database(engine)
+    uow = UnitOfWork(engine, Settings(database_url=url))
     load_demo(
-        UnitOfWork(engine, Settings(database_url=url)),
+        uow,
         topology_text=DEMO_TOPOLOGY.read_text(),
         roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
     )
+    # `isofabric keys create`: the key file and keyring beside audit.db, which the app, the
+    # checkpoints and `audit verify` (default keyring) then use.
+    signing_keys.create(uow)
     engine.dispose()
     return url
 
 
 @pytest.fixture
 def client(demo_url: str) -> TestClient:
-    return TestClient(create_app(Settings(database_url=demo_url)))
+    # A loopback peer: the demo database has no token, and open mode answers only this host.
+    return TestClient(create_app(Settings(database_url=demo_url)), client=("127.0.0.1", 50000))
 
 
 def verify(url: str, *extra: str) -> tuple[int, str]:

@@ -15,6 +15,7 @@ from tenancy.db import make_engine
 from tenancy.demo import load_demo
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
+from tests.keys import keys_create
 
 runner = CliRunner()
 
@@ -31,6 +32,7 @@ def demo_db(tmp_path: Path) -> str:
         roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
     )
     engine.dispose()
+    keys_create(url)  # the key files beside cli.db: rendering opensm.conf needs the OpenSM secret
     return url
 
 

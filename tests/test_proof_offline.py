@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from sqlmodel import select
 from typer.testing import CliRunner
 
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
 from policies.evidence.proofs import sign_envelope, verify_envelope
-from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.demo import load_demo
@@ -67,9 +65,8 @@ def issued(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         result = invoke("proof", "issue", "--tenant", "acme", "--fabric", fabric, "--db", url)
         assert result.exit_code == 0, result.output
         proofs[fabric] = json.loads(result.output)
-    with uow.transaction() as tx:
-        row = tx.session.exec(select(m.SigningKey).where(m.SigningKey.status == "active")).one()
-        private_pem = row.private_pem
+    # The private key is in the key file `keys create` wrote beside the database, not in it.
+    private_pem = (tmp / "proofs-signing.key").read_text()
     engine.dispose()
     return {"dir": tmp, "url": url, "proofs": proofs, "private_pem": private_pem}
 

@@ -28,18 +28,38 @@ def audit_verify(
     checkpoint: Annotated[
         Path | None, typer.Option("--checkpoint", help="A checkpoint note you kept earlier")
     ] = None,
-    key: Annotated[Path | None, typer.Option("--key", help="Public key PEM to verify with")] = None,
+    key: Annotated[
+        Path | None, typer.Option("--key", help="The one public key PEM to trust (else --keyring)")
+    ] = None,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="Keyring of trusted public keys (default: ISOFABRIC_KEYRING_FILE, or the one "
+            "beside the SQLite database)",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Recompute the Merkle tree, check stored checkpoints and a kept one; exit 1 if tampered."""
+    """Recompute the Merkle tree, check stored checkpoints and a kept one; exit 1 if tampered.
+
+    Signatures are checked with the keys you give (--key, or the keyring), never with the keys
+    the database lists: whoever can change rows could list their own.
+    """
+    from policies.errors import IsofabricError
     from tenancy import audit_log
 
-    report = audit_log.verify(
-        open_uow(db),
-        log_text=log.read_text() if log else None,
-        kept=_note_of(checkpoint) if checkpoint else None,
-        key_pem=key.read_text() if key else None,
-    )
+    try:
+        report = audit_log.verify(
+            open_uow(db),
+            log_text=log.read_text() if log else None,
+            kept=_note_of(checkpoint) if checkpoint else None,
+            key_pem=key.read_text() if key else None,
+            keyring=keyring,
+        )
+    except IsofabricError as error:
+        typer.echo(f"error: {error.detail}", err=True)
+        raise typer.Exit(2) from error
     for problem in report.problems:
         typer.echo(f"FAIL: {problem}")
     if report.ok:

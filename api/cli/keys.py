@@ -1,35 +1,70 @@
-"""`isofabric keys create|rotate|list`: the service's Ed25519 signing keys."""
+"""`isofabric keys create|rotate|list`: the service's Ed25519 signing keys and the OpenSM secret.
+
+The private key and the OpenSM secret live in files of mode 0600 beside the database (or where
+``ISOFABRIC_SIGNING_KEY_FILE`` / ``ISOFABRIC_OPENSM_SECRET_FILE`` say), the public keys in the
+keyring file verifiers trust; the database records public keys only.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 
 from api.cli.options import DbOption, open_uow
+from policies.errors import IsofabricError
 
 keys_app = typer.Typer(help="The service's Ed25519 signing keys.", no_args_is_help=True)
+T = TypeVar("T")
+
+
+def _or_exit(action: Callable[[], T]) -> T:
+    """Run `action`; a domain error is one line on stderr and exit status 1, not a traceback."""
+    try:
+        return action()
+    except IsofabricError as error:
+        typer.echo(f"error: {error.detail}", err=True)
+        raise typer.Exit(1) from error
 
 
 @keys_app.command("create")
-def keys_create(db: DbOption = None) -> None:
-    """Create the active signing key unless one exists; print its public form."""
+def keys_create(
+    db: DbOption = None,
+    trust_retired: Annotated[
+        bool,
+        typer.Option(
+            "--trust-retired",
+            help="Also add the database's retired public keys to the keyring (after upgrading "
+            "from a version that kept keys in the database; check them against what /v1/keys "
+            "published)",
+        ),
+    ] = False,
+) -> None:
+    """Create the signing key file, keyring and OpenSM secret unless they exist; print the key.
+
+    Run it once per deployment, before the first `serve` (`make run` does); running it again
+    changes nothing. Copy the key file and the OpenSM secret to every replica and back them up.
+    """
     from tenancy import signing_keys
 
-    typer.echo(json.dumps(signing_keys.create(open_uow(db)).model_dump(mode="json"), indent=2))
+    setup = _or_exit(lambda: signing_keys.create(open_uow(db), trust_retired=trust_retired))
+    typer.echo(json.dumps(setup.document(), indent=2))
 
 
 @keys_app.command("rotate")
 def keys_rotate(db: DbOption = None) -> None:
-    """Make a new active key; the previous one is retired and stays published."""
+    """Make a new active key (key file replaced, keyring appended); the old one is retired."""
     from tenancy import signing_keys
 
-    typer.echo(json.dumps(signing_keys.rotate(open_uow(db)).model_dump(mode="json"), indent=2))
+    view = _or_exit(lambda: signing_keys.rotate(open_uow(db)))
+    typer.echo(json.dumps(view.model_dump(mode="json"), indent=2))
 
 
 @keys_app.command("list")
 def keys_list(db: DbOption = None) -> None:
-    """Print every public key (keyid, PEM, JWK, status) as JSON."""
+    """Print every recorded public key (keyid, PEM, JWK, status) as JSON."""
     from tenancy import signing_keys
 
     keys = signing_keys.list_keys(open_uow(db))

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from api.cli.options import DbOption, FabricOption, open_uow
+from api.cli.options import DbOption, FabricOption, open_uow, settings_for
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 proof_app = typer.Typer(help="Isolation proofs (DSSE, in-toto).", no_args_is_help=True)
+
+
+class ProofViewOption(StrEnum):
+    """Whom a proof is for (`policies.evidence.proofs`, "Views")."""
+
+    FULL = "full"
+    TENANT = "tenant"
 
 
 @proof_app.command("issue")
@@ -18,11 +29,16 @@ def proof_issue(
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant name")],
     fabric: FabricOption,
     db: DbOption = None,
+    view: Annotated[
+        ProofViewOption,
+        typer.Option("--view", help="full names every member; tenant counts other tenants' ports"),
+    ] = ProofViewOption.FULL,
 ) -> None:
-    """Issue (and store) an isolation proof; print {"id", "envelope"}."""
+    """Issue (and store) an isolation proof; print {"id", "view", "envelope"}."""
     from tenancy import proofs
 
-    proof = proofs.issue(open_uow(db), tenant_name=tenant, fabric_name=fabric)
+    uow = open_uow(db)
+    proof = proofs.issue(uow, tenant_name=tenant, fabric_name=fabric, view=view.value)
     typer.echo(json.dumps(proof.model_dump(mode="json", by_alias=True), indent=2))
 
 
@@ -30,22 +46,34 @@ def proof_issue(
 def proof_verify(
     proof: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     key: Annotated[
-        list[Path], typer.Option("--key", exists=True, dir_okay=False, help="Public key PEM")
-    ],
+        list[Path] | None,
+        typer.Option("--key", exists=True, dir_okay=False, help="A public key PEM to trust"),
+    ] = None,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            dir_okay=False,
+            help="Keyring of trusted public keys (default without --key: ISOFABRIC_KEYRING_FILE, "
+            "or the one beside the SQLite database)",
+        ),
+    ] = None,
     artifacts: Annotated[
         Path | None,
         typer.Option("--artifacts", exists=True, file_okay=False, help="Rendered artifacts dir"),
     ] = None,
 ) -> None:
-    """Check a proof's signature and, with --artifacts, its subjects and reachability claims."""
+    """Check a proof's signature and, with --artifacts, its subjects and reachability claims.
+
+    Only the keys given (--key, --keyring) are trusted; a proof signed by any other key fails.
+    """
     from policies.errors import ValidationError
-    from policies.evidence.audit_log import load_public_key
     from policies.evidence.proofs import verify_envelope
 
     try:
         document = json.loads(proof.read_text())
         envelope = document.get("envelope", document) if isinstance(document, dict) else {}
-        keys = [load_public_key(path.read_text()) for path in key]
+        keys = _trusted_keys(key or [], keyring)
         statement = verify_envelope(envelope, keys)
         typer.echo("signature: OK")
         if artifacts is not None:
@@ -55,7 +83,26 @@ def proof_verify(
         typer.echo(f"proof verification FAILED: {reason}", err=True)
         raise typer.Exit(1) from error
     predicate = statement["predicate"]
-    typer.echo(f"proof OK: tenant {predicate.get('tenant')} on fabric {predicate.get('fabric')}")
+    view = predicate.get("view", "full")
+    typer.echo(
+        f"proof OK: tenant {predicate.get('tenant')} on fabric {predicate.get('fabric')} "
+        f"({view} view)"
+    )
+
+
+def _trusted_keys(pems: list[Path], keyring: Path | None) -> list[Ed25519PublicKey]:
+    """The keys given: each --key PEM, and the keyring's (the default one when no --key)."""
+    from policies.errors import ValidationError
+    from policies.evidence.audit_log import load_public_key
+    from tenancy import key_store
+
+    keys = [load_public_key(path.read_text()) for path in pems]
+    path = keyring or (None if pems else settings_for(None).keyring_path)
+    if path is not None:
+        keys += key_store.keyring_keys(key_store.read_keyring(path)).values()
+    if not keys:
+        raise ValidationError("no trusted key: pass --keyring FILE or --key PEM")
+    return keys
 
 
 def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:
@@ -66,6 +113,11 @@ def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:
     reach = check_claims(statement, files)
     typer.echo(f"subjects: OK ({len(files)} file(s) match)")
     typer.echo("reachability: OK (" + ", ".join(f"{o}@{s}" for o, s in sorted(reach)) + ")")
+    if statement["predicate"].get("view") == "tenant":
+        # check_claims checked each segment's count against the file: say what they stand for.
+        segments = statement["predicate"]["segments"]
+        others = ", ".join(f"{s['segment']}: {s['others']['count']}" for s in segments)
+        typer.echo(f"others: OK ({others}; counted in the file, none reachable)")
 
 
 def _artifact_bytes(directory: Path, name: str) -> bytes:

@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
+from api.auth import BOOTSTRAP_HINT, is_loopback
 from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
+from tenancy import tokens
 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
@@ -26,6 +28,8 @@ def serve(
     settings = settings_for(db)
     application = create_app(settings)
     uow = application.state.uow
+    if not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
+        typer.echo(open_mode_warning(host), err=True)
     if demo and load_demo(
         uow,
         topology_text=DEMO_TOPOLOGY.read_text(),
@@ -38,7 +42,20 @@ def serve(
     typer.echo(
         f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs)"
     )
-    uvicorn.run(application, host=host, port=port, log_level="info")
+    # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
+    # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
+    uvicorn.run(application, host=host, port=port, log_level="info", proxy_headers=False)
+
+
+def open_mode_warning(host: str) -> str:
+    """What `serve` says when it listens beyond this host while no token closes the API."""
+    return (
+        f"warning: --host {host} is not a loopback address and no token is configured "
+        "(ISOFABRIC_ADMIN_TOKEN is unset and no API token exists). The API is in open mode: it "
+        "answers only clients on this host, and every other client gets 401 until you "
+        f"{BOOTSTRAP_HINT}. Behind a reverse proxy on this host every client looks local: "
+        "create a token before exposing it."
+    )
 
 
 @db_app.command("upgrade")

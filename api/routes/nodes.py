@@ -21,14 +21,16 @@ def list_nodes(
     tenant: Annotated[str | None, Query(max_length=63)] = None,
     free: bool | None = None,
     role: Annotated[str | None, Query(pattern="^(compute|storage|management)$")] = None,
+    state: Annotated[str | None, Query(pattern="^(free|allocated|absent|draining)$")] = None,
 ) -> Page[NodeView]:
-    """Nodes with their ports, filtered by holding tenant, freedom or role."""
+    """Nodes with their state and ports, filtered by holding tenant, freedom, role or state."""
     return nodes.list_nodes(
         uow,
         fabric_name=fabric,
         tenant=tenant,
         free=free,
         role=role,
+        state=state,
         limit=listing.limit,
         cursor=listing.cursor,
     )

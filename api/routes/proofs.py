@@ -1,4 +1,8 @@
-"""Isolation proofs (issue 5): issue, list and read them."""
+"""Isolation proofs (issue 5): issue, list and read them.
+
+Operators and auditors get full proofs; a tenant's roles get tenant views, which count the other
+members of a shared segment instead of naming them, and read no other view (issue 10, item 6).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,40 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
+from policies.authz import Role
+from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
 from tenancy import proofs
 from tenancy.schemas import Page, ProofCreated, ProofIssue, ProofView
+from tenancy.uow import Principal
 
 router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
 
+# Roles that may see who else shares a segment; any other role (fail closed) sees tenant views.
+FULL_VIEW_ROLES = frozenset({Role.OPERATOR.value, Role.AUDITOR.value})
+
+
+def view_for(principal: Principal) -> View:
+    """The proof view `principal` is issued and may read: full for operators and auditors."""
+    return FULL_VIEW if principal.role in FULL_VIEW_ROLES else TENANT_VIEW
+
+
+def _readable(principal: Principal) -> View | None:
+    """The only view `principal` may read, or None when it may read every view."""
+    view = view_for(principal)
+    return None if view == FULL_VIEW else view
+
 
 @router.post("/v1/tenants/{tenant}/isolation-proofs", status_code=status.HTTP_201_CREATED)
-def issue_proof(tenant: str, spec: ProofIssue, uow: Uow) -> ProofCreated:
+def issue_proof(
+    tenant: str, spec: ProofIssue, uow: Uow, principal: CurrentPrincipal
+) -> ProofCreated:
     """Sign a proof (DSSE over an in-toto Statement) that the tenant is isolated on the fabric.
 
-    409 isolation-violation when the fabric does not verify. Recorded in the audit log.
+    A tenant's admin gets the tenant view (the predicate's ``view``: other members counted, not
+    named). 409 isolation-violation when the fabric does not verify. Recorded in the audit log.
     """
-    return proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric)
+    view = view_for(principal)
+    return proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric, view=view)
 
 
 @router.get("/v1/proofs")
@@ -32,17 +57,24 @@ def list_proofs(
     fabric: Annotated[str | None, Query(max_length=63)] = None,
     since: Annotated[datetime | None, Query(description="RFC 3339: issued from then")] = None,
 ) -> Page[ProofView]:
-    """Stored proofs, oldest id first; a tenant principal sees its own tenant's only."""
+    """Stored proofs, oldest id first; a tenant principal sees its own tenant's tenant views."""
     if principal.tenant is not None:
         if tenant not in (None, principal.tenant):
             return Page(data=[], count=0, next=None)
         tenant = principal.tenant
     return proofs.list_proofs(
-        uow, tenant=tenant, fabric=fabric, since=since, limit=listing.limit, cursor=listing.cursor
+        uow,
+        tenant=tenant,
+        fabric=fabric,
+        since=since,
+        limit=listing.limit,
+        cursor=listing.cursor,
+        view=_readable(principal),
     )
 
 
 @router.get("/v1/proofs/{proof_id}")
 def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> ProofView:
-    """One stored proof; another tenant's proof is a 404."""
-    return proofs.get_proof(uow, proof_id=proof_id, tenant=principal.tenant)
+    """One stored proof; another tenant's proof, or a full one asked by a tenant, is a 404."""
+    view = _readable(principal)
+    return proofs.get_proof(uow, proof_id=proof_id, tenant=principal.tenant, view=view)

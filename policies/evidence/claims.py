@@ -2,17 +2,35 @@
 
 `claims_for` dispatches on the snapshot's technology. Every claim follows from the artifacts named
 as subjects (reference/ecosystem.md: in-toto statement in a DSSE envelope), so `proof verify` can
-check it offline against those files.
+check it offline against those files. The view (`policies.evidence.proofs`, "Views") decides
+what is named: everything (``full``), or only the tenant's and the services' ports with the
+other members of each segment counted (``tenant``), because a tenant may not learn which other
+tenants share a service with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from policies.artifacts import Artifact
 from policies.errors import ConflictError, NotFoundError
-from policies.evidence.proofs import ib_reachable
-from policies.infiniband.model import PKEY_BASE_MASK, IbSnapshot, format_guid, format_pkey
+from policies.evidence.proofs import (
+    FULL_VIEW,
+    OTHERS,
+    TENANT_VIEW,
+    View,
+    ib_reachable,
+    named_strangers,
+    names_in_tenant_view,
+)
+from policies.infiniband.model import (
+    PKEY_BASE_MASK,
+    IbSnapshot,
+    Partition,
+    format_guid,
+    format_pkey,
+)
 from policies.infiniband.render import PARTITIONS_PATH
 from policies.model import Owner
 from policies.roce.model import RoceSnapshot, route_target
@@ -21,17 +39,36 @@ Subjects = list[tuple[str, str]]
 
 
 def claims_for(
-    snapshot: IbSnapshot | RoceSnapshot, tenant: str, files: tuple[Artifact, ...]
+    snapshot: IbSnapshot | RoceSnapshot,
+    tenant: str,
+    files: tuple[Artifact, ...],
+    view: View = FULL_VIEW,
 ) -> tuple[Subjects, dict[str, Any]]:
     """The subjects and claims of `tenant`'s proof on the fabric `snapshot` describes.
 
+    Args:
+        snapshot: The verified fabric.
+        tenant: The tenant the proof is about.
+        files: The artifacts rendered from `snapshot`.
+        view: ``full`` names every member; ``tenant`` counts the ones it may not name.
+
+    Returns:
+        The subjects and the claims, ``view`` among them.
+
     Raises:
-        ConflictError: on RoCE, the tenant has no segment or no port on the fabric.
+        ConflictError: on RoCE, the tenant has no segment or no port on the fabric; in a tenant
+            view, the tenant reaches an owner the view may not name (an isolation violation).
         NotFoundError: an artifact the claims rest on was not rendered.
     """
     if isinstance(snapshot, RoceSnapshot):
-        return roce_claims(snapshot, tenant, files)
-    return ib_claims(snapshot, tenant, files)
+        subjects, claims = roce_claims(snapshot, tenant, files)
+    else:
+        subjects, claims = ib_claims(snapshot, tenant, files, view)
+    claims = {"view": view} | claims
+    if view == TENANT_VIEW and (strangers := named_strangers({"tenant": tenant} | claims)):
+        # Unreachable for a verified fabric; refuse rather than name them to the tenant.
+        raise ConflictError(f"tenant '{tenant}' reaches owners it may not see ({len(strangers)})")
+    return subjects, claims
 
 
 def _subject(files: tuple[Artifact, ...], path: str) -> tuple[str, str]:
@@ -42,9 +79,12 @@ def _subject(files: tuple[Artifact, ...], path: str) -> tuple[str, str]:
 
 
 def ib_claims(
-    snapshot: IbSnapshot, tenant: str, files: tuple[Artifact, ...]
+    snapshot: IbSnapshot, tenant: str, files: tuple[Artifact, ...], view: View = FULL_VIEW
 ) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """The InfiniBand claims of `tenant`'s proof: its ports, partitions, members and reach.
+
+    In a tenant view, ownership and members name only the tenant's and the services' ports;
+    each segment counts the rest in ``others``.
 
     Returns:
         The subjects (partitions.conf with its sha256) and the claims, which follow from that
@@ -52,45 +92,71 @@ def ib_claims(
     """
     me = Owner.tenant(tenant)
     owners = {node.name: node.owners for node in snapshot.nodes}
-
-    def owner_of(guid: int, node: str) -> str:
-        held = owners.get(node, ())
-        return str(held[0] if held else Owner.unassigned(node))
-
-    node_of = {port.guid: port.node for port in snapshot.ports}
     mine = sorted(p.guid for p in snapshot.ports if me in owners.get(p.node, ()))
     involved = [
         p
         for p in sorted(snapshot.partitions, key=lambda p: p.pkey)
         if p.owner == me or any(member.guid in mine for member in p.members)
     ]
-    ownership = {
-        format_guid(member.guid): owner_of(member.guid, node_of.get(member.guid, "?"))
-        for p in involved
-        for member in p.members
-    }
+    ownership = _ib_ownership(snapshot, involved)
     members = {
         p.pkey & PKEY_BASE_MASK: {mm.guid: _membership(mm.full) for mm in p.members}
         for p in involved
     }
     reach = ib_reachable(tenant, members, ownership)
+    named = _named_by(view, tenant)
     claims = {
         "endpoints": [format_guid(guid) for guid in mine],
-        "ownership": ownership,
-        "segments": [
-            {
-                "segment": format_pkey(p.pkey & PKEY_BASE_MASK),
-                "owner": str(p.owner),
-                "members": [
-                    {"endpoint": format_guid(mm.guid), "membership": _membership(mm.full)}
-                    for mm in sorted(p.members, key=lambda mm: mm.guid)
-                ],
-            }
-            for p in involved
-        ],
+        "ownership": {guid: owner for guid, owner in ownership.items() if named(owner)},
+        "segments": [_ib_segment(p, ownership, named, view) for p in involved],
         "reachable": [{"owner": o, "segment": s} for o, s in sorted(reach)],
     }
     return [_subject(files, PARTITIONS_PATH)], claims
+
+
+def _ib_ownership(snapshot: IbSnapshot, involved: list[Partition]) -> dict[str, str]:
+    """``{"0x<guid>": owner}`` of every member of `involved`; a free node's is unassigned."""
+    owners = {node.name: node.owners for node in snapshot.nodes}
+    node_of = {port.guid: port.node for port in snapshot.ports}
+
+    def owner_of(node: str) -> str:
+        held = owners.get(node, ())
+        return str(held[0] if held else Owner.unassigned(node))
+
+    return {
+        format_guid(member.guid): owner_of(node_of.get(member.guid, "?"))
+        for p in involved
+        for member in p.members
+    }
+
+
+def _named_by(view: View, tenant: str) -> Callable[[str], bool]:
+    """Which owners the view names: all of them, or the tenant and the services."""
+    if view == TENANT_VIEW:
+        return lambda owner: names_in_tenant_view(owner, tenant)
+    return lambda owner: True
+
+
+def _ib_segment(
+    partition: Partition, ownership: dict[str, str], named: Callable[[str], bool], view: View
+) -> dict[str, Any]:
+    """One segment claim: its key, owner and named members; a tenant view counts the others."""
+    members = sorted(partition.members, key=lambda mm: mm.guid)
+    shown = [mm for mm in members if named(ownership[format_guid(mm.guid)])]
+    segment: dict[str, Any] = {
+        "segment": format_pkey(partition.pkey & PKEY_BASE_MASK),
+        "owner": str(partition.owner) if named(str(partition.owner)) else OTHERS,
+        "members": [
+            {"endpoint": format_guid(mm.guid), "membership": _membership(mm.full)} for mm in shown
+        ],
+    }
+    if view == TENANT_VIEW:
+        hidden = [mm for mm in members if not named(ownership[format_guid(mm.guid)])]
+        segment["others"] = {
+            "count": len(hidden),
+            "membership": _membership(any(mm.full for mm in hidden)),
+        }
+    return segment
 
 
 def _membership(full: bool) -> str:

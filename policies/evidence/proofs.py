@@ -5,19 +5,44 @@ Formats:
 * The payload is an in-toto Statement v1 (``_type`` `STATEMENT_TYPE`) serialised as RFC 8785
   canonical JSON; its subjects are the verified artifact files (``name`` = artifact path,
   ``digest`` = ``{"sha256": hex}``) and its predicate (type `PREDICATE_TYPE`) carries the claims.
-  Every integer-like value (GUIDs, P_Keys, VNIs) is a string, so no number exceeds 2**53.
+  Every integer-like identifier (GUIDs, P_Keys, VNIs) is a string, so no number exceeds 2**53;
+  counts are JSON integers.
 * The envelope is DSSE: ``{"payloadType", "payload": base64, "signatures": [{"keyid", "sig"}]}``
   with the Ed25519 signature over ``PAE(payloadType, payload)`` (`pae`).
 * ``keyid`` is the lowercase hex SHA-256 of the 32-byte raw Ed25519 public key (`key_id`); it
   is only a hint for picking the key, the signature is what is checked.
 
+Views (``predicate.view``, issue 10 item 6):
+
+* ``"full"`` (operators and auditors; a predicate without ``view`` is full, as every proof
+  issued before views existed): ``ownership`` and each segment's ``members`` name every member
+  of every segment the tenant is in.
+* ``"tenant"`` (issued to a tenant role): only the tenant's ports and the shared services' ports
+  are named. ``ownership`` holds only those; each segment lists only those ``members`` and adds
+  ``"others": {"count": N, "membership": "limited" | "full"}`` for the rest (``full`` when any
+  of them is full; ``count`` may be 0); a segment whose owner is neither the tenant nor a service
+  has the owner ``"others"`` (`OTHERS`). The claims may name no owner but the tenant, services
+  and, as a segment owner, ``others`` (`names_in_tenant_view`).
+
+A view is an addition to ``…/isolation-proof/v1``, not a new meaning: a full proof is what it
+was, and a verifier that predates views rejects a tenant view (its unnamed members have no
+stated owner) rather than accepting it.
+
 Offline re-derivation (`check_claims`): on InfiniBand the partitions.conf subject is parsed
 (`policies.infiniband.parse_partitions.memberships`), member GUIDs are mapped to owners with the
 ownership carried in the predicate, and the owners the tenant reaches (a shared partition with at
-least one full member between the two ports) must equal the claimed reachable set exactly. On
-RoCE the
-tenant VRF's imported route targets in every frr.conf subject must be exactly its own plus those
-of the claimed services, and its switch ports must be VLAN members in config_db.json.
+least one full member between the two ports) must equal the claimed reachable set exactly. For a
+tenant view the file is first checked against the segments: they must be exactly the file's
+partitions (the default excluded) holding a tenant port; in each, the named members and their
+membership must be the file's members of stated owners, the file's other GUIDs must be exactly
+``count`` many with the stated ``membership``, and no non-default partition may have a special
+member (``ALL``, ``ALL_CAS``, ...: its ports cannot be counted). The other GUIDs are then owned by
+``others`` and the reachable set is derived as for a full proof, so a tenant port that is full
+where others are, or another member that is full, makes ``others`` reachable, which no claim
+may contain: the count proves that the tenant reaches no one it cannot see. On RoCE the tenant
+VRF's imported route targets in every frr.conf subject must be exactly its own plus those of the
+claimed services, and its switch ports must be VLAN members in config_db.json; a RoCE proof
+names no other tenant in either view, so its tenant view differs only in ``view``.
 
 Pure: keys and time are passed in; every failure raises `policies.errors.ValidationError`.
 """
@@ -29,7 +54,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, cast
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
@@ -38,27 +63,40 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from policies.errors import ValidationError
 from policies.infiniband.model import DEFAULT_PKEY, format_guid, format_pkey
-from policies.infiniband.parse_partitions import memberships, parse_partitions_conf
+from policies.infiniband.parse_partitions import (
+    ParsedPartitions,
+    memberships,
+    parse_partitions_conf,
+    special_members,
+)
 from policies.infiniband.render import PARTITIONS_PATH
 from policies.roce.parse_config_db import parse_config_db
 from policies.roce.parse_frr import parse_frr_conf
 
 __all__ = [
+    "FULL_VIEW",
+    "OTHERS",
     "PAYLOAD_TYPE",
     "PREDICATE_TYPE",
     "STATEMENT_TYPE",
+    "TENANT_VIEW",
+    "VIEWS",
+    "View",
     "build_statement",
     "canonical_json",
     "check_claims",
     "check_subjects",
     "ib_reachable",
     "key_id",
+    "named_strangers",
+    "names_in_tenant_view",
     "pae",
     "public_jwk",
     "rederive_ib_reachability",
     "rederive_roce_reachability",
     "sign_envelope",
     "verify_envelope",
+    "view_of",
 ]
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -68,6 +106,14 @@ PREDICATE_TYPE = "https://isofabric.dev/isolation-proof/v1"
 
 Reach = frozenset[tuple[str, str]]
 """(owner, segment label) pairs: ``("service:storage", "0x0201")``."""
+
+View = Literal["full", "tenant"]
+"""Who a proof is for: ``full`` names every member, ``tenant`` counts the unnamed ones."""
+FULL_VIEW: View = "full"
+TENANT_VIEW: View = "tenant"
+VIEWS: tuple[View, ...] = (FULL_VIEW, TENANT_VIEW)
+OTHERS = "others"
+"""The owner a tenant view gives the members it does not name; no real owner (``kind:name``)."""
 
 
 def pae(payload_type: str, body: bytes) -> bytes:
@@ -214,6 +260,48 @@ def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> 
             raise ValidationError(f"artifact '{name}': sha256 {actual} does not match the proof")
 
 
+# --- views ------------------------------------------------------------------------------------
+
+
+def view_of(predicate: Mapping[str, Any]) -> View:
+    """The predicate's view; ``full`` when it has none (proofs issued before views existed).
+
+    Raises:
+        ValidationError: The view is neither ``full`` nor ``tenant``.
+    """
+    view = predicate.get("view", FULL_VIEW)
+    if view not in VIEWS:
+        raise ValidationError(f"unknown proof view {view!r}")
+    return cast(View, view)
+
+
+def names_in_tenant_view(owner: str, tenant: str) -> bool:
+    """Whether a tenant view may name `owner`: the tenant itself or a shared service."""
+    return owner == f"tenant:{tenant}" or owner.startswith("service:")
+
+
+def named_strangers(predicate: Mapping[str, Any]) -> list[str]:
+    """The owners a tenant view's claims name that it may not name (`names_in_tenant_view`).
+
+    Looks at the ownership, the reachable set, the RoCE VRFs and the segment owners (which may
+    also be `OTHERS`).
+    """
+    tenant = str(predicate.get("tenant"))
+    named = {str(owner) for owner in _ownership(predicate).values()}
+    named |= {str(r.get("owner")) for r in _entries(predicate, "reachable")}
+    named |= {str(owner) for owner in predicate.get("vrfs") or {}}
+    named |= {str(s["owner"]) for s in _entries(predicate, "segments") if "owner" in s} - {OTHERS}
+    return sorted(owner for owner in named if not names_in_tenant_view(owner, tenant))
+
+
+def _entries(document: Mapping[str, Any], member: str) -> list[Mapping[str, Any]]:
+    """The objects of the list `member` of `document` (absent: none)."""
+    entries = document.get(member, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValidationError(f"'{member}' is not a list of objects")
+    return entries
+
+
 # --- InfiniBand -------------------------------------------------------------------------------
 
 
@@ -260,17 +348,94 @@ def _linked(guid: int, mine: Iterable[int], guids: Mapping[int, str]) -> bool:
 def rederive_ib_reachability(partitions_conf: str, predicate: Mapping[str, Any]) -> Reach:
     """Re-derive the tenant's reachable set from partitions.conf and the predicate's ownership.
 
+    In a tenant view the members it does not name are first counted against its segments and
+    then owned by `OTHERS` (module docstring, "Offline re-derivation").
+
     Raises:
-        ValidationError: The file fails open in OpenSM, or a member GUID has no stated owner.
+        ValidationError: The file fails open in OpenSM, a member GUID has no stated owner, or a
+            tenant view's segments or counts differ from the file.
     """
     parsed = parse_partitions_conf(partitions_conf)
     if parsed.fails_open:
         raise ValidationError("partitions.conf fails open: OpenSM would discard it")
-    default = memberships(parsed).get(DEFAULT_PKEY, {})
-    mine = {g for g, o in _ownership(predicate).items() if o == f"tenant:{predicate['tenant']}"}
-    if any(format_guid(g) in mine and m == "full" for g, m in default.items()):
+    members = memberships(parsed)
+    ownership = _ownership(predicate)
+    mine = {g for g, o in ownership.items() if o == f"tenant:{predicate['tenant']}"}
+    if any(
+        format_guid(g) in mine and m == "full" for g, m in members.get(DEFAULT_PKEY, {}).items()
+    ):
         raise ValidationError("a tenant port is a full member of the default partition")
-    return ib_reachable(str(predicate["tenant"]), memberships(parsed), _ownership(predicate))
+    if view_of(predicate) == TENANT_VIEW:
+        ownership |= _counted_others(parsed, members, predicate, mine)
+    return ib_reachable(str(predicate["tenant"]), members, ownership)
+
+
+def _counted_others(
+    parsed: ParsedPartitions,
+    members: Mapping[int, Mapping[int, str]],
+    predicate: Mapping[str, Any],
+    mine: set[str],
+) -> dict[str, str]:
+    """Check a tenant view's segments against the file; its unnamed GUIDs, owned by `OTHERS`.
+
+    Raises:
+        ValidationError: The segments are not the file's partitions holding a tenant port, one
+            has a special member, or one's named members or others differ from the file's.
+    """
+    held = {
+        format_pkey(pkey): guids
+        for pkey, guids in members.items()
+        if pkey != DEFAULT_PKEY and any(format_guid(g) in mine for g in guids)
+    }
+    segments = {str(s.get("segment")): s for s in _entries(predicate, "segments")}
+    if set(segments) != set(held):
+        raise ValidationError(
+            f"the tenant's ports are in partitions {sorted(held) or 'none'} of the file, "
+            f"the proof lists {sorted(segments) or 'none'}"
+        )
+    _refuse_specials(parsed)
+    others: dict[str, str] = {}
+    for label, guids in held.items():
+        others |= _check_segment(label, guids, segments[label], _ownership(predicate))
+    return others
+
+
+def _refuse_specials(parsed: ParsedPartitions) -> None:
+    """Special members stand for ports the file does not list, so they cannot be counted."""
+    for pkey, specials in sorted(special_members(parsed).items()):
+        if pkey != DEFAULT_PKEY:
+            raise ValidationError(
+                f"partition {format_pkey(pkey)} has special members ({', '.join(specials)}): "
+                "a tenant view cannot count its members"
+            )
+
+
+def _check_segment(
+    label: str, guids: Mapping[int, str], segment: Mapping[str, Any], ownership: Mapping[str, str]
+) -> dict[str, str]:
+    """Check one tenant-view segment against the file's members of its partition.
+
+    Returns:
+        Its unnamed member GUIDs, each owned by `OTHERS`.
+    """
+    named = {format_guid(g): m for g, m in guids.items() if format_guid(g) in ownership}
+    listed = {
+        str(m.get("endpoint")): str(m.get("membership")) for m in _entries(segment, "members")
+    }
+    if listed != named:
+        raise ValidationError(f"partition {label}: the named members differ from the file's")
+    unnamed = {format_guid(g): m for g, m in guids.items() if format_guid(g) not in ownership}
+    actual = {
+        "count": len(unnamed),
+        "membership": "full" if "full" in unnamed.values() else "limited",
+    }
+    claimed = segment.get("others")
+    if claimed != actual or isinstance(claimed.get("count"), bool):
+        raise ValidationError(
+            f"partition {label}: the file has {actual['count']} other member(s), "
+            f"{actual['membership']}; the proof claims {json.dumps(claimed)}"
+        )
+    return dict.fromkeys(unnamed, OTHERS)
 
 
 def _ownership(predicate: Mapping[str, Any]) -> dict[str, str]:
@@ -340,6 +505,14 @@ def _claimed(predicate: Mapping[str, Any]) -> Reach:
     return frozenset((str(r["owner"]), str(r["segment"])) for r in reachable)
 
 
+def _rederive(predicate: Mapping[str, Any], subjects: Mapping[str, bytes]) -> Reach:
+    if predicate.get("kind") == "roce":
+        return rederive_roce_reachability(subjects, predicate)
+    if PARTITIONS_PATH not in subjects:
+        raise ValidationError(f"the proof has no {PARTITIONS_PATH} subject")
+    return rederive_ib_reachability(subjects[PARTITIONS_PATH].decode(), predicate)
+
+
 def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Reach:
     """Check subjects against `files` and re-derive the claimed reachable set from them.
 
@@ -347,20 +520,18 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
         The re-derived reachable set (equal to the claimed one).
 
     Raises:
-        ValidationError: A digest differs, the verdict does not hold, or the artifacts give
-            another reachable set than the one claimed.
+        ValidationError: A digest differs, the verdict does not hold, a tenant view names an
+            owner it may not name or counts members the artifacts do not have, or the artifacts
+            give another reachable set than the one claimed.
     """
     check_subjects(statement, files)
     predicate = statement["predicate"]
     if predicate.get("verdict", {}).get("holds") is not True:
         raise ValidationError("the proof does not state a holding verdict")
+    if view_of(predicate) == TENANT_VIEW and (strangers := named_strangers(predicate)):
+        raise ValidationError(f"a tenant view names other owners: {', '.join(strangers)}")
     subjects = {s["name"]: files[s["name"]] for s in statement["subject"]}
-    if predicate.get("kind") == "roce":
-        derived = rederive_roce_reachability(subjects, predicate)
-    else:
-        if PARTITIONS_PATH not in subjects:
-            raise ValidationError(f"the proof has no {PARTITIONS_PATH} subject")
-        derived = rederive_ib_reachability(subjects[PARTITIONS_PATH].decode(), predicate)
+    derived = _rederive(predicate, subjects)
     claimed = _claimed(predicate)
     if derived != claimed:
         extra = sorted(f"{o}@{s}" for o, s in derived - claimed)

@@ -141,6 +141,13 @@ _MAX_LINE = 1024
 # IBA: a GUID is an EUI-64; 0 and all ones are never assigned, and an SM reading them as a port
 # identity would list a port nobody has (and every later partitions.conf would be refused).
 _RESERVED_GUIDS = {0: "0", 2**64 - 1: "all ones"}
+
+
+def is_reserved_guid(guid: int) -> bool:
+    """True for a GUID no device is ever assigned (0, all ones): it can identify no port."""
+    return guid in _RESERVED_GUIDS
+
+
 # SHARP: Quantum switches expose their in-network aggregation engine as a CA with this fixed
 # NodeDescription (managed by the SM and the aggregation manager); it is no tenant host.
 SHARP_AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"

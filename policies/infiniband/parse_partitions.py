@@ -207,6 +207,26 @@ def memberships(parsed: ParsedPartitions) -> dict[int, dict[int, str]]:
     return result
 
 
+def special_members(parsed: ParsedPartitions) -> dict[int, dict[str, str]]:
+    """The special members (ALL, ALL_CAS, SELF, ...) of each base P_Key, keys as `memberships`.
+
+    They stand for ports that depend on the fabric, so whoever counts a partition's members from
+    the file alone (a tenant's isolation proof) must know where they are.
+
+    Returns:
+        ``{base_pkey: {special: "full" | "limited"}}``; empty when `parsed.fails_open`.
+    """
+    if parsed.fails_open:
+        return {}
+    result: dict[int, dict[str, str]] = {}
+    for keyed in _resolve_pkeys(parsed.partitions):
+        for member in keyed.partition.members:
+            if member.special is not None and keyed.key is not None:
+                full = member.membership != "limited"
+                result.setdefault(keyed.key, {})[member.special] = "full" if full else "limited"
+    return result
+
+
 # ---------------------------------------------------------------------------------------------
 # Tokenizer: physical lines -> ';'-separated segments, with the line-level hazards.
 

@@ -113,10 +113,19 @@ class DSSEEnvelope(BaseModel):
     signatures: list[DSSESignature]
 
 
+ProofViewKind = Literal["full", "tenant"]
+_VIEW_DESCRIPTION = (
+    "Whom the proof is for: 'full' (operators and auditors) names every member of the tenant's "
+    "segments; 'tenant' (a tenant's roles) names only the tenant's and the services' ports and "
+    "counts the others. The predicate's 'view' says the same."
+)
+
+
 class ProofCreated(BaseModel):
-    """An issued isolation proof: its id and the DSSE envelope (in-toto Statement v1)."""
+    """An issued isolation proof: its id, view and the DSSE envelope (in-toto Statement v1)."""
 
     id: str
+    view: ProofViewKind = Field(description=_VIEW_DESCRIPTION)
     envelope: DSSEEnvelope
 
 
@@ -127,4 +136,5 @@ class ProofView(BaseModel):
     tenant: str
     fabric: str
     created_at: str = Field(description="RFC 3339 UTC time of issue ('Z')")
+    view: ProofViewKind = Field(description=_VIEW_DESCRIPTION)
     envelope: DSSEEnvelope

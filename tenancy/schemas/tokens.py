@@ -25,7 +25,8 @@ class TokenCreate(Strict):
     """Body that mints an API token.
 
     The tenant roles (``tenant-admin``, ``tenant-viewer``) need a `tenant` and the global roles
-    must not have one; `expires_at`, if given, needs a time zone (no expiry when absent).
+    must not have one; `expires_at`, if given, needs a time zone (no expiry when absent). A token
+    minted with a token expires no later than that token, whatever `expires_at` says.
     """
 
     name: Slug
@@ -45,7 +46,11 @@ class TokenCreate(Strict):
 
 
 class TokenView(BaseModel):
-    """A token's metadata, never its secret; a revoked or expired token no longer authenticates."""
+    """A token's metadata, never its secret; a revoked or expired token no longer authenticates.
+
+    `parent` is the id of the token that minted it (null when minted with the admin token, in
+    open mode or by the CLI); it expires no later than its parent and is revoked with it.
+    """
 
     id: str
     name: str
@@ -54,6 +59,7 @@ class TokenView(BaseModel):
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+    parent: str | None
 
 
 class TokenCreated(BaseModel):

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -50,14 +51,48 @@ class NicChange(BaseModel):
     action: Literal["added", "removed", "kept"] = "added"
 
 
+class PortMove(BaseModel):
+    """A known port the import found claiming another place: `port` moved `from` ... `to` ...
+
+    InfiniBand: a port GUID now claimed by another host (``from``/``to`` are hostnames). RoCE: a
+    switch port (``leaf01:Ethernet0``) now claimed by another host's NIC (``from``/``to`` are
+    hostnames), or a host's NIC (``gpu0001/eth0``) re-cabled (``from``/``to`` are switch ports).
+    """
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    port: str
+    source: str = Field(alias="from")
+    target: str = Field(alias="to")
+
+
+class SwitchChange(BaseModel):
+    """A switch the import no longer lists: it is kept, absent, until an import lists it again.
+
+    `guid` identifies an InfiniBand switch; a RoCE switch is identified by its name (no GUID).
+    """
+
+    name: str
+    guid: str | None = None
+
+
 class TopologyImportResult(BaseModel):
-    """Counts after the import; `added` and `missing` list HCA ports (InfiniBand) or NICs (RoCE)."""
+    """Counts after the import; `added` and `missing` list HCA ports (InfiniBand) or NICs (RoCE).
+
+    `switches` counts the switches the import listed, `nodes` the nodes not absent (listed, or
+    held and kept). `moved` lists known ports now claimed elsewhere (applied: their old and new
+    hosts were free); `absent_nodes` and `absent_switches` name what the import does not list,
+    kept and marked absent.
+    """
 
     switches: int
     nodes: int
     ports: int
     added: list[TopologyPortChange] | list[NicChange]
     missing: list[TopologyPortChange] | list[NicChange]
+    moved: list[PortMove] = Field(default_factory=list)
+    absent_nodes: list[str] = Field(default_factory=list)
+    absent_switches: list[SwitchChange] = Field(default_factory=list)
 
 
 class PortView(BaseModel):
@@ -71,10 +106,15 @@ class PortView(BaseModel):
 
 
 class NodeView(BaseModel):
-    """A host: its HCA ports on InfiniBand, its NICs (and no ports) on RoCE."""
+    """A host: its HCA ports on InfiniBand, its NICs (and no ports) on RoCE.
+
+    `state` is ``free``, ``allocated`` (held by a tenant or a service), ``absent`` (the last
+    import did not list it; not allocatable) or ``draining`` (see `policies.node_state`).
+    """
 
     name: str
     role: str
+    state: str
     tenant: str | None
     service: str | None = None
     ports: list[PortView]

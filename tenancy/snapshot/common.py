@@ -9,8 +9,8 @@ from policies.model import Grant, Node, NodeRole, Owner
 from tenancy import models as m
 from tenancy.db import fetch_all
 
-# The typed row of `holders_query`: node id, name, role, holding tenant, holding service.
-HoldersSelect = Select[int | None, str, str, str, str]
+# The typed row of `holders_query`: node id, name, role, holding tenant, holding service, state.
+HoldersSelect = Select[int | None, str, str, str, str, str]
 
 
 def holders_query(fabric_id: int) -> HoldersSelect:
@@ -25,6 +25,7 @@ def holders_query(fabric_id: int) -> HoldersSelect:
             col(m.Node.role),
             col(m.Tenant.name),
             col(m.Service.name),
+            col(m.Node.state),
         )
         .outerjoin(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id))
         .outerjoin(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
@@ -39,7 +40,7 @@ def nodes_of(session: Session, fabric: m.Fabric) -> tuple[Node, ...]:
     rows = fetch_all(session, holders_query(m.pk(fabric)))
     return tuple(
         Node(name, NodeRole(role), _owners(tenant, service))
-        for _, name, role, tenant, service in rows
+        for _, name, role, tenant, service, _state in rows
     )
 
 

@@ -181,7 +181,14 @@ def test_every_route_of_the_app_is_in_the_matrix(world):
         # The authorization dependency decides on scope["route"].path: the full template.
         assert context.path == getattr(context.original_route, "path", None)
     others = {c.path for c in contexts if c.path is not None and not c.path.startswith("/v1")}
-    assert others == {"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+    assert others == {
+        "/healthz",
+        "/readyz",
+        "/openapi.json",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+    }
 
 
 @pytest.mark.parametrize(("method", "path", "tenant"), CASES)

@@ -24,6 +24,7 @@ from tests.builders import (
     ok,
     uow_onboard,
 )
+from tests.keys import keys_create
 
 AUDITS = "/v1/fabrics/ib-east/audits"
 OBSERVATIONS = "/v1/fabrics/ib-east/observations"
@@ -164,6 +165,7 @@ def test_roce_audits_need_a_leaf_of_the_fabric(client, roce_onboarded) -> None:
 
 def test_cli_audit_config_prints_the_report_and_exits_1_on_violation(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
+    keys_create(url)  # the OpenSM secret beside cli.db: the OpenSM files render with it
     engine = make_engine(url)
     prepare_database(engine)
     uow = UnitOfWork(engine, Settings(database_url=url))

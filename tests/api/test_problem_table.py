@@ -32,8 +32,10 @@ from policies.errors import (
     InputFormatError,
     IsofabricError,
     IsolationViolationError,
+    KeyUnavailableError,
     NotFoundError,
     PoolExhaustedError,
+    PortMovedError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
@@ -85,6 +87,17 @@ ROWS: dict[type[IsofabricError], Row] = {
         "Identifier pool exhausted",
         "no free P_Key left in 0x0100-0x0100 on fabric 'ib-east'",
         {"fabric": FABRIC},
+    ),
+    PortMovedError: Row(
+        PortMovedError(
+            "the import moves 1 known port(s) to another place",
+            moved=[{"port": "0x0000000000100003", "from": "gpu0001", "to": "gpu0005"}],
+        ),
+        409,
+        "port-moved",
+        "Port claims another host",
+        "the import moves 1 known port(s) to another place",
+        {"moved": [{"port": "0x0000000000100003", "from": "gpu0001", "to": "gpu0005"}]},
     ),
     ConflictError: Row(
         ConflictError("node 'sm01' is a management node", node="sm01"),
@@ -150,6 +163,19 @@ ROWS: dict[type[IsofabricError], Row] = {
         "artifact-hazard",
         "Artifact failed its safety check",
         "refusing to emit partitions.conf: line 3: carriage-return: 1 line(s) end with CR",
+    ),
+    KeyUnavailableError: Row(
+        KeyUnavailableError(
+            "the signing key is missing: no key file at ./isofabric-signing.key; run "
+            "`isofabric keys create`",
+            missing=["isofabric-signing.key"],
+        ),
+        503,
+        "key-unavailable",
+        "Key not installed",
+        "the signing key is missing: no key file at ./isofabric-signing.key; run "
+        "`isofabric keys create`",
+        {"missing": ["isofabric-signing.key"]},
     ),
 }
 

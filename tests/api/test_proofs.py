@@ -81,7 +81,8 @@ def test_no_proof_when_the_verdict_does_not_hold(world, monkeypatch):
 def test_lists_filter_and_tenants_see_only_their_own(world, clock):
     client, token = world
     operator = token("operator")
-    acme = created(issue(client, "acme", operator))["id"]
+    # acme's own admin issues it: a tenant reads only the tenant views (issue 10, item 6)
+    acme = created(issue(client, "acme", token("tenant-admin", "acme")))["id"]
     clock.advance(3600)
     globex = created(issue(client, "globex", operator))["id"]
 

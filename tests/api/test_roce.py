@@ -236,7 +236,16 @@ def test_reimporting_the_same_inventory_as_json_or_yaml_adds_nothing_and_changes
     again = ok(put_inventory(client, roce_inventory()))
     as_yaml = ok(put_inventory(client, yaml.safe_dump(roce_inventory()), APPLICATION_YAML))
 
-    expected = {"switches": 4, "nodes": 8, "ports": 16, "added": [], "missing": []}
+    expected = {
+        "switches": 4,
+        "nodes": 8,
+        "ports": 16,
+        "added": [],
+        "missing": [],
+        "moved": [],
+        "absent_nodes": [],
+        "absent_switches": [],
+    }
     assert again == expected
     assert as_yaml == expected
     after = without_link_ids(db_dump())
@@ -255,6 +264,7 @@ def test_the_node_listing_shows_each_hosts_nics_and_no_hca_ports(client, importe
         assert listed == {
             "name": listed["name"],
             "role": "compute",
+            "state": "free",
             "tenant": None,
             "service": None,
             "ports": [],
@@ -392,18 +402,20 @@ def test_a_reimport_lacking_an_allocated_nodes_nic_keeps_it_and_reports_it_kept(
     assert (body["nodes"], body["ports"]) == (8, 16)
 
 
-def test_a_new_nic_on_the_port_of_a_kept_nic_is_a_422_naming_the_port(client, roce, db_dump):
+def test_a_new_nic_on_the_port_of_a_kept_nic_is_a_409_port_moved_naming_the_port(
+    client, roce, db_dump
+):
     # gpu0001 (held by acme) vanishes, so its NICs are kept on leaf01/02:Ethernet0; the same
-    # document cables a new host to leaf01:Ethernet0: that port would carry two hosts.
+    # document cables a new host to leaf01:Ethernet0: the port would change host (issue 10).
     def replace_gpu0001(document: dict[str, Any]) -> None:
         node(document, "gpu0001").update(name="gpu0009")
         node(document, "gpu0009")["nics"].pop(1)
 
     before = db_dump()
 
-    body = assert_problem(put_inventory(client, mutated(replace_gpu0001)), 422, "validation-error")
+    body = assert_problem(put_inventory(client, mutated(replace_gpu0001)), 409, "port-moved")
 
-    assert "leaf01:Ethernet0" in body["detail"], body["detail"]
+    assert body["moved"] == [{"port": "leaf01:Ethernet0", "from": "gpu0001", "to": "gpu0009"}]
     assert db_dump() == before
 
 

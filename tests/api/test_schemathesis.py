@@ -22,6 +22,7 @@ from tenancy.demo import load_demo
 from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
 from tenancy.tokens import create_token
+from tests.keys import key_settings, register_key
 
 OPERATOR_TOKEN = "schemathesis-operator"
 CHECKS = [
@@ -31,7 +32,8 @@ CHECKS = [
     response_schema_conformance,
 ]
 
-app = create_app(Settings(database_url="sqlite://", admin_token=OPERATOR_TOKEN))
+app = create_app(key_settings(Settings(database_url="sqlite://", admin_token=OPERATOR_TOKEN)))
+register_key(app.state.uow.engine)  # `isofabric keys create`: checkpoints and proofs are signed
 load_demo(
     app.state.uow,
     topology_text=DEMO_TOPOLOGY.read_text(),

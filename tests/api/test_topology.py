@@ -71,6 +71,7 @@ def test_imported_nodes_are_compute_nodes_with_lower_case_hex_port_guids(client,
     assert node == {
         "name": "gpu0001",
         "role": "compute",
+        "state": "free",
         "tenant": None,
         "service": None,
         "ports": [

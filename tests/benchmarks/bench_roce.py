@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from faker import Faker
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlmodel import col
 
 from policies.roce.bundle import render_roce_artifacts
@@ -198,6 +198,9 @@ def populate(uow: UnitOfWork) -> None:
         segments += segment_rows(fabric.id, len(tenant_ids), now, None, service_id)
         conn.execute(insert(m.Allocation), allocations)
         conn.execute(insert(m.NodeAssignment), assignments)
+        # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
+        held_ids = [a["node_id"] for a in assignments]
+        conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
         conn.execute(insert(m.Segment), segments)
         conn.execute(
             insert(m.Grant),

@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from faker import Faker
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlmodel import col
 
 from policies.infiniband.render import render_partitions_conf
@@ -114,6 +114,9 @@ def populate(uow: UnitOfWork) -> None:
         ]
         conn.execute(insert(m.Allocation), allocations)
         conn.execute(insert(m.NodeAssignment), assignments)
+        # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
+        held_ids = [a["node_id"] for a in assignments]
+        conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
         conn.execute(
             insert(m.Segment),
             [

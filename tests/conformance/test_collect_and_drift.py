@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.cli.collect import Tools, collect_ib
+from tests.keys import keys_create
 
 from .conftest import FabricFactory, OpenSMFactory
 from .harness import OpenSM, full
@@ -38,9 +39,10 @@ INTRUDER, VICTIM = "acme", "globex"
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     monkeypatch.setenv("ISOFABRIC_DATABASE_URL", f"sqlite:///{tmp_path / 'isofabric.db'}")
+    keys_create(f"sqlite:///{tmp_path / 'isofabric.db'}")  # the OpenSM secret opensm.conf needs
     from api.app import create_app
 
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), client=("127.0.0.1", 50000)) as client:  # open mode: loopback
         yield Api(client)
 
 

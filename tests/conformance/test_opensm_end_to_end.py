@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.keys import keys_create
+
 from .conftest import DEMO_TREE, SM_HOST, FabricFactory, OpenSMFactory
 from .harness import DEFAULT_PKEY, CaPort, Diag, OpenSM, base, full, is_full
 
@@ -73,9 +75,10 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     monkeypatch.setenv("ISOFABRIC_DATABASE_URL", f"sqlite:///{tmp_path / 'isofabric.db'}")
+    keys_create(f"sqlite:///{tmp_path / 'isofabric.db'}")  # the OpenSM secret opensm.conf needs
     from api.app import create_app
 
-    with TestClient(create_app()) as client:
+    with TestClient(create_app(), client=("127.0.0.1", 50000)) as client:  # open mode: loopback
         yield Api(client)
 
 

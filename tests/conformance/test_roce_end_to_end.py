@@ -42,7 +42,7 @@ def downloaded() -> Iterator[dict[str, str]]:
     try:
         prepare_database(engine)
         app = create_app(Settings(database_url="sqlite://"), engine=engine, clock=FakeClock())
-        with TestClient(app) as client:
+        with TestClient(app, client=("127.0.0.1", 50000)) as client:  # open mode: loopback
             api_onboard_roce(client)
             assert ok(client.get(f"{FABRIC}/verification"))["holds"] is True
             paths = [f["path"] for f in ok(client.get(f"{FABRIC}/artifacts"))["files"]]

@@ -181,7 +181,7 @@ RACES = [
         fabric_named_ib_west("0x1fff"),
         {
             "SELECT pkey_last FROM fabric WHERE name = 'ib-west'": [(0x0FFF,)],
-            "SELECT count(*) FROM sm_secret": [(2,)],
+            "SELECT count(*) FROM fabric WHERE kind = 'infiniband'": [(2,)],
         },
         id="same-fabric-name",
     ),

@@ -43,6 +43,7 @@ def test_the_token_listing_shows_metadata_and_never_the_secret(uow, onboarded, c
         "created_at": clock.now,
         "expires_at": None,
         "revoked_at": None,
+        "parent": None,
     }
     assert created.token not in view.model_dump_json()
 

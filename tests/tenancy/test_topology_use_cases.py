@@ -179,7 +179,9 @@ def test_kept_ports_stay_in_the_tenant_partition(uow, onboarded):
         assert f"{guid}=full" in acme
 
 
-def test_a_reimport_lacking_a_free_nodes_ports_removes_them_and_the_node(uow, onboarded):
+def test_a_reimport_lacking_a_free_nodes_ports_removes_them_and_marks_the_node_absent(
+    uow, onboarded
+):
     result = reimport(uow, without_hosts(example_topology(), ["gpu0008"]))
 
     assert result.missing == [
@@ -187,8 +189,9 @@ def test_a_reimport_lacking_a_free_nodes_ports_removes_them_and_the_node(uow, on
         port("0x0000000000100021", "gpu0008", "mlx5_1", allocated=False, action="removed"),
     ]
     assert (result.nodes, result.ports) == (10, 17)
-    with pytest.raises(NotFoundError, match="gpu0008"):
-        nodes.get_node(uow, fabric_name="ib-east", node_name="gpu0008")
+    assert result.absent_nodes == ["gpu0008"]
+    node = nodes.get_node(uow, fabric_name="ib-east", node_name="gpu0008")
+    assert (node.state, node.ports) == ("absent", [])
 
 
 def test_a_reimport_keeps_a_service_nodes_vanished_port(uow, onboarded):
@@ -364,7 +367,9 @@ def test_a_malformed_inventory_names_its_line_and_changes_nothing(
     assert db_dump() == before
 
 
-def test_a_reimport_lacking_a_free_nodes_nics_removes_them_and_the_node(both_kinds):
+def test_a_reimport_lacking_a_free_nodes_nics_removes_them_and_marks_the_node_absent(
+    both_kinds,
+):
     import_inventory(both_kinds, roce_inventory())
 
     result = import_inventory(
@@ -376,8 +381,9 @@ def test_a_reimport_lacking_a_free_nodes_nics_removes_them_and_the_node(both_kin
         nic("gpu0006", "eth1", "leaf02", "Ethernet40", action="removed"),
     ]
     assert (result.nodes, result.ports) == (7, 14)
-    with pytest.raises(NotFoundError):
-        nodes.get_node(both_kinds, fabric_name="roce-west", node_name="gpu0006")
+    assert result.absent_nodes == ["gpu0006"]
+    node = nodes.get_node(both_kinds, fabric_name="roce-west", node_name="gpu0006")
+    assert (node.state, node.nics) == ("absent", None)
 
 
 def test_a_reimport_lacking_an_allocated_nodes_nic_keeps_it_and_reports_it_kept(

@@ -1,0 +1,86 @@
+"""`isofabric serve` warns when it listens beyond this host in open mode (issue 10, items 2, 25).
+
+uvicorn is replaced by a recorder: the tests check what `serve` says and how it would run the
+server, without opening a socket.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from api.cli import app
+from tenancy import tokens
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.schemas import TokenCreate
+from tenancy.settings import Settings
+from tenancy.uow import UnitOfWork
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The keyword arguments of every uvicorn.run call `serve` makes (nothing is served)."""
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda _app, **kwargs: calls.append(kwargs))
+    monkeypatch.delenv("ISOFABRIC_ADMIN_TOKEN", raising=False)
+    return calls
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'serve.db'}"
+
+
+def serve(db_url: str, host: str) -> Any:
+    result = runner.invoke(app, ["serve", "--host", host, "--db", db_url])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "fabric-api.example"])
+def test_serve_on_a_public_address_in_open_mode_warns_how_to_bootstrap(runs, db_url, host):
+    result = serve(db_url, host)
+
+    warning = result.stderr
+    assert "warning" in warning and host in warning
+    assert "open mode" in warning and "only clients on this host" in warning
+    assert "ISOFABRIC_ADMIN_TOKEN" in warning and "isofabric token create" in warning
+    assert "reverse proxy" in warning
+    assert "warning" not in result.stdout
+    assert len(runs) == 1
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_serve_on_loopback_says_nothing_about_open_mode(runs, db_url, host):
+    assert serve(db_url, host).stderr == ""
+
+
+def test_serve_with_an_admin_token_configured_does_not_warn(runs, db_url, monkeypatch):
+    monkeypatch.setenv("ISOFABRIC_ADMIN_TOKEN", "configured-admin-token")
+
+    assert serve(db_url, "0.0.0.0").stderr == ""
+
+
+def test_serve_once_a_token_exists_does_not_warn(runs, db_url):
+    engine = make_engine(db_url)
+    prepare_database(engine)
+    uow = UnitOfWork(engine, Settings(database_url=db_url))
+    tokens.create_token(uow, spec=TokenCreate(name="ops", role="operator"))
+    engine.dispose()
+
+    assert serve(db_url, "0.0.0.0").stderr == ""
+
+
+def test_serve_keeps_the_tcp_peer_as_the_client_address(runs, db_url):
+    serve(db_url, "127.0.0.1")
+
+    # uvicorn's proxy headers would rewrite the client address from X-Forwarded-For, which
+    # open mode's loopback check must never trust.
+    assert runs[0]["proxy_headers"] is False
