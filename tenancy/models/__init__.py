@@ -1,0 +1,47 @@
+"""SQLModel tables: the system of record.
+
+GUIDs are stored as lower-case ``0x`` hex strings because 64-bit GUIDs do not fit a signed BIGINT
+on every database. Importing this package registers every table on ``SQLModel.metadata``.
+"""
+
+from tenancy.models.columns import HasId, UtcDateTime, pk, utcnow
+from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
+from tenancy.models.records import (
+    ApiToken,
+    AuditCheckpoint,
+    AuditEntry,
+    Proof,
+    SigningKey,
+    UsageInterval,
+)
+from tenancy.models.roce import Nic, RoceFabricSettings, RoceLink, RoceSwitch, RoceSwitchPort
+from tenancy.models.tenants import Allocation, Grant, NodeAssignment, Segment, Service, Tenant
+
+__all__ = [
+    "Allocation",
+    "ApiToken",
+    "AuditCheckpoint",
+    "AuditEntry",
+    "Fabric",
+    "Grant",
+    "HasId",
+    "Nic",
+    "Node",
+    "NodeAssignment",
+    "Port",
+    "Proof",
+    "QosClass",
+    "RoceFabricSettings",
+    "RoceLink",
+    "RoceSwitch",
+    "RoceSwitchPort",
+    "Segment",
+    "Service",
+    "SigningKey",
+    "Switch",
+    "Tenant",
+    "UsageInterval",
+    "UtcDateTime",
+    "pk",
+    "utcnow",
+]

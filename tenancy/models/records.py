@@ -1,0 +1,117 @@
+"""Evidence and access: audit log and checkpoints, signing keys, API tokens, proofs, usage."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import Field, SQLModel
+
+from tenancy.models.columns import ts_column, utcnow
+
+
+class AuditEntry(SQLModel, table=True):
+    """One mutation, appended in the same transaction as the change.
+
+    The entries, in `index` order from 0, are the leaves of the RFC 9162 Merkle tree (leaf = hash
+    of the entry's RFC 8785 canonical JSON); the service never updates or deletes one.
+    """
+
+    __tablename__ = "audit_entry"
+    index: int = Field(primary_key=True)
+    time: datetime = Field(sa_column=ts_column())
+    principal: str = Field(max_length=128)
+    role: str = Field(max_length=32)
+    action: str = Field(max_length=64)
+    target: str = Field(max_length=512)
+    request_id: str | None = Field(default=None, max_length=64)
+    fabric: str | None = Field(default=None, max_length=63, index=True)
+    digest_before: str | None = Field(default=None, max_length=71)
+    digest_after: str | None = Field(default=None, max_length=71)
+    leaf_hash: str = Field(max_length=64)
+
+
+class AuditCheckpoint(SQLModel, table=True):
+    """A signed tree head (C2SP signed note) over the first `size` entries."""
+
+    __tablename__ = "audit_checkpoint"
+    size: int = Field(primary_key=True)
+    root_hash: str = Field(max_length=44)
+    note: str
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+
+
+class SigningKey(SQLModel, table=True):
+    """The public halves of the service's Ed25519 keys; one is active, retired ones published.
+
+    The private half is never stored here (it is in the key file, tenancy/key_store.py): whoever
+    can change rows must not be able to sign.
+    """
+
+    __tablename__ = "signing_key"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=128)
+    public_pem: str
+    status: str = Field(default="active", max_length=16)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token: only the SHA-256 of its secret is stored; the secret is shown once.
+
+    `parent_id` is the token that minted it (null for the admin token, open mode and the CLI):
+    a child expires no later than its parent and is revoked with it.
+    """
+
+    __tablename__ = "api_token"
+    id: str = Field(primary_key=True, max_length=36)
+    name: str = Field(max_length=63)
+    role: str = Field(max_length=32)
+    tenant: str | None = Field(default=None, max_length=63, index=True)
+    secret_sha256: str = Field(max_length=64, unique=True, index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    expires_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    revoked_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    parent_id: str | None = Field(
+        default=None, foreign_key="api_token.id", index=True, max_length=36
+    )
+
+
+class Proof(SQLModel, table=True):
+    """A signed isolation proof: a DSSE envelope over an in-toto Statement (issue 5).
+
+    `view` is whom it was issued for: ``full`` (operators, auditors) or ``tenant`` (other tenants
+    counted, not named); a tenant's roles read only ``tenant`` ones (issue 10, item 6).
+    """
+
+    __tablename__ = "proof"
+    id: str = Field(primary_key=True, max_length=36)
+    tenant: str = Field(max_length=63, index=True)
+    fabric: str = Field(max_length=63, index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    envelope: str
+    view: str = Field(default="full", max_length=8)
+
+
+class UsageInterval(SQLModel, table=True):
+    """What a tenant held and when (issue 6), the input of usage metering.
+
+    One row per node of an allocation (with its port count) or per grant, opened and closed in the
+    same transaction as the change.
+
+    Names (QoS class, billing account, resource) are copied at opening time, so metering needs no
+    joins and later renames cannot rewrite history; ``ended_at`` is null while it is held.
+    """
+
+    __tablename__ = "usage_interval"
+    id: int | None = Field(default=None, primary_key=True)
+    tenant_id: int = Field(foreign_key="tenant.id", index=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    billing_account: str = Field(max_length=64)
+    qos_class: str = Field(max_length=63)
+    resource_type: str = Field(max_length=16)  # node, service
+    resource: str = Field(max_length=63)
+    ports: int = 0
+    allocation_id: str | None = Field(default=None, foreign_key="allocation.id", index=True)
+    grant_id: str | None = Field(default=None, foreign_key="grant.id", index=True)
+    started_at: datetime = Field(sa_column=ts_column())
+    ended_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
