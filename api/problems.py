@@ -26,6 +26,7 @@ from policies.errors import (
     ConflictError,
     ForbiddenError,
     InputFormatError,
+    InvalidValueError,
     IsofabricError,
     IsolationViolationError,
     KeyUnavailableError,
@@ -33,7 +34,6 @@ from policies.errors import (
     PoolExhaustedError,
     PortMovedError,
     UnsupportedMediaTypeError,
-    ValidationError,
 )
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -64,7 +64,7 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
     UnsupportedMediaTypeError: ProblemType("unsupported-media-type", 415, "Unsupported media type"),
-    ValidationError: ProblemType("validation-error", 422, "Invalid value"),
+    InvalidValueError: ProblemType("validation-error", 422, "Invalid value"),
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
     ForbiddenError: ProblemType("forbidden", 403, "Forbidden"),
     ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),

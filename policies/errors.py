@@ -2,7 +2,7 @@
 
     IsofabricError
     ├── InputFormatError          a document (ibnetdiscover text, partitions.conf) does not parse
-    ├── ValidationError           a value is outside what the domain allows
+    ├── InvalidValueError           a value is outside what the domain allows
     │   └── UnsupportedMediaTypeError  the body's format does not fit the target resource
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
@@ -43,7 +43,7 @@ class InputFormatError(IsofabricError):
         self.line = line
 
 
-class ValidationError(IsofabricError):
+class InvalidValueError(IsofabricError):
     """A value is syntactically fine but outside what the domain allows."""
 
 
@@ -80,7 +80,7 @@ class ArtifactHazardError(IsofabricError):
     """A rendered artifact failed its own safety check (an engine defect, never user input)."""
 
 
-class UnsupportedMediaTypeError(ValidationError):
+class UnsupportedMediaTypeError(InvalidValueError):
     """The request body's format does not fit the resource (e.g. JSON for an InfiniBand fabric)."""
 
 

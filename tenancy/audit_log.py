@@ -19,7 +19,7 @@ from sqlalchemy import func, text
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
-from policies.errors import NotFoundError, ValidationError
+from policies.errors import InvalidValueError, NotFoundError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
@@ -145,7 +145,7 @@ def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[Aud
 
 def _index(text_value: str) -> int:
     if not text_value.isdigit():
-        raise ValidationError("cursor is not valid", parameter="cursor")
+        raise InvalidValueError("cursor is not valid", parameter="cursor")
     return int(text_value)
 
 
@@ -194,7 +194,7 @@ def inclusion(uow: UnitOfWork, *, index: int, size: int) -> InclusionProofView:
         hashes = leaf_hashes(tx.session)
     _check_size(size, len(hashes))
     if not 0 <= index < size:
-        raise ValidationError(f"index must be in 0..{size - 1}", parameter="index")
+        raise InvalidValueError(f"index must be in 0..{size - 1}", parameter="index")
     return InclusionProofView(
         index=index,
         size=size,
@@ -209,7 +209,7 @@ def consistency(uow: UnitOfWork, *, first: int, second: int) -> ConsistencyProof
         hashes = leaf_hashes(tx.session)
     _check_size(second, len(hashes))
     if not 0 < first <= second:
-        raise ValidationError("first must be in 1..second", parameter="first")
+        raise InvalidValueError("first must be in 1..second", parameter="first")
     return ConsistencyProofView(
         first=first,
         second=second,
@@ -259,7 +259,7 @@ def verify(
     (`keyring`, default the settings' keyring), which holds every key that signed the history.
 
     Raises:
-        ValidationError: neither a key nor a readable keyring was given.
+        InvalidValueError: neither a key nor a readable keyring was given.
     """
     pinned = load_public_key(key_pem) if key_pem is not None else None
     trusted = {} if pinned is not None else _keyring(uow.settings, keyring)
@@ -282,7 +282,7 @@ def _keyring(settings: Settings, path: Path | None) -> dict[str, Ed25519PublicKe
     """The keyring's keys by name: `path`, or the settings' keyring file."""
     path = path or settings.keyring_path
     if path is None or not path.is_file():
-        raise ValidationError(
+        raise InvalidValueError(
             f"no keyring{f' at {path}' if path else ''}: pass --keyring FILE (the keyring "
             "`isofabric keys create` wrote, as you keep it) or --key PEM; the keys in the "
             "database are never trusted"

@@ -15,7 +15,7 @@ from policies.config_audit import (
     audit_frr,
     audit_partitions,
 )
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.infiniband.model import IbSnapshot, format_guid, format_pkey
 from policies.infiniband.observations import compare_observation
 from policies.model import FabricKind
@@ -48,14 +48,14 @@ def audit_config(
     """Audit a deployed partitions.conf, config_db.json or frr.conf against the fabric's intent.
 
     Raises:
-        ValidationError: unknown format, a format of the other technology, a leaf given for
+        InvalidValueError: unknown format, a format of the other technology, a leaf given for
             partitions.conf, or a leaf that is not a leaf switch of the fabric.
         InputFormatError: a config_db.json that does not parse.
     """
     try:
         audit_format = AuditFormat(fmt)
     except ValueError as error:
-        raise ValidationError(f"unknown audit format '{fmt}'", format=fmt) from error
+        raise InvalidValueError(f"unknown audit format '{fmt}'", format=fmt) from error
     with uow.transaction() as tx:
         fabric = fabric_named(tx.session, fabric_name)
         _check_kind(fabric, audit_format)
@@ -97,7 +97,7 @@ def _keyed(audit_format: AuditFormat, key: str | None) -> bool:
 
 def _check_kind(fabric: m.Fabric, audit_format: AuditFormat) -> None:
     if fabric.kind != _FORMAT_KIND[audit_format]:
-        raise ValidationError(
+        raise InvalidValueError(
             f"format '{audit_format.value}' does not apply to {fabric.kind} fabric '{fabric.name}'",
             format=audit_format.value,
         )
@@ -108,11 +108,11 @@ def _run(
 ) -> tuple[AuditReport, str | None]:
     if isinstance(snapshot, IbSnapshot):
         if leaf is not None:
-            raise ValidationError("'leaf' applies to config_db and frr audits only", leaf=leaf)
+            raise InvalidValueError("'leaf' applies to config_db and frr audits only", leaf=leaf)
         return audit_partitions(snapshot, text), None
     leaves = {s.name for s in snapshot.leaves()}
     if leaf is None or leaf not in leaves:
-        raise ValidationError(
+        raise InvalidValueError(
             f"'leaf' must name a leaf switch of fabric '{snapshot.fabric.name}' "
             f"({', '.join(sorted(leaves))})",
             leaf=leaf,

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError as PydanticValidationError
 
-from policies.errors import InputFormatError, ValidationError
+from policies.errors import InputFormatError, InvalidValueError
 from tenancy.schemas import RoceInventory
 
 JSON = "application/json"
@@ -29,7 +29,7 @@ def parse_inventory(text: str, media_type: str) -> RoceInventory:
             for e in error.errors(include_url=False)
         ]
         summary = "; ".join(f"{e['pointer']}: {e['detail']}" for e in errors[:5])
-        raise ValidationError(f"the inventory is not valid: {summary}", errors=errors) from error
+        raise InvalidValueError(f"the inventory is not valid: {summary}", errors=errors) from error
 
 
 def _load(text: str, media_type: str) -> Any:

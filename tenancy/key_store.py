@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from sqlmodel import Session, col, select
 
-from policies.errors import ConflictError, KeyUnavailableError, ValidationError
+from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import key_id
 from tenancy import models as m
@@ -209,11 +209,11 @@ def read_keyring(path: Path) -> list[KeyringEntry]:
     """Every entry of a keyring file, in file order.
 
     Raises:
-        ValidationError: the file is missing, or a line is not an entry with a name and an
+        InvalidValueError: the file is missing, or a line is not an entry with a name and an
             Ed25519 public key PEM (the line number is named).
     """
     if not path.is_file():
-        raise ValidationError(f"no keyring at {path}")
+        raise InvalidValueError(f"no keyring at {path}")
     entries = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if line.strip():
@@ -225,8 +225,8 @@ def _entry(line: str, path: Path, number: int) -> KeyringEntry:
     try:
         document = json.loads(line)
         return KeyringEntry.of(str(document["name"]), str(document["pem"]))
-    except (ValueError, KeyError, TypeError, ValidationError) as error:
-        raise ValidationError(
+    except (ValueError, KeyError, TypeError, InvalidValueError) as error:
+        raise InvalidValueError(
             f"{path}, line {number}: not a keyring entry "
             '({"name": ..., "pem": <Ed25519 public key PEM>})'
         ) from error

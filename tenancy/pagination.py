@@ -11,7 +11,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 
 R = TypeVar("R")
 
@@ -33,9 +33,9 @@ def decode_cursor(cursor: str | None) -> str | None:
         padded = cursor + "=" * (-len(cursor) % 4)
         after = json.loads(base64.urlsafe_b64decode(padded.encode()))["after"]
     except (binascii.Error, ValueError, KeyError, TypeError) as error:
-        raise ValidationError("cursor is not valid", parameter="cursor") from error
+        raise InvalidValueError("cursor is not valid", parameter="cursor") from error
     if not isinstance(after, str):
-        raise ValidationError("cursor is not valid", parameter="cursor")
+        raise InvalidValueError("cursor is not valid", parameter="cursor")
     return after
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.roce.model import (
     RoceSettings,
 )
@@ -71,7 +71,7 @@ def create_fabric_rows(tx: Tx, spec: RoceFabricCreate) -> m.Fabric:
     )
     problems = check_roce_settings(engine_settings(fabric, row))
     if problems:
-        raise ValidationError("; ".join(problems), problems=problems)
+        raise InvalidValueError("; ".join(problems), problems=problems)
     tx.session.add(fabric)
     tx.session.flush()
     row.fabric_id = m.pk(fabric)

@@ -19,7 +19,7 @@ from sqlalchemy import delete
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.node_state import keeps_ports
 from tenancy import models as m
 from tenancy.db import fetch_all
@@ -45,7 +45,7 @@ def validate_inventory(inventory: RoceInventory) -> None:
     for switch in inventory.switches:
         _unique(f"port of switch '{switch.name}'", [p.name for p in switch.ports])
         if (switch.role == "leaf") != (switch.vtep is not None):
-            raise ValidationError(
+            raise InvalidValueError(
                 f"switch '{switch.name}': a leaf needs a 'vtep', a spine has none"
             )
     used: list[str] = []
@@ -60,7 +60,7 @@ def validate_inventory(inventory: RoceInventory) -> None:
             end = f"{nic.switch}:{nic.port}"
             _known_port(switches, end, f"node '{node.name}' NIC '{nic.name}'")
             if switches[nic.switch].role != "leaf":
-                raise ValidationError(
+                raise InvalidValueError(
                     f"node '{node.name}' NIC '{nic.name}' is cabled to spine "
                     f"'{nic.switch}'; hosts attach to leaves"
                 )
@@ -72,15 +72,15 @@ def _known_port(switches: dict[str, InventorySwitch], end: str, where: str) -> N
     switch, _, port = end.partition(":")
     found = switches.get(switch)
     if found is None:
-        raise ValidationError(f"{where}: unknown switch '{switch}'")
+        raise InvalidValueError(f"{where}: unknown switch '{switch}'")
     if port not in {p.name for p in found.ports}:
-        raise ValidationError(f"{where}: switch '{switch}' has no port '{port}'")
+        raise InvalidValueError(f"{where}: switch '{switch}' has no port '{port}'")
 
 
 def _unique(what: str, values: Iterable[str]) -> None:
     twice = sorted(v for v, n in Counter(values).items() if n > 1)
     if twice:
-        raise ValidationError(f"duplicate {what}: {', '.join(twice)}")
+        raise InvalidValueError(f"duplicate {what}: {', '.join(twice)}")
 
 
 def reconcile_inventory(tx: Tx, fabric: m.Fabric, inventory: RoceInventory) -> TopologyImportResult:
@@ -210,7 +210,7 @@ def _drop_vanished_nics(
             session.connection().execute(delete(m.Nic).where(col(m.Nic.id) == nic_id))
         elif f"{switch}:{port}" in cabled:
             other = cabled[f"{switch}:{port}"]
-            raise ValidationError(
+            raise InvalidValueError(
                 f"switch port {switch}:{port} is cabled to node '{other[0]}' NIC '{other[1]}' in "
                 f"the document but still holds NIC '{nic}' of allocated node '{node}'"
             )

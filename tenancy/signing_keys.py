@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from sqlmodel import Session, col, select
 
-from policies.errors import ConflictError, KeyUnavailableError, ValidationError
+from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import audit_log, key_store
@@ -79,7 +79,7 @@ def create(uow: UnitOfWork, *, trust_retired: bool = False) -> KeySetup:
     Raises:
         ConflictError: the database's active key is another one (its key file is elsewhere:
             copy it here, or rotate), or the keyring trusts another key under the same name.
-        ValidationError: no key file, keyring or secret file can be named (PostgreSQL and
+        InvalidValueError: no key file, keyring or secret file can be named (PostgreSQL and
             in-memory databases have no default location).
     """
     settings = uow.settings
@@ -185,12 +185,12 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
     get it they refuse to sign (503) rather than sign with the retired key.
 
     Raises:
-        ValidationError: the key comes from ``ISOFABRIC_SIGNING_KEY`` (update it yourself) or
+        InvalidValueError: the key comes from ``ISOFABRIC_SIGNING_KEY`` (update it yourself) or
             no key file or keyring can be named.
     """
     settings = uow.settings
     if settings.signing_key_pem:
-        raise ValidationError(
+        raise InvalidValueError(
             "the signing key comes from ISOFABRIC_SIGNING_KEY: `keys rotate` writes a key "
             "file; set ISOFABRIC_SIGNING_KEY_FILE instead"
         )
@@ -228,7 +228,7 @@ def _ensure_opensm_secret(settings: Settings) -> str:
 
 def _required(path: Path | None, variable: str) -> Path:
     if path is None:
-        raise ValidationError(
+        raise InvalidValueError(
             f"set {variable}: there is no default location beside an in-memory or PostgreSQL "
             "database"
         )

@@ -15,7 +15,7 @@ from typing import Protocol
 from sqlmodel import Session
 
 from policies.artifacts import Artifact
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.infiniband.model import format_pkey
 from policies.infiniband.render import render_opensm_artifacts
 from policies.infiniband.verify import verify_isolation
@@ -139,7 +139,7 @@ def require_kind(fabric: m.Fabric, kind: FabricKind, why: str) -> None:
     """Refuse (422) a request that applies only to `kind` fabrics; `why` says what to do instead."""
     if fabric.kind != kind:
         title = technology_of(fabric.kind).title
-        raise ValidationError(f"fabric '{fabric.name}' is {title}: {why}")
+        raise InvalidValueError(f"fabric '{fabric.name}' is {title}: {why}")
 
 
 def verify_snapshot(snapshot: Snapshot) -> Verdict:

@@ -73,7 +73,7 @@ def import_roce_inventory(
     """Reconcile a RoCE fabric with an inventory document; verified before commit.
 
     Raises:
-        ValidationError: the document's parts do not fit together; nothing was written.
+        InvalidValueError: the document's parts do not fit together; nothing was written.
         PortMovedError: a known NIC is re-cabled, or a switch port claimed by another host,
             while a host involved guards its ports; nothing was written.
     """

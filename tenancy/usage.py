@@ -27,7 +27,7 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies import usage as engine
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.lookups import tenant_named
@@ -139,12 +139,12 @@ def parse_time(text: str, parameter: str) -> datetime:
             raise ValueError(text)
         value = value.astimezone(UTC)
     except (ValueError, OverflowError) as error:
-        raise ValidationError(
+        raise InvalidValueError(
             f"'{parameter}' must be an RFC 3339 time with an offset, e.g. 2026-03-01T00:00:00Z",
             parameter=parameter,
         ) from error
     if not MIN_YEAR <= value.year <= MAX_YEAR:
-        raise ValidationError(
+        raise InvalidValueError(
             f"'{parameter}' must be between the years {MIN_YEAR} and {MAX_YEAR}",
             parameter=parameter,
         )
@@ -213,18 +213,18 @@ def _decode(cursor: str | None) -> tuple[datetime, str] | None:
         if not MIN_YEAR <= period_start.year <= MAX_YEAR:
             raise ValueError(start)
     except (binascii.Error, ValueError, KeyError, TypeError, OverflowError) as error:
-        raise ValidationError("cursor is not valid", parameter="cursor") from error
+        raise InvalidValueError("cursor is not valid", parameter="cursor") from error
     return period_start, record_id
 
 
 def _checked_range(since: datetime, until: datetime, granularity: str) -> None:
     if granularity not in MAX_RANGE:
-        raise ValidationError("granularity must be 'hour' or 'day'", parameter="granularity")
+        raise InvalidValueError("granularity must be 'hour' or 'day'", parameter="granularity")
     if since >= until:
-        raise ValidationError("'from' must be before 'to'", parameter="from")
+        raise InvalidValueError("'from' must be before 'to'", parameter="from")
     if until - since > MAX_RANGE[granularity]:
         days = MAX_RANGE[granularity].days
-        raise ValidationError(
+        raise InvalidValueError(
             f"a range of {granularity} records spans at most {days} days",
             parameter="to",
             max_days=days,

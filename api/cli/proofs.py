@@ -67,7 +67,7 @@ def proof_verify(
 
     Only the keys given (--key, --keyring) are trusted; a proof signed by any other key fails.
     """
-    from policies.errors import ValidationError
+    from policies.errors import InvalidValueError
     from policies.evidence.proofs import verify_envelope
 
     try:
@@ -78,7 +78,7 @@ def proof_verify(
         typer.echo("signature: OK")
         if artifacts is not None:
             _check_artifacts(statement, artifacts)
-    except (ValidationError, ValueError, KeyError, TypeError, AttributeError) as error:
+    except (InvalidValueError, ValueError, KeyError, TypeError, AttributeError) as error:
         reason = getattr(error, "detail", None) or str(error)
         typer.echo(f"proof verification FAILED: {reason}", err=True)
         raise typer.Exit(1) from error
@@ -92,7 +92,7 @@ def proof_verify(
 
 def _trusted_keys(pems: list[Path], keyring: Path | None) -> list[Ed25519PublicKey]:
     """The keys given: each --key PEM, and the keyring's (the default one when no --key)."""
-    from policies.errors import ValidationError
+    from policies.errors import InvalidValueError
     from policies.evidence.audit_log import load_public_key
     from tenancy import key_store
 
@@ -101,7 +101,7 @@ def _trusted_keys(pems: list[Path], keyring: Path | None) -> list[Ed25519PublicK
     if path is not None:
         keys += key_store.keyring_keys(key_store.read_keyring(path)).values()
     if not keys:
-        raise ValidationError("no trusted key: pass --keyring FILE or --key PEM")
+        raise InvalidValueError("no trusted key: pass --keyring FILE or --key PEM")
     return keys
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from policies.errors import InputFormatError, ValidationError
+from policies.errors import InputFormatError, InvalidValueError
 from policies.evidence.merkle import entry_leaf_hash, root_hash
 from policies.evidence.signed_note import Checkpoint, verify_note
 
@@ -159,7 +159,7 @@ def _verified(
         return None
     try:
         return verify_note(note, name or "", key)
-    except ValidationError as error:
+    except InvalidValueError as error:
         report.bad(0, f"{what}: {error.detail}; nothing in the log is proven")
         return None
 
@@ -174,8 +174,8 @@ def _signer(note: str) -> str | None:
 
 
 def load_public_key(pem: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from PEM; ``ValidationError`` for any other key type."""
+    """An Ed25519 public key from PEM; ``InvalidValueError`` for any other key type."""
     key = serialization.load_pem_public_key(pem.encode())
     if not isinstance(key, Ed25519PublicKey):
-        raise ValidationError("the public key is not an Ed25519 key")
+        raise InvalidValueError("the public key is not an Ed25519 key")
     return key

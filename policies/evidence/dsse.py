@@ -12,7 +12,7 @@ Formats:
 * ``keyid`` is the lowercase hex SHA-256 of the 32-byte raw Ed25519 public key (`key_id`); it
   is only a hint for picking the key, the signature is what is checked.
 
-Pure: keys are passed in; every failure raises `policies.errors.ValidationError`. What the
+Pure: keys are passed in; every failure raises `policies.errors.InvalidValueError`. What the
 predicate claims and how it is re-derived offline is `policies.evidence.proofs`.
 """
 
@@ -30,7 +30,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -71,12 +71,12 @@ def canonical_json(document: Any) -> bytes:
     """RFC 8785 canonical JSON bytes of `document`.
 
     Raises:
-        ValidationError: The document holds a value JCS cannot represent (e.g. int > 2**53).
+        InvalidValueError: The document holds a value JCS cannot represent (e.g. int > 2**53).
     """
     try:
         return bytes(rfc8785.dumps(document))
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as error:
-        raise ValidationError(f"cannot canonicalise the statement: {error}") from error
+        raise InvalidValueError(f"cannot canonicalise the statement: {error}") from error
 
 
 def build_statement(
@@ -110,11 +110,11 @@ def sign_envelope(statement: Mapping[str, Any], key: Ed25519PrivateKey) -> dict[
 
 def _unb64(text: Any, what: str) -> bytes:
     if not isinstance(text, str):
-        raise ValidationError(f"{what} is not a base64 string")
+        raise InvalidValueError(f"{what} is not a base64 string")
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError) as error:
-        raise ValidationError(f"{what} is not valid base64") from error
+        raise InvalidValueError(f"{what} is not valid base64") from error
 
 
 def verify_envelope(
@@ -123,18 +123,18 @@ def verify_envelope(
     """Check the envelope's signature with any of `keys` and return the Statement it carries.
 
     Raises:
-        ValidationError: Malformed envelope, wrong payload type, no signature verifying with one
+        InvalidValueError: Malformed envelope, wrong payload type, no signature verifying with one
             of `keys`, or a payload that is not an in-toto Statement v1 with our predicate.
     """
     if envelope.get("payloadType") != PAYLOAD_TYPE:
-        raise ValidationError(f"payloadType is not {PAYLOAD_TYPE}")
+        raise InvalidValueError(f"payloadType is not {PAYLOAD_TYPE}")
     body = _unb64(envelope.get("payload"), "payload")
     signatures = envelope.get("signatures")
     if not isinstance(signatures, list) or not signatures:
-        raise ValidationError("the envelope has no signatures")
+        raise InvalidValueError("the envelope has no signatures")
     message = pae(PAYLOAD_TYPE, body)
     if not any(_verifies(key, _sig(s), message) for s in signatures for key in keys):
-        raise ValidationError("signature verification failed: no signature matches the key")
+        raise InvalidValueError("signature verification failed: no signature matches the key")
     return _statement(body)
 
 
@@ -154,13 +154,13 @@ def _statement(body: bytes) -> dict[str, Any]:
     try:
         statement = json.loads(body)
     except ValueError as error:
-        raise ValidationError("the payload is not JSON") from error
+        raise InvalidValueError("the payload is not JSON") from error
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
-        raise ValidationError(f"the payload is not an in-toto Statement ({STATEMENT_TYPE})")
+        raise InvalidValueError(f"the payload is not an in-toto Statement ({STATEMENT_TYPE})")
     if statement.get("predicateType") != PREDICATE_TYPE:
-        raise ValidationError(f"predicateType is not {PREDICATE_TYPE}")
+        raise InvalidValueError(f"predicateType is not {PREDICATE_TYPE}")
     if not isinstance(statement.get("predicate"), dict):
-        raise ValidationError("the statement has no predicate")
+        raise InvalidValueError("the statement has no predicate")
     return statement
 
 
@@ -168,15 +168,15 @@ def check_subjects(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> 
     """Require every subject's file in `files` (path -> content) with the stated sha256.
 
     Raises:
-        ValidationError: A subject is missing from `files` or its digest differs.
+        InvalidValueError: A subject is missing from `files` or its digest differs.
     """
     subjects = statement.get("subject")
     if not isinstance(subjects, list) or not subjects:
-        raise ValidationError("the statement has no subjects")
+        raise InvalidValueError("the statement has no subjects")
     for subject in subjects:
         name = subject.get("name")
         if name not in files:
-            raise ValidationError(f"artifact '{name}' is missing")
+            raise InvalidValueError(f"artifact '{name}' is missing")
         actual = hashlib.sha256(files[name]).hexdigest()
         if actual != subject.get("digest", {}).get("sha256"):
-            raise ValidationError(f"artifact '{name}': sha256 {actual} does not match the proof")
+            raise InvalidValueError(f"artifact '{name}': sha256 {actual} does not match the proof")

@@ -15,7 +15,7 @@ An audit entry (a JSON object) becomes a leaf through its RFC 8785 canonical byt
 can recompute a leaf hash from the entry's content alone (`entry_leaf_hash`).
 
 Argument errors (an index outside the tree, a hash that is not 32 bytes) raise
-`policies.errors.ValidationError`; a proof that does not verify makes the verifier return False.
+`policies.errors.InvalidValueError`; a proof that does not verify makes the verifier return False.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import rfc8785
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 
 __all__ = [
     "EMPTY_ROOT",
@@ -74,7 +74,7 @@ def node_hash(left: bytes, right: bytes) -> bytes:
         ``SHA-256(0x01 || left || right)`` (RFC 9162 §2.1.1), 32 bytes.
 
     Raises:
-        ValidationError: A child is not a 32-byte hash.
+        InvalidValueError: A child is not a 32-byte hash.
     """
     _check_hash(left, "left child")
     _check_hash(right, "right child")
@@ -92,13 +92,13 @@ def entry_leaf_hash(entry: Mapping[str, Any]) -> bytes:
         ``leaf_hash(RFC 8785 canonical JSON bytes of entry)``.
 
     Raises:
-        ValidationError: The entry cannot be canonicalised (RFC 8785 §3.2.2.3 number domain,
+        InvalidValueError: The entry cannot be canonicalised (RFC 8785 §3.2.2.3 number domain,
             unsupported types).
     """
     try:
         data: bytes = rfc8785.dumps(dict(entry))
     except (rfc8785.CanonicalizationError, TypeError) as exc:
-        raise ValidationError(f"audit entry is not canonical JSON: {exc}") from exc
+        raise InvalidValueError(f"audit entry is not canonical JSON: {exc}") from exc
     return leaf_hash(data)
 
 
@@ -114,7 +114,7 @@ def root_hash(leaf_hashes: Sequence[bytes]) -> bytes:
         ``MTH(D[n])`` (RFC 9162 §2.1.1); `EMPTY_ROOT` for no leaves.
 
     Raises:
-        ValidationError: A leaf hash is not 32 bytes.
+        InvalidValueError: A leaf hash is not 32 bytes.
     """
     _check_hashes(leaf_hashes)
     return _mth(leaf_hashes, 0, len(leaf_hashes))
@@ -131,12 +131,12 @@ def inclusion_proof(leaf_hashes: Sequence[bytes], index: int) -> list[bytes]:
         ``PATH(index, D[n])`` (RFC 9162 §2.1.3.1): sibling hashes from the leaf up to the root.
 
     Raises:
-        ValidationError: `index` is outside the tree, or a leaf hash is not 32 bytes.
+        InvalidValueError: `index` is outside the tree, or a leaf hash is not 32 bytes.
     """
     size = len(leaf_hashes)
     _check_int(index, "leaf index")
     if not 0 <= index < size:
-        raise ValidationError(f"leaf index {index} is outside a tree of {size} leaves")
+        raise InvalidValueError(f"leaf index {index} is outside a tree of {size} leaves")
     _check_hashes(leaf_hashes)
     return _path(leaf_hashes, index, 0, size)
 
@@ -152,12 +152,12 @@ def consistency_proof(leaf_hashes: Sequence[bytes], first: int) -> list[bytes]:
         ``PROOF(first, D[n])`` (RFC 9162 §2.1.4.1); empty when ``first == n``.
 
     Raises:
-        ValidationError: `first` is out of range, or a leaf hash is not 32 bytes.
+        InvalidValueError: `first` is out of range, or a leaf hash is not 32 bytes.
     """
     size = len(leaf_hashes)
     _check_int(first, "first tree size")
     if not 0 < first <= size:
-        raise ValidationError(
+        raise InvalidValueError(
             f"first tree size {first} is not in 1..{size} (the second tree's size)"
         )
     _check_hashes(leaf_hashes)
@@ -182,12 +182,12 @@ def verify_inclusion(
         32 bytes).
 
     Raises:
-        ValidationError: `index`/`size` are out of range, or `leaf_hash`/`root` are not 32 bytes.
+        InvalidValueError: `index`/`size` are out of range, or `leaf_hash`/`root` are not 32 bytes.
     """
     _check_int(index, "leaf index")
     _check_int(size, "tree size")
     if not 0 <= index < size:
-        raise ValidationError(f"leaf index {index} is outside a tree of {size} leaves")
+        raise InvalidValueError(f"leaf index {index} is outside a tree of {size} leaves")
     _check_hash(leaf_hash, "leaf hash")
     _check_hash(root, "root hash")
     if not _well_formed(proof):
@@ -215,12 +215,14 @@ def verify_consistency(
         `second_root`; False for any wrong, tampered, short or long proof.
 
     Raises:
-        ValidationError: The sizes are out of range, or a root is not 32 bytes.
+        InvalidValueError: The sizes are out of range, or a root is not 32 bytes.
     """
     _check_int(first, "first tree size")
     _check_int(second, "second tree size")
     if not 0 < first <= second:
-        raise ValidationError(f"tree sizes must satisfy 0 < first <= second, got {first}, {second}")
+        raise InvalidValueError(
+            f"tree sizes must satisfy 0 < first <= second, got {first}, {second}"
+        )
     _check_hash(first_root, "first root hash")
     _check_hash(second_root, "second root hash")
     if not _well_formed(proof):
@@ -339,18 +341,18 @@ def _skip_right_edge(fn: int, sn: int) -> tuple[int, int]:
 
 def _check_int(value: int, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"{what} must be an integer, got {value!r}")
+        raise InvalidValueError(f"{what} must be an integer, got {value!r}")
 
 
 def _check_hash(value: bytes, what: str) -> None:
     if not isinstance(value, bytes) or len(value) != HASH_SIZE:
-        raise ValidationError(f"{what} must be {HASH_SIZE} bytes")
+        raise InvalidValueError(f"{what} must be {HASH_SIZE} bytes")
 
 
 def _check_hashes(values: Sequence[bytes]) -> None:
     for i, value in enumerate(values):
         if not isinstance(value, bytes) or len(value) != HASH_SIZE:
-            raise ValidationError(f"leaf hash {i} must be {HASH_SIZE} bytes")
+            raise InvalidValueError(f"leaf hash {i} must be {HASH_SIZE} bytes")
 
 
 def _well_formed(proof: Sequence[bytes]) -> bool:

@@ -35,7 +35,7 @@ VRF's imported route targets in every frr.conf subject must be exactly its own p
 claimed services, and its switch ports must be VLAN members in config_db.json; a RoCE proof
 names no other tenant in either view, so its tenant view differs only in ``view``.
 
-Pure: keys and time are passed in; every failure raises `policies.errors.ValidationError`.
+Pure: keys and time are passed in; every failure raises `policies.errors.InvalidValueError`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, cast
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.evidence.dsse import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -114,11 +114,11 @@ def view_of(predicate: Mapping[str, Any]) -> View:
     """The predicate's view; ``full`` when it has none (proofs issued before views existed).
 
     Raises:
-        ValidationError: The view is neither ``full`` nor ``tenant``.
+        InvalidValueError: The view is neither ``full`` nor ``tenant``.
     """
     view = predicate.get("view", FULL_VIEW)
     if view not in VIEWS:
-        raise ValidationError(f"unknown proof view {view!r}")
+        raise InvalidValueError(f"unknown proof view {view!r}")
     return cast(View, view)
 
 
@@ -145,7 +145,7 @@ def _entries(document: Mapping[str, Any], member: str) -> list[Mapping[str, Any]
     """The objects of the list `member` of `document` (absent: none)."""
     entries = document.get(member, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ValidationError(f"'{member}' is not a list of objects")
+        raise InvalidValueError(f"'{member}' is not a list of objects")
     return entries
 
 
@@ -167,7 +167,7 @@ def ib_reachable(
         ownership: ``{"0x<guid>": "tenant:acme" | "service:storage" | ...}``.
 
     Raises:
-        ValidationError: A member GUID of a partition involving the tenant has no stated owner.
+        InvalidValueError: A member GUID of a partition involving the tenant has no stated owner.
     """
     me = f"tenant:{tenant}"
     reach: set[tuple[str, str]] = set()
@@ -181,7 +181,7 @@ def ib_reachable(
         label = format_pkey(pkey)
         for guid, owner in owners.items():
             if owner is None:
-                raise ValidationError(f"partition {label}: GUID {format_guid(guid)} has no owner")
+                raise InvalidValueError(f"partition {label}: GUID {format_guid(guid)} has no owner")
             if _linked(guid, mine, guids) or (owner == me and guids[guid] == "full"):
                 reach.add((owner, label))
     return frozenset(reach)
@@ -199,19 +199,19 @@ def rederive_ib_reachability(partitions_conf: str, predicate: Mapping[str, Any])
     then owned by `OTHERS` (module docstring, "Offline re-derivation").
 
     Raises:
-        ValidationError: The file fails open in OpenSM, a member GUID has no stated owner, or a
+        InvalidValueError: The file fails open in OpenSM, a member GUID has no stated owner, or a
             tenant view's segments or counts differ from the file.
     """
     parsed = parse_partitions_conf(partitions_conf)
     if parsed.fails_open:
-        raise ValidationError("partitions.conf fails open: OpenSM would discard it")
+        raise InvalidValueError("partitions.conf fails open: OpenSM would discard it")
     members = memberships(parsed)
     ownership = _ownership(predicate)
     mine = {g for g, o in ownership.items() if o == f"tenant:{predicate['tenant']}"}
     if any(
         format_guid(g) in mine and m == "full" for g, m in members.get(DEFAULT_PKEY, {}).items()
     ):
-        raise ValidationError("a tenant port is a full member of the default partition")
+        raise InvalidValueError("a tenant port is a full member of the default partition")
     if view_of(predicate) == TENANT_VIEW:
         ownership |= _counted_others(parsed, members, predicate, mine)
     return ib_reachable(str(predicate["tenant"]), members, ownership)
@@ -226,7 +226,7 @@ def _counted_others(
     """Check a tenant view's segments against the file; its unnamed GUIDs, owned by `OTHERS`.
 
     Raises:
-        ValidationError: The segments are not the file's partitions holding a tenant port, one
+        InvalidValueError: The segments are not the file's partitions holding a tenant port, one
             has a special member, or one's named members or others differ from the file's.
     """
     held = {
@@ -236,7 +236,7 @@ def _counted_others(
     }
     segments = {str(s.get("segment")): s for s in _entries(predicate, "segments")}
     if set(segments) != set(held):
-        raise ValidationError(
+        raise InvalidValueError(
             f"the tenant's ports are in partitions {sorted(held) or 'none'} of the file, "
             f"the proof lists {sorted(segments) or 'none'}"
         )
@@ -251,7 +251,7 @@ def _refuse_specials(parsed: ParsedPartitions) -> None:
     """Special members stand for ports the file does not list, so they cannot be counted."""
     for pkey, specials in sorted(special_members(parsed).items()):
         if pkey != DEFAULT_PKEY:
-            raise ValidationError(
+            raise InvalidValueError(
                 f"partition {format_pkey(pkey)} has special members ({', '.join(specials)}): "
                 "a tenant view cannot count its members"
             )
@@ -270,7 +270,7 @@ def _check_segment(
         str(m.get("endpoint")): str(m.get("membership")) for m in _entries(segment, "members")
     }
     if listed != named:
-        raise ValidationError(f"partition {label}: the named members differ from the file's")
+        raise InvalidValueError(f"partition {label}: the named members differ from the file's")
     unnamed = {format_guid(g): m for g, m in guids.items() if format_guid(g) not in ownership}
     actual = {
         "count": len(unnamed),
@@ -278,7 +278,7 @@ def _check_segment(
     }
     claimed = segment.get("others")
     if claimed != actual or isinstance(claimed.get("count"), bool):
-        raise ValidationError(
+        raise InvalidValueError(
             f"partition {label}: the file has {actual['count']} other member(s), "
             f"{actual['membership']}; the proof claims {json.dumps(claimed)}"
         )
@@ -288,7 +288,7 @@ def _check_segment(
 def _ownership(predicate: Mapping[str, Any]) -> dict[str, str]:
     ownership = predicate.get("ownership")
     if not isinstance(ownership, dict):
-        raise ValidationError("the predicate carries no endpoint ownership")
+        raise InvalidValueError("the predicate carries no endpoint ownership")
     return {str(k): str(v) for k, v in ownership.items()}
 
 
@@ -303,13 +303,13 @@ def rederive_roce_reachability(files: Mapping[str, bytes], predicate: Mapping[st
     ports (``leaf:port``) must be VLAN members on their leaf.
 
     Raises:
-        ValidationError: A leaf lacks the tenant VRF, imports an RT of no stated owner, or leaves
+        InvalidValueError: A leaf lacks the tenant VRF, imports an RT of no stated owner, or leaves
             a tenant port out of every VLAN.
     """
     vrfs = predicate.get("vrfs")
     me = f"tenant:{predicate['tenant']}"
     if not isinstance(vrfs, dict) or me not in vrfs:
-        raise ValidationError("the predicate carries no VRF of the tenant")
+        raise InvalidValueError("the predicate carries no VRF of the tenant")
     by_rt = {str(v["route_target"]): (str(o), str(v["l3vni"])) for o, v in vrfs.items()}
     reach: set[tuple[str, str]] = set()
     for path, content in sorted(files.items()):
@@ -325,10 +325,12 @@ def _leaf_imports(
 ) -> set[tuple[str, str]]:
     instance = parse_frr_conf(text).instance(vrf)
     if instance is None:
-        raise ValidationError(f"{path}: no BGP instance for VRF {vrf}")
+        raise InvalidValueError(f"{path}: no BGP instance for VRF {vrf}")
     unknown = sorted(set(instance.rt_imports) - by_rt.keys())
     if unknown:
-        raise ValidationError(f"{path}: VRF {vrf} imports {', '.join(unknown)} of no stated owner")
+        raise InvalidValueError(
+            f"{path}: VRF {vrf} imports {', '.join(unknown)} of no stated owner"
+        )
     return {by_rt[rt] for rt in instance.rt_imports}
 
 
@@ -339,7 +341,7 @@ def _check_ports(path: str, text: str, predicate: Mapping[str, Any]) -> None:
     for endpoint in predicate.get("endpoints", []):
         switch, _, port = str(endpoint).partition(":")
         if switch == leaf and port not in members:
-            raise ValidationError(f"{path}: tenant port {endpoint} is in no VLAN")
+            raise InvalidValueError(f"{path}: tenant port {endpoint} is in no VLAN")
 
 
 # --- claims -----------------------------------------------------------------------------------
@@ -348,7 +350,7 @@ def _check_ports(path: str, text: str, predicate: Mapping[str, Any]) -> None:
 def _claimed(predicate: Mapping[str, Any]) -> Reach:
     reachable = predicate.get("reachable")
     if not isinstance(reachable, list):
-        raise ValidationError("the predicate carries no reachable set")
+        raise InvalidValueError("the predicate carries no reachable set")
     return frozenset((str(r["owner"]), str(r["segment"])) for r in reachable)
 
 
@@ -356,7 +358,7 @@ def _rederive(predicate: Mapping[str, Any], subjects: Mapping[str, bytes]) -> Re
     if predicate.get("kind") == "roce":
         return rederive_roce_reachability(subjects, predicate)
     if PARTITIONS_PATH not in subjects:
-        raise ValidationError(f"the proof has no {PARTITIONS_PATH} subject")
+        raise InvalidValueError(f"the proof has no {PARTITIONS_PATH} subject")
     return rederive_ib_reachability(subjects[PARTITIONS_PATH].decode(), predicate)
 
 
@@ -367,23 +369,23 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
         The re-derived reachable set (equal to the claimed one).
 
     Raises:
-        ValidationError: A digest differs, the verdict does not hold, a tenant view names an
+        InvalidValueError: A digest differs, the verdict does not hold, a tenant view names an
             owner it may not name or counts members the artifacts do not have, or the artifacts
             give another reachable set than the one claimed.
     """
     check_subjects(statement, files)
     predicate = statement["predicate"]
     if predicate.get("verdict", {}).get("holds") is not True:
-        raise ValidationError("the proof does not state a holding verdict")
+        raise InvalidValueError("the proof does not state a holding verdict")
     if view_of(predicate) == TENANT_VIEW and (strangers := named_strangers(predicate)):
-        raise ValidationError(f"a tenant view names other owners: {', '.join(strangers)}")
+        raise InvalidValueError(f"a tenant view names other owners: {', '.join(strangers)}")
     subjects = {s["name"]: files[s["name"]] for s in statement["subject"]}
     derived = _rederive(predicate, subjects)
     claimed = _claimed(predicate)
     if derived != claimed:
         extra = sorted(f"{o}@{s}" for o, s in derived - claimed)
         absent = sorted(f"{o}@{s}" for o, s in claimed - derived)
-        raise ValidationError(
+        raise InvalidValueError(
             f"the artifacts do not support the reachability claim "
             f"(reachable but not claimed: {extra or 'none'}; claimed but not derived: "
             f"{absent or 'none'})"

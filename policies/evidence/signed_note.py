@@ -16,7 +16,7 @@ Verification follows the signed-note rules: signature lines from other keys (ano
 ID, e.g. a witness cosignature) are ignored, every line claiming to be from the expected key must
 verify, and at least one must be present. Keys are taken as arguments; this module never
 generates keys, reads files or looks at the clock. Every format or signature problem raises
-`policies.errors.ValidationError` with the reason.
+`policies.errors.InvalidValueError` with the reason.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 
 __all__ = [
     "ED25519_TYPE",
@@ -75,13 +75,15 @@ def checkpoint_text(origin: str, size: int, root: bytes) -> str:
         ``"<origin>\n<size>\n<base64 root>\n"``, ready for `sign_note`.
 
     Raises:
-        ValidationError: An argument is malformed or out of range.
+        InvalidValueError: An argument is malformed or out of range.
     """
     _check_name(origin, "origin")
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= _MAX_SIZE:
-        raise ValidationError(f"checkpoint tree size must be an integer in 0..2^64-1, got {size!r}")
+        raise InvalidValueError(
+            f"checkpoint tree size must be an integer in 0..2^64-1, got {size!r}"
+        )
     if not isinstance(root, bytes) or len(root) != _HASH_SIZE:
-        raise ValidationError(f"checkpoint root hash must be {_HASH_SIZE} bytes")
+        raise InvalidValueError(f"checkpoint root hash must be {_HASH_SIZE} bytes")
     return f"{origin}\n{size}\n{base64.b64encode(root).decode('ascii')}\n"
 
 
@@ -96,7 +98,7 @@ def key_id(name: str, public_key: Ed25519PublicKey) -> bytes:
         ``SHA-256(name || 0x0A || 0x01 || 32-byte public key)[:4]``.
 
     Raises:
-        ValidationError: The key name is invalid.
+        InvalidValueError: The key name is invalid.
     """
     _check_name(name, "key name")
     material = name.encode() + b"\n" + bytes([ED25519_TYPE]) + _raw(public_key)
@@ -114,7 +116,7 @@ def verifier_key(name: str, public_key: Ed25519PublicKey) -> str:
         ``"<name>+<8 lowercase hex digits of the key ID>+<base64(0x01 || public key)>"``.
 
     Raises:
-        ValidationError: The key name is invalid.
+        InvalidValueError: The key name is invalid.
     """
     encoded = base64.b64encode(bytes([ED25519_TYPE]) + _raw(public_key)).decode("ascii")
     return f"{name}+{key_id(name, public_key).hex()}+{encoded}"
@@ -133,7 +135,7 @@ def sign_note(text: str, name: str, private_key: Ed25519PrivateKey) -> str:
         ``text + "\n" + "— <name> <base64(key ID || signature)>\n"``.
 
     Raises:
-        ValidationError: The text or key name is malformed.
+        InvalidValueError: The text or key name is malformed.
     """
     data = _check_text(text)
     kid = key_id(name, private_key.public_key())
@@ -156,7 +158,7 @@ def open_note(note: str, name: str, public_key: Ed25519PublicKey) -> str:
         The verified note text (ending with a newline, without the blank line).
 
     Raises:
-        ValidationError: The note is malformed, carries no signature by this key, or a
+        InvalidValueError: The note is malformed, carries no signature by this key, or a
             signature by this key does not verify.
     """
     kid = key_id(name, public_key)
@@ -168,7 +170,7 @@ def open_note(note: str, name: str, public_key: Ed25519PublicKey) -> str:
         _check_signature(public_key, blob[4:], text, name)
         found = True
     if not found:
-        raise ValidationError(f"note has no signature by key {name}+{kid.hex()}")
+        raise InvalidValueError(f"note has no signature by key {name}+{kid.hex()}")
     return text
 
 
@@ -188,12 +190,12 @@ def verify_note(
         The verified `Checkpoint`.
 
     Raises:
-        ValidationError: The note or checkpoint is malformed, the signature is missing or
+        InvalidValueError: The note or checkpoint is malformed, the signature is missing or
             invalid, or the origin is not the expected one.
     """
     checkpoint = parse_checkpoint(open_note(note, name, public_key))
     if origin is not None and checkpoint.origin != origin:
-        raise ValidationError(
+        raise InvalidValueError(
             f"checkpoint origin {checkpoint.origin!r} is not the expected {origin!r}"
         )
     return checkpoint
@@ -210,15 +212,15 @@ def parse_checkpoint(text: str) -> Checkpoint:
         The `Checkpoint` (extension lines are ignored).
 
     Raises:
-        ValidationError: The text is not a well-formed checkpoint.
+        InvalidValueError: The text is not a well-formed checkpoint.
     """
     if not text.endswith("\n"):
-        raise ValidationError("checkpoint text must end with a newline")
+        raise InvalidValueError("checkpoint text must end with a newline")
     lines = text[:-1].split("\n")
     if len(lines) < 3:
-        raise ValidationError("checkpoint needs an origin, a tree size and a root hash line")
+        raise InvalidValueError("checkpoint needs an origin, a tree size and a root hash line")
     if any(line == "" for line in lines):
-        raise ValidationError("checkpoint text must not contain empty lines")
+        raise InvalidValueError("checkpoint text must not contain empty lines")
     _check_name(lines[0], "checkpoint origin")
     return Checkpoint(lines[0], _parse_size(lines[1]), _parse_root(lines[2]))
 
@@ -231,26 +233,26 @@ def _split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
     _check_text(note)
     split = note.rfind("\n\n")  # the signature block follows the last blank line
     if split < 0:
-        raise ValidationError("note has no blank line before its signatures")
+        raise InvalidValueError("note has no blank line before its signatures")
     text, block = note[: split + 1], note[split + 2 :]
     if not block:
-        raise ValidationError("note has no signature lines")
+        raise InvalidValueError("note has no signature lines")
     lines = block[:-1].split("\n")
     if len(lines) > _MAX_SIGNATURES:
-        raise ValidationError(f"note has more than {_MAX_SIGNATURES} signature lines")
+        raise InvalidValueError(f"note has more than {_MAX_SIGNATURES} signature lines")
     return text, [_parse_signature_line(line) for line in lines]
 
 
 def _parse_signature_line(line: str) -> tuple[str, bytes]:
     if not line.startswith(_SIG_PREFIX):
-        raise ValidationError(f"signature line does not start with an em dash: {line!r}")
+        raise InvalidValueError(f"signature line does not start with an em dash: {line!r}")
     name, sep, encoded = line[len(_SIG_PREFIX) :].partition(" ")
     if not sep:
-        raise ValidationError(f"signature line has no signature: {line!r}")
+        raise InvalidValueError(f"signature line has no signature: {line!r}")
     _check_name(name, "signature key name")
     blob = _strict_b64decode(encoded, "signature")
     if len(blob) < 5:
-        raise ValidationError(f"signature of {name!r} is too short")
+        raise InvalidValueError(f"signature of {name!r} is too short")
     return name, blob
 
 
@@ -258,23 +260,23 @@ def _check_signature(public_key: Ed25519PublicKey, sig: bytes, text: str, name: 
     try:
         public_key.verify(sig, text.encode())
     except InvalidSignature:
-        raise ValidationError(f"signature by key {name!r} does not verify") from None
+        raise InvalidValueError(f"signature by key {name!r} does not verify") from None
 
 
 def _parse_size(line: str) -> int:
     canonical = line == "0" or (line[:1] in "123456789" and line.isascii() and line.isdigit())
     if not canonical:
-        raise ValidationError(f"checkpoint tree size {line!r} is not a canonical decimal")
+        raise InvalidValueError(f"checkpoint tree size {line!r} is not a canonical decimal")
     size = int(line)
     if size > _MAX_SIZE:
-        raise ValidationError(f"checkpoint tree size {line} does not fit in 64 bits")
+        raise InvalidValueError(f"checkpoint tree size {line} does not fit in 64 bits")
     return size
 
 
 def _parse_root(line: str) -> bytes:
     root = _strict_b64decode(line, "checkpoint root hash")
     if len(root) != _HASH_SIZE:
-        raise ValidationError(f"checkpoint root hash is {len(root)} bytes, not {_HASH_SIZE}")
+        raise InvalidValueError(f"checkpoint root hash is {len(root)} bytes, not {_HASH_SIZE}")
     return root
 
 
@@ -283,9 +285,9 @@ def _strict_b64decode(encoded: str, what: str) -> bytes:
     try:
         raw = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise ValidationError(f"{what} is not valid base64") from None
+        raise InvalidValueError(f"{what} is not valid base64") from None
     if base64.b64encode(raw).decode("ascii") != encoded:
-        raise ValidationError(f"{what} is not canonical base64")
+        raise InvalidValueError(f"{what} is not canonical base64")
     return raw
 
 
@@ -295,21 +297,21 @@ def _strict_b64decode(encoded: str, what: str) -> bytes:
 def _check_name(name: str, what: str) -> None:
     """Key names and origins: non-empty, printable, no whitespace, no '+' (c2sp.org/signed-note)."""
     if not isinstance(name, str) or not name:
-        raise ValidationError(f"{what} must be a non-empty string")
+        raise InvalidValueError(f"{what} must be a non-empty string")
     if "+" in name or not name.isprintable() or any(ch.isspace() for ch in name):
-        raise ValidationError(f"{what} {name!r} must be printable, without whitespace or '+'")
+        raise InvalidValueError(f"{what} {name!r} must be printable, without whitespace or '+'")
 
 
 def _check_text(text: str) -> bytes:
     """Check note text rules (UTF-8, newline-terminated, no other control characters)."""
     if not isinstance(text, str) or not text.endswith("\n"):
-        raise ValidationError("note text must be a non-empty string ending with a newline")
+        raise InvalidValueError("note text must be a non-empty string ending with a newline")
     if any(ch != "\n" and (ch < " " or ch == "\x7f") for ch in text):
-        raise ValidationError("note text must not contain control characters other than newline")
+        raise InvalidValueError("note text must not contain control characters other than newline")
     try:
         return text.encode()
     except UnicodeEncodeError:
-        raise ValidationError("note text is not valid UTF-8") from None
+        raise InvalidValueError("note text is not valid UTF-8") from None
 
 
 def _raw(public_key: Ed25519PublicKey) -> bytes:

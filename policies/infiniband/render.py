@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from policies.artifacts import Artifact
-from policies.errors import ArtifactHazardError, ValidationError
+from policies.errors import ArtifactHazardError, InvalidValueError
 from policies.findings import Severity
 from policies.infiniband.model import IbSnapshot, Partition, QosClass, format_guid, format_pkey
 from policies.infiniband.parse_partitions import MAX_LINE_BYTES, parse_partitions_conf
@@ -46,10 +46,10 @@ class SubnetManagerKeys:
     def __post_init__(self) -> None:
         # OpenSM: m_key 0 disables M_Key protection; sm_key/sa_key 1 are the well-known defaults.
         if not 0 < self.m_key < 2**64:
-            raise ValidationError("m_key must be a non-zero 64-bit value")
+            raise InvalidValueError("m_key must be a non-zero 64-bit value")
         for name in ("sm_key", "sa_key"):
             if getattr(self, name) in (0, 1) or getattr(self, name) >= 2**64:
-                raise ValidationError(f"{name} must be a 64-bit value other than 0 and 1")
+                raise InvalidValueError(f"{name} must be a 64-bit value other than 0 and 1")
 
     def __repr__(self) -> str:
         return "SubnetManagerKeys(<redacted>)"
@@ -63,7 +63,7 @@ def render_opensm_artifacts(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> tu
     emitted.
 
     Raises:
-        ValidationError: if a rendered line would exceed OpenSM's line limit.
+        InvalidValueError: if a rendered line would exceed OpenSM's line limit.
         ArtifactHazardError: if the rendered partitions.conf has a critical finding.
     """
     partitions = render_partitions_conf(snapshot)
@@ -130,7 +130,7 @@ def _partition_statement(partition: Partition, qos: QosClass | None) -> Iterator
 def _checked(text: str) -> str:
     for number, line in enumerate(text.split("\n"), start=1):
         if len(line.encode()) + 1 > MAX_LINE_BYTES:  # +1: fgets counts the newline
-            raise ValidationError(f"rendered line {number} exceeds {MAX_LINE_BYTES} bytes")
+            raise InvalidValueError(f"rendered line {number} exceeds {MAX_LINE_BYTES} bytes")
     return text
 
 

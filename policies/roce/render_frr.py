@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
+from policies.errors import ArtifactHazardError, InvalidValueError, NotFoundError
 from policies.findings import Severity
 from policies.model import Grant, Owner
 from policies.roce.model import RoceSnapshot, Switch, SwitchRole, VrfSegment, route_target
@@ -62,7 +62,7 @@ def render_frr_conf(snapshot: RoceSnapshot, leaf: str) -> str:
 
     Raises:
         NotFoundError: if no switch is named `leaf`.
-        ValidationError: if `leaf` is a spine or has no VTEP, or a VNI, VRF name, RD or RT is out
+        InvalidValueError: if `leaf` is a spine or has no VTEP, or a VNI, VRF name, RD or RT is out
             of range, VNIs or RDs collide, or a segment imports an RT no grant backs.
         ArtifactHazardError: if the rendered text has an error finding (an engine defect).
     """
@@ -87,9 +87,9 @@ def _leaf(snapshot: RoceSnapshot, name: str) -> Switch:
     if switch is None:
         raise NotFoundError(f"switch {name!r} is not in fabric {snapshot.fabric.name}")
     if switch.role is not SwitchRole.LEAF or switch.vtep is None:
-        raise ValidationError(f"{name} is not a leaf with a VTEP: only leaves get EVPN frr.conf")
+        raise InvalidValueError(f"{name} is not a leaf with a VTEP: only leaves get EVPN frr.conf")
     if not 0 < switch.asn < 2**32:
-        raise ValidationError(f"{name}: ASN {switch.asn} is not in 1..4294967295")
+        raise InvalidValueError(f"{name}: ASN {switch.asn} is not in 1..4294967295")
     return switch
 
 
@@ -119,7 +119,7 @@ def _leaf_vrf(snapshot: RoceSnapshot, switch: Switch, segment: VrfSegment) -> _L
     _check_segment(segment)
     rt_asn = snapshot.fabric.rt_asn
     if not 0 < rt_asn < _ASN2_LIMIT:
-        raise ValidationError(f"rt_asn {rt_asn} is not a 2-byte ASN (type-0 RT)")
+        raise InvalidValueError(f"rt_asn {rt_asn} is not a 2-byte ASN (type-0 RT)")
     return _LeafVrf(
         segment=segment,
         rd=_rd(switch.loopback, segment),
@@ -133,11 +133,13 @@ def _leaf_vrf(snapshot: RoceSnapshot, switch: Switch, segment: VrfSegment) -> _L
 def _check_segment(segment: VrfSegment) -> None:
     for what, vni in (("L3VNI", segment.l3vni), ("L2VNI", segment.l2vni)):
         if not 1 <= vni <= MAX_VNI:
-            raise ValidationError(f"{segment.owner}: {what} {vni} is not in 1..{MAX_VNI}")
+            raise InvalidValueError(f"{segment.owner}: {what} {vni} is not in 1..{MAX_VNI}")
     if segment.vrf != f"Vrf{segment.l3vni}" or len(segment.vrf) > MAX_VRF_NAME:
-        raise ValidationError(f"{segment.owner}: VRF {segment.vrf!r} must be Vrf{segment.l3vni}")
+        raise InvalidValueError(f"{segment.owner}: VRF {segment.vrf!r} must be Vrf{segment.l3vni}")
     if not 0 <= segment.rd_index < _RD_INDEX_LIMIT:
-        raise ValidationError(f"{segment.owner}: rd_index {segment.rd_index} does not fit 16 bits")
+        raise InvalidValueError(
+            f"{segment.owner}: rd_index {segment.rd_index} does not fit 16 bits"
+        )
 
 
 def _check_unique_vnis(segments: tuple[VrfSegment, ...]) -> None:
@@ -145,19 +147,19 @@ def _check_unique_vnis(segments: tuple[VrfSegment, ...]) -> None:
     uses = Counter(vni for s in segments for vni in (s.l3vni, s.l2vni))
     duplicates = sorted(vni for vni, count in uses.items() if count > 1)
     if duplicates:
-        raise ValidationError(f"VNI {', '.join(map(str, duplicates))} is used more than once")
+        raise InvalidValueError(f"VNI {', '.join(map(str, duplicates))} is used more than once")
 
 
 def _rd(address: object, segment: VrfSegment) -> str:
     rd = f"{address}:{segment.rd_index}"
     if value_kind(rd) != "type1":
-        raise ValidationError(f"{segment.owner}: RD {rd!r} is not a type-1 IPv4:NN16 RD")
+        raise InvalidValueError(f"{segment.owner}: RD {rd!r} is not a type-1 IPv4:NN16 RD")
     return rd
 
 
 def _rt(rt: str) -> str:
     if value_kind(rt) != "type0":
-        raise ValidationError(f"route target {rt!r} is not a type-0 ASN2:NN32 RT")
+        raise InvalidValueError(f"route target {rt!r} is not a type-0 ASN2:NN32 RT")
     return rt
 
 
@@ -168,7 +170,7 @@ def _leaks(snapshot: RoceSnapshot, segment: VrfSegment) -> tuple[tuple[str, str]
     leaks = []
     for rt in sorted(set(segment.imports) - {own}):
         if rt not in allowed:
-            raise ValidationError(f"{segment.vrf} ({segment.owner}) imports {rt}: no grant")
+            raise InvalidValueError(f"{segment.vrf} ({segment.owner}) imports {rt}: no grant")
         leaks.append((_rt(rt), allowed[rt]))
     return tuple(leaks)
 
@@ -209,7 +211,7 @@ def _check_unique_rds(vrfs: tuple[_LeafVrf, ...], leaf: str) -> None:
     rds = [rd for vrf in vrfs for rd in (vrf.rd, vrf.l2_rd)]
     duplicates = sorted({rd for rd in rds if rds.count(rd) > 1})
     if duplicates:
-        raise ValidationError(f"{leaf}: RD {', '.join(duplicates)} would be used twice")
+        raise InvalidValueError(f"{leaf}: RD {', '.join(duplicates)} would be used twice")
 
 
 def _header(snapshot: RoceSnapshot, switch: Switch) -> list[str]:

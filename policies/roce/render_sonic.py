@@ -62,7 +62,7 @@ def render_config_db(snapshot: RoceSnapshot, leaf: str) -> ConfigDb:
 
     Raises:
         NotFoundError: `leaf` is not a switch of the snapshot.
-        ValidationError: `leaf` is a spine or has no VTEP, a node has several owners, or a QoS
+        InvalidValueError: `leaf` is a spine or has no VTEP, a node has several owners, or a QoS
             class cannot be expressed (DSCP/TC out of range, CNP collision, lossless TC 0).
     """
     context = leaf_context(snapshot, leaf)

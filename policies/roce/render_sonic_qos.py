@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.roce.model import (
     CNP_DSCP,
     CNP_TC,
@@ -196,7 +196,7 @@ def _lossless_profile(speed_mbps: int, cable_length: str) -> dict[str, str]:
     """Static headroom profile for a lossless PG (estimate, see XON_BYTES and module notes)."""
     digits = cable_length.removesuffix("m")
     if not (digits.isascii() and digits.isdigit()) or digits == cable_length:
-        raise ValidationError(f"cable length {cable_length!r} is not '<meters>m'")
+        raise InvalidValueError(f"cable length {cable_length!r} is not '<meters>m'")
     meters = int(digits)
     # Round trip 2 * meters * 5 ns at speed_mbps * 1e6 bit/s, in bytes.
     in_flight = speed_mbps * meters * 10 / 8000

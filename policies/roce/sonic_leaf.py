@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from policies.errors import NotFoundError, ValidationError
+from policies.errors import InvalidValueError, NotFoundError
 from policies.model import Owner
 from policies.roce.model import (
     CNP_DSCP,
@@ -97,7 +97,9 @@ def leaf_context(snapshot: RoceSnapshot, leaf: str) -> LeafContext:
     if switch is None:
         raise NotFoundError(f"no switch named {leaf!r} in fabric {snapshot.fabric.name!r}")
     if switch.role is not SwitchRole.LEAF or switch.vtep is None:
-        raise ValidationError(f"{leaf} is not a leaf with a VTEP; SONiC tenant config is per leaf")
+        raise InvalidValueError(
+            f"{leaf} is not a leaf with a VTEP; SONiC tenant config is per leaf"
+        )
     owners = {n.name: n.owners for n in snapshot.nodes}
     host_ports: dict[str, Owner | None] = {}
     for nic in snapshot.nics:
@@ -108,7 +110,7 @@ def leaf_context(snapshot: RoceSnapshot, leaf: str) -> LeafContext:
     known = {p.name for p in switch.ports}
     if not (set(host_ports) | fabric) <= known:
         missing = sorted((set(host_ports) | fabric) - known)
-        raise ValidationError(f"{leaf} has no port(s) {', '.join(missing)}")
+        raise InvalidValueError(f"{leaf} has no port(s) {', '.join(missing)}")
     classes = _checked_classes(snapshot.qos_classes)
     return LeafContext(snapshot, switch, host_ports, tuple(sorted(fabric)), classes)
 
@@ -116,7 +118,7 @@ def leaf_context(snapshot: RoceSnapshot, leaf: str) -> LeafContext:
 def _single_owner(node: str, owners: tuple[Owner, ...]) -> Owner | None:
     """A port carries at most one owner; a shared node is a violation, not something to render."""
     if len(owners) > 1:
-        raise ValidationError(f"node {node} has {len(owners)} owners; a port carries one tenant")
+        raise InvalidValueError(f"node {node} has {len(owners)} owners; a port carries one tenant")
     return owners[0] if owners else None
 
 
@@ -125,15 +127,15 @@ def _checked_classes(classes: Iterable[RoceQos]) -> tuple[RoceQos, ...]:
     ordered = tuple(sorted(classes, key=lambda c: c.tc))
     for qos in ordered:
         if qos.dscp not in DSCP_VALUES or qos.dscp == CNP_DSCP:
-            raise ValidationError(f"class {qos.name}: DSCP {qos.dscp} is not a data DSCP")
+            raise InvalidValueError(f"class {qos.name}: DSCP {qos.dscp} is not a data DSCP")
         if qos.tc not in TRAFFIC_CLASSES or qos.tc == CNP_TC:
-            raise ValidationError(f"class {qos.name}: TC {qos.tc} is not a data traffic class")
+            raise InvalidValueError(f"class {qos.name}: TC {qos.tc} is not a data traffic class")
         # PG 0 cannot be made lossless (sonic-buildimage#14869); it is the lossy PG.
         if qos.lossless and qos.tc == BEST_EFFORT_TC:
-            raise ValidationError(f"class {qos.name}: TC 0 cannot be lossless")
+            raise InvalidValueError(f"class {qos.name}: TC 0 cannot be lossless")
         map_name(qos)
     if len({c.dscp for c in ordered}) < len(ordered) or len({c.tc for c in ordered}) < len(ordered):
-        raise ValidationError("QoS classes must have distinct DSCPs and traffic classes")
+        raise InvalidValueError("QoS classes must have distinct DSCPs and traffic classes")
     return ordered
 
 
@@ -141,5 +143,5 @@ def map_name(qos: RoceQos) -> str:
     """``TENANT_<CLASS>``; YANG names match ``[a-zA-Z0-9][-a-zA-Z0-9_]{0,31}``."""
     name = f"TENANT_{qos.name.upper()}"
     if len(name) > _MAP_NAME_MAX or not set(name) <= _MAP_NAME_CHARS:
-        raise ValidationError(f"class name {qos.name!r} does not fit a SONiC QoS map name")
+        raise InvalidValueError(f"class name {qos.name!r} does not fit a SONiC QoS map name")
     return name

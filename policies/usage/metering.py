@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 
 #: Period length in seconds per supported granularity. POSIX time has no leap seconds, so every
 #: UTC hour is 3600 s and every UTC day 86400 s, and both grids are aligned with the epoch.
@@ -163,7 +163,7 @@ def complete_until(now: datetime) -> datetime:
         ``now - grace`` truncated to the hour, in UTC.
 
     Raises:
-        ValidationError: `now` is naive.
+        InvalidValueError: `now` is naive.
     """
     return _to_datetime(_floor(_epoch_seconds(now, "now") - FINALITY_GRACE_SECONDS, _HOUR))
 
@@ -204,17 +204,17 @@ def meter(
         qos_class, service), with None sorting as "".
 
     Raises:
-        ValidationError: A naive datetime, since >= until, an unknown granularity, an unknown
+        InvalidValueError: A naive datetime, since >= until, an unknown granularity, an unknown
             resource type, negative ports, or an interval ending before it starts.
     """
     period = GRANULARITIES.get(granularity)
     if period is None:
-        raise ValidationError(
+        raise InvalidValueError(
             f"unknown granularity {granularity!r}; expected one of {sorted(GRANULARITIES)}"
         )
     lo, hi = _epoch_seconds(since, "since"), _epoch_seconds(until, "until")
     if since >= until:
-        raise ValidationError("since must be before until")
+        raise InvalidValueError("since must be before until")
     window = (_floor(lo, period), _floor(hi - 1, period) + period)
     current = _epoch_seconds(now, "now")
     totals: dict[tuple[str, str, str, str, str, str | None, int], list[int]] = {}
@@ -237,10 +237,10 @@ def _epoch_seconds(moment: datetime, name: str) -> int:
     """Whole seconds since the epoch, truncated toward the past (floor), exactly.
 
     Raises:
-        ValidationError: `moment` is naive.
+        InvalidValueError: `moment` is naive.
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValidationError(f"{name} must be a timezone-aware datetime")
+        raise InvalidValueError(f"{name} must be a timezone-aware datetime")
     # timedelta // timedelta is exact integer floor division (no float rounding).
     return (moment - _EPOCH) // _SECOND
 
@@ -265,15 +265,15 @@ def rfc3339(moment: datetime) -> str:
 def _clip(interval: UsageInterval, window: tuple[int, int], now: int) -> tuple[int, int] | None:
     """The interval's held seconds `[start, min(end or now, now))` within the window, if any."""
     if interval.resource_type not in (NODE, SERVICE):
-        raise ValidationError(
+        raise InvalidValueError(
             f"resource_type must be {NODE!r} or {SERVICE!r}, not {interval.resource_type!r}"
         )
     if interval.ports < 0:
-        raise ValidationError(f"ports must not be negative ({interval.resource!r})")
+        raise InvalidValueError(f"ports must not be negative ({interval.resource!r})")
     start = _epoch_seconds(interval.start, "start")
     end = now if interval.end is None else min(_epoch_seconds(interval.end, "end"), now)
     if interval.end is not None and interval.end < interval.start:
-        raise ValidationError(f"interval of {interval.resource!r} ends before it starts")
+        raise InvalidValueError(f"interval of {interval.resource!r} ends before it starts")
     lo, hi = max(start, window[0]), min(end, window[1])
     return (lo, hi) if lo < hi else None
 

@@ -30,6 +30,7 @@ from policies.errors import (
     ConflictError,
     ForbiddenError,
     InputFormatError,
+    InvalidValueError,
     IsofabricError,
     IsolationViolationError,
     KeyUnavailableError,
@@ -37,7 +38,6 @@ from policies.errors import (
     PoolExhaustedError,
     PortMovedError,
     UnsupportedMediaTypeError,
-    ValidationError,
 )
 from tests.builders import FABRIC, PROBLEM_JSON, dump_database
 
@@ -132,8 +132,8 @@ ROWS: dict[type[IsofabricError], Row] = {
         "Unsupported media type",
         "fabric 'ib-east' is infiniband: its topology is text/plain, not 'application/json'",
     ),
-    ValidationError: Row(
-        ValidationError("cursor is not valid", parameter="cursor"),
+    InvalidValueError: Row(
+        InvalidValueError("cursor is not valid", parameter="cursor"),
         422,
         "validation-error",
         "Invalid value",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
 from policies.verdict import Verdict
@@ -133,7 +133,7 @@ def test_rotation_keeps_old_proofs_verifiable(world):
     published = published_keys(client, headers)
     for proof in (old, new):
         assert verify_envelope(proof["envelope"], published)
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         verify_envelope(old["envelope"], [load_public_key(rotated.pem)])
     # the audit log's checkpoints stay verifiable across the rotation
     ok(client.get("/v1/audit/checkpoint", headers=headers))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.evidence.merkle import (
     EMPTY_ROOT,
     consistency_proof,
@@ -164,9 +164,9 @@ def test_entry_leaf_hash_is_over_rfc8785_bytes():
 
 
 def test_entry_leaf_hash_refuses_non_canonicalisable():
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         entry_leaf_hash({"n": 2**53})
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         entry_leaf_hash({"x": float("nan")})
 
 
@@ -196,7 +196,7 @@ def test_out_of_range_arguments_raise():
         lambda: inclusion_proof(leaves, True),
     ]
     for call in calls:
-        with pytest.raises(ValidationError):
+        with pytest.raises(InvalidValueError):
             call()
 
 

@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from policies.artifacts import Artifact
-from policies.errors import ConflictError, ValidationError
+from policies.errors import ConflictError, InvalidValueError
 from policies.evidence.claims import claims_for
 from policies.evidence.proofs import (
     build_statement,
@@ -172,7 +172,7 @@ def test_a_tampered_count_is_rejected(others):
     else:
         segment(document, "0x0100")["others"] = others
 
-    with pytest.raises(ValidationError, match=r"partition 0x0100: the file has 2 other member"):
+    with pytest.raises(InvalidValueError, match=r"partition 0x0100: the file has 2 other member"):
         check(document, partitions_of(snapshot))
 
 
@@ -191,7 +191,7 @@ def test_an_unlisted_member_added_to_the_file_is_rejected(membership):
     snapshot = shared()
     edited = add_member(partitions_of(snapshot), UNLISTED, membership)
 
-    with pytest.raises(ValidationError, match=f"the file has 3 other member.*, {membership}"):
+    with pytest.raises(InvalidValueError, match=f"the file has 3 other member.*, {membership}"):
         check(statement(snapshot, "tenant"), edited)
 
 
@@ -202,7 +202,7 @@ def test_an_unlisted_full_member_stays_rejected_when_the_count_admits_it():
     document = statement(snapshot, "tenant")
     segment(document, "0x0100")["others"] = {"count": 3, "membership": "full"}
 
-    with pytest.raises(ValidationError, match=r"reachable but not claimed: \['others@0x0100'\]"):
+    with pytest.raises(InvalidValueError, match=r"reachable but not claimed: \['others@0x0100'\]"):
         check(document, edited)
 
 
@@ -213,7 +213,7 @@ def test_a_tenant_port_made_full_beside_counted_others_is_rejected():
     document = statement(snapshot, "tenant")
     segment(document, "0x0100")["members"][0]["membership"] = "full"
 
-    with pytest.raises(ValidationError, match=r"reachable but not claimed: \['others@0x0100'"):
+    with pytest.raises(InvalidValueError, match=r"reachable but not claimed: \['others@0x0100'"):
         check(document, edited)
 
 
@@ -221,7 +221,7 @@ def test_a_special_member_in_a_counted_partition_is_rejected():
     snapshot = shared()
     edited = add_member(partitions_of(snapshot), "ALL_CAS", "full")
 
-    with pytest.raises(ValidationError, match="special members"):
+    with pytest.raises(InvalidValueError, match="special members"):
         check(statement(snapshot, "tenant"), edited)
 
 
@@ -230,7 +230,7 @@ def test_a_partition_holding_tenant_ports_must_be_listed():
     document = statement(snapshot, "tenant")
     document["predicate"]["segments"] = [segment(document, "0x0101")]
 
-    with pytest.raises(ValidationError, match=r"tenant's ports are in partitions"):
+    with pytest.raises(InvalidValueError, match=r"tenant's ports are in partitions"):
         check(document, partitions_of(snapshot))
 
 
@@ -239,7 +239,7 @@ def test_named_members_must_be_the_files():
     document = statement(snapshot, "tenant")
     segment(document, "0x0100")["members"].pop()
 
-    with pytest.raises(ValidationError, match="named members differ"):
+    with pytest.raises(InvalidValueError, match="named members differ"):
         check(document, partitions_of(snapshot))
 
 
@@ -248,7 +248,7 @@ def test_a_tenant_view_that_names_another_tenant_is_rejected():
     document = statement(snapshot, "tenant")
     document["predicate"]["ownership"][GLOBEX[0]] = "tenant:globex"
 
-    with pytest.raises(ValidationError, match="names other owners: tenant:globex"):
+    with pytest.raises(InvalidValueError, match="names other owners: tenant:globex"):
         check(document, partitions_of(snapshot))
 
 
@@ -257,7 +257,7 @@ def test_an_unknown_view_is_rejected():
     document = statement(snapshot, "full")
     document["predicate"]["view"] = "partial"
 
-    with pytest.raises(ValidationError, match="unknown proof view"):
+    with pytest.raises(InvalidValueError, match="unknown proof view"):
         check(document, partitions_of(snapshot))
 
 
@@ -267,7 +267,7 @@ def test_a_verifier_that_ignores_the_view_rejects_a_tenant_view():
     document = statement(snapshot, "tenant")
     del document["predicate"]["view"]
 
-    with pytest.raises(ValidationError, match="has no owner"):
+    with pytest.raises(InvalidValueError, match="has no owner"):
         check(document, partitions_of(snapshot))
 
 

@@ -11,7 +11,7 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.evidence.proofs import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -115,7 +115,7 @@ def test_a_tampered_payload_is_rejected():
     forged["predicate"]["tenant"] = "globex"
     signed["payload"] = base64.b64encode(rfc8785.dumps(forged)).decode()
 
-    with pytest.raises(ValidationError, match="signature verification failed"):
+    with pytest.raises(InvalidValueError, match="signature verification failed"):
         verify_envelope(signed, [KEY.public_key()])
 
 
@@ -125,13 +125,13 @@ def test_a_tampered_signature_or_type_or_key_is_rejected():
     sig[5] ^= 1
     bad_sig = {**signed, "signatures": [{"keyid": "", "sig": base64.b64encode(sig).decode()}]}
 
-    with pytest.raises(ValidationError, match="signature verification failed"):
+    with pytest.raises(InvalidValueError, match="signature verification failed"):
         verify_envelope(bad_sig, [KEY.public_key()])
-    with pytest.raises(ValidationError, match="payloadType"):
+    with pytest.raises(InvalidValueError, match="payloadType"):
         verify_envelope({**signed, "payloadType": "application/json"}, [KEY.public_key()])
-    with pytest.raises(ValidationError, match="signature verification failed"):
+    with pytest.raises(InvalidValueError, match="signature verification failed"):
         verify_envelope(signed, [OTHER_KEY.public_key()])
-    with pytest.raises(ValidationError, match="no signatures"):
+    with pytest.raises(InvalidValueError, match="no signatures"):
         verify_envelope({**signed, "signatures": []}, [KEY.public_key()])
 
 
@@ -142,7 +142,7 @@ def test_a_retired_key_among_several_still_verifies():
 
 
 def test_integers_beyond_2_53_are_refused_by_canonicalisation():
-    with pytest.raises(ValidationError, match="canonicalise"):
+    with pytest.raises(InvalidValueError, match="canonicalise"):
         sign_envelope(build_statement([], {"guid": 2**63}), KEY)
 
 
@@ -161,38 +161,38 @@ def test_a_claim_that_does_not_follow_from_the_file_is_rejected_even_if_signed()
     signed = sign_envelope(hidden, KEY)
     verified = verify_envelope(signed, [KEY.public_key()])
 
-    with pytest.raises(ValidationError, match="do not support the reachability claim"):
+    with pytest.raises(InvalidValueError, match="do not support the reachability claim"):
         check_claims(verified, {PARTITIONS_PATH: PARTITIONS.encode()})
 
 
 def test_a_file_where_the_tenant_reaches_another_tenant_is_rejected():
     leaky = PARTITIONS.replace(f"{ACME[0]}=limited, ", f"{ACME[0]}=full, ", 1)
     # acme full in storage's partition now reaches globex's limited port there
-    with pytest.raises(ValidationError, match="tenant:globex@0x0100"):
+    with pytest.raises(InvalidValueError, match="tenant:globex@0x0100"):
         check_claims(statement(leaky), {PARTITIONS_PATH: leaky.encode()})
 
 
 def test_a_member_without_a_stated_owner_is_rejected():
     ownership = {k: v for k, v in OWNERSHIP.items() if k != GLOBEX}
 
-    with pytest.raises(ValidationError, match="has no owner"):
+    with pytest.raises(InvalidValueError, match="has no owner"):
         rederive_ib_reachability(PARTITIONS, predicate(ownership=ownership))
 
 
 def test_a_file_that_fails_open_is_rejected():
     broken = PARTITIONS.replace("acme=0x0101 :", "acme=0x0101", 1)
 
-    with pytest.raises(ValidationError, match="fails open"):
+    with pytest.raises(InvalidValueError, match="fails open"):
         rederive_ib_reachability(broken, predicate())
 
 
 def test_digest_mismatch_and_missing_subjects_are_rejected():
-    with pytest.raises(ValidationError, match="does not match"):
+    with pytest.raises(InvalidValueError, match="does not match"):
         check_claims(statement(), {PARTITIONS_PATH: PARTITIONS.encode() + b"\n"})
-    with pytest.raises(ValidationError, match="missing"):
+    with pytest.raises(InvalidValueError, match="missing"):
         check_claims(statement(), {})
 
 
 def test_a_proof_without_a_holding_verdict_is_rejected():
-    with pytest.raises(ValidationError, match="holding verdict"):
+    with pytest.raises(InvalidValueError, match="holding verdict"):
         check_claims(statement(verdict={"holds": False}), {PARTITIONS_PATH: PARTITIONS.encode()})

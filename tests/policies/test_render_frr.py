@@ -7,7 +7,7 @@ from ipaddress import IPv4Address
 
 import pytest
 
-from policies.errors import ArtifactHazardError, NotFoundError, ValidationError
+from policies.errors import ArtifactHazardError, InvalidValueError, NotFoundError
 from policies.findings import Severity
 from policies.model import Grant
 from policies.roce.model import RoceSnapshot
@@ -140,7 +140,7 @@ def test_default_instance_peers_unnumbered_with_the_spine_and_announces_the_vtep
 
 
 def test_spine_is_refused_and_unknown_switch_is_not_found():
-    with pytest.raises(ValidationError, match="not a leaf"):
+    with pytest.raises(InvalidValueError, match="not a leaf"):
         render_frr_conf(roce_snapshot(), "spine01")
     with pytest.raises(NotFoundError):
         render_frr_conf(roce_snapshot(), "leaf99")
@@ -168,7 +168,7 @@ def with_segment(snapshot: RoceSnapshot, name: str, changes: dict[str, object]) 
     ],
 )
 def test_values_outside_the_domain_are_refused(changes, message):
-    with pytest.raises(ValidationError, match=message):
+    with pytest.raises(InvalidValueError, match=message):
         render_frr_conf(with_segment(roce_snapshot(), GLOBEX, changes), "leaf01")
 
 
@@ -176,7 +176,7 @@ def test_rt_asn_must_be_a_two_byte_asn():
     snapshot = roce_snapshot()
     big = dataclasses.replace(snapshot, fabric=dataclasses.replace(snapshot.fabric, rt_asn=70000))
 
-    with pytest.raises(ValidationError, match="2-byte ASN"):
+    with pytest.raises(InvalidValueError, match="2-byte ASN"):
         render_frr_conf(big, "leaf01")
 
 
@@ -187,7 +187,7 @@ def test_vtep_equal_to_loopback_would_share_rds_and_is_refused():
         for s in snapshot.switches
     )
 
-    with pytest.raises(ValidationError, match=r"RD 10\.0\.0\.1:1, 10\.0\.0\.1:2, 10\.0\.0\.1:3"):
+    with pytest.raises(InvalidValueError, match=r"RD 10\.0\.0\.1:1, 10\.0\.0\.1:2, 10\.0\.0\.1:3"):
         render_frr_conf(dataclasses.replace(snapshot, switches=switches), "leaf01")
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from policies.errors import ArtifactHazardError, ValidationError
+from policies.errors import ArtifactHazardError, InvalidValueError
 from policies.infiniband.model import Member, Partition
 from policies.infiniband.parse_partitions import MAX_LINE_BYTES
 from policies.infiniband.render import (
@@ -138,7 +138,7 @@ def test_vlarb_low_weights_come_from_the_classes():
     ],
 )
 def test_default_or_disabled_management_keys_are_refused(keys):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         SubnetManagerKeys(**keys)
 
 

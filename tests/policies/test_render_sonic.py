@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from policies.errors import NotFoundError, ValidationError
+from policies.errors import InvalidValueError, NotFoundError
 from policies.model import Owner
 from policies.roce.model import CNP_DSCP, CNP_TC, RoceQos
 from policies.roce.render_sonic import render_config_db, render_config_db_json
@@ -50,7 +50,7 @@ def test_every_value_is_a_string_as_config_db_stores_it():
 def test_unknown_leaf_and_spine_are_refused():
     with pytest.raises(NotFoundError):
         render_config_db(roce_snapshot(), "leaf99")
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         render_config_db(roce_snapshot(), "spine01")
 
 
@@ -236,7 +236,7 @@ def test_classes_sonic_cannot_express_are_refused(bad: RoceQos):
     snapshot = roce_snapshot()
     snapshot = dataclasses.replace(snapshot, qos_classes=(*snapshot.qos_classes, bad))
 
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         render_config_db(snapshot, "leaf01")
 
 
@@ -249,5 +249,5 @@ def test_a_node_with_two_owners_is_refused():
         for n in snapshot.nodes
     )
 
-    with pytest.raises(ValidationError, match="gpu0001"):
+    with pytest.raises(InvalidValueError, match="gpu0001"):
         render_config_db(dataclasses.replace(snapshot, nodes=nodes), "leaf01")

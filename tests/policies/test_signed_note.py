@@ -8,7 +8,7 @@ import hashlib
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.evidence.merkle import leaf_hash, root_hash
 from policies.evidence.signed_note import (
     Checkpoint,
@@ -160,29 +160,29 @@ def _flip_signature_bit(note: str) -> str:
 )
 def test_tampered_notes_are_rejected(mangle):
     note = _signed()
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         verify_note(mangle(note), NAME, KEY.public_key())
 
 
 def test_wrong_key_is_rejected():
-    with pytest.raises(ValidationError, match="no signature by key"):
+    with pytest.raises(InvalidValueError, match="no signature by key"):
         verify_note(_signed(), NAME, OTHER_KEY.public_key())
 
 
 def test_wrong_key_name_is_rejected():
-    with pytest.raises(ValidationError, match="no signature by key"):
+    with pytest.raises(InvalidValueError, match="no signature by key"):
         verify_note(_signed(), "someone.else/log", KEY.public_key())
 
 
 def test_bad_signature_by_expected_key_is_rejected_even_next_to_a_good_one():
     note = _signed()
     bad = _flip_signature_bit(note).split("\n\n")[1]
-    with pytest.raises(ValidationError, match="does not verify"):
+    with pytest.raises(InvalidValueError, match="does not verify"):
         verify_note(note + bad, NAME, KEY.public_key())
 
 
 def test_unexpected_origin_is_rejected():
-    with pytest.raises(ValidationError, match="origin"):
+    with pytest.raises(InvalidValueError, match="origin"):
         verify_note(_signed(), NAME, KEY.public_key(), origin="other.example/audit")
 
 
@@ -201,17 +201,17 @@ def test_unexpected_origin_is_rejected():
     ],
 )
 def test_malformed_checkpoints_are_rejected(text):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         parse_checkpoint(text)
 
 
 @pytest.mark.parametrize("name", ["", "has space", "has+plus", "tab\there", "nl\n", "\x00"])
 def test_invalid_names_are_rejected(name):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         key_id(name, KEY.public_key())
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         checkpoint_text(name, 1, ROOT)
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         sign_note("text\n", name, KEY)
 
 
@@ -219,11 +219,11 @@ def test_invalid_names_are_rejected(name):
     ("size", "root"), [(-1, ROOT), (2**64, ROOT), (True, ROOT), (1, ROOT[:31]), (1, b"")]
 )
 def test_checkpoint_text_refuses_bad_values(size, root):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         checkpoint_text(ORIGIN, size, root)
 
 
 @pytest.mark.parametrize("text", ["", "no newline", "bell\x07\n", "cr\r\n", "surrogate\ud800\n"])
 def test_sign_note_refuses_malformed_text(text):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         sign_note(text, NAME, KEY)

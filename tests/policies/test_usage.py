@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.errors import ValidationError
+from policies.errors import InvalidValueError
 from policies.usage import (
     FINALITY_GRACE_SECONDS,
     FOCUS_COLUMNS,
@@ -242,7 +242,7 @@ def test_zero_usage_gives_no_record():
     ],
 )
 def test_invalid_arguments_raise_validation_error(kwargs):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         meter([], **kwargs)
 
 
@@ -257,7 +257,7 @@ def test_invalid_arguments_raise_validation_error(kwargs):
     ],
 )
 def test_invalid_intervals_raise_validation_error(interval):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         meter([interval], since=T0, until=T0 + 2 * H, now=T0 + 2 * H)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.errors import InputFormatError, NotFoundError, ValidationError
+from policies.errors import InputFormatError, InvalidValueError, NotFoundError
 from tenancy import config_audits, verification
 from tenancy.schemas import DriftView, ObservationCreate, PortDriftView
 from tenancy.uow import UnitOfWork
@@ -104,7 +104,7 @@ def test_a_guid_without_0x_is_a_critical_fail_open_finding(uow, onboarded):
 def test_an_audit_in_a_format_that_does_not_apply_is_refused_naming_it(
     uow, onboarded, fmt, leaf, named
 ):
-    with pytest.raises(ValidationError, match=named):
+    with pytest.raises(InvalidValueError, match=named):
         config_audits.audit_config(
             uow, fabric_name="ib-east", fmt=fmt, leaf=leaf, text=uow_partitions_conf(uow)
         )
@@ -143,7 +143,7 @@ def test_observed_pkey_tables_report_drift_per_port_and_what_they_allow(uow, onb
 def test_observations_apply_to_infiniband_fabrics_only(uow, roce_onboarded):
     document = ObservationCreate.model_validate({"kind": "infiniband", "ports": []})
 
-    with pytest.raises(ValidationError, match="InfiniBand"):
+    with pytest.raises(InvalidValueError, match="InfiniBand"):
         config_audits.observe(uow, fabric_name="roce-west", document=document)
 
 
@@ -192,7 +192,7 @@ def test_an_extra_route_target_import_in_frr_is_drift_and_a_counterexample(uow, 
 def test_a_roce_audit_needs_a_leaf_of_the_fabric_and_a_roce_format(uow, roce_onboarded, fmt, leaf):
     text = uow_artifact_text(uow, "roce-west", "frr/leaf01/frr.conf")
 
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         config_audits.audit_config(uow, fabric_name="roce-west", fmt=fmt, leaf=leaf, text=text)
 
 

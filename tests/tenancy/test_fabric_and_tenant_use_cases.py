@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.errors import ConflictError, NotFoundError, ValidationError
+from policies.errors import ConflictError, InvalidValueError, NotFoundError
 from tenancy import fabrics, tenants
 from tenancy.schemas import PKeyRange, QosClassCreate, RoceFabricCreate, TenantCreate
 from tests.builders import ROCE_FABRIC_SPEC, audit_trail, fabric_spec, rows
@@ -81,7 +81,7 @@ def test_inconsistent_roce_settings_are_refused_naming_the_setting(
 ):
     spec = RoceFabricCreate.model_validate({**ROCE_FABRIC_SPEC, **overrides})
 
-    with pytest.raises(ValidationError, match=named):
+    with pytest.raises(InvalidValueError, match=named):
         fabrics.create_fabric(uow, spec=spec)
 
     assert rows(engine, "SELECT count(*) FROM fabric") == [(0,)]

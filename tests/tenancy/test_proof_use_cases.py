@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from policies.errors import IsolationViolationError, NotFoundError, ValidationError
+from policies.errors import InvalidValueError, IsolationViolationError, NotFoundError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
 from policies.verdict import Verdict
@@ -149,7 +149,7 @@ def test_a_rotation_keeps_old_proofs_verifiable_and_signs_new_ones_with_the_new_
     assert new.envelope.signatures[0].keyid == rotated.keyid
     for proof in (old, new):
         assert statement_of(proof.envelope, published_keys(uow))
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         statement_of(old.envelope, [load_public_key(rotated.pem)])
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policies.errors import PoolExhaustedError, ValidationError
+from policies.errors import InvalidValueError, PoolExhaustedError
 from tenancy import allocations, fabrics, shared_services, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
@@ -114,7 +114,7 @@ def test_overlapping_l2vni_and_l3vni_ranges_are_refused_at_fabric_creation(
         }
     )
 
-    with pytest.raises(ValidationError, match="overlap"):
+    with pytest.raises(InvalidValueError, match="overlap"):
         fabrics.create_fabric(uow, spec=spec)
 
     assert rows(engine, "SELECT count(*) FROM fabric") == [(0,)]

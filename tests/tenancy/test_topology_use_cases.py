@@ -11,9 +11,9 @@ import yaml
 
 from policies.errors import (
     InputFormatError,
+    InvalidValueError,
     NotFoundError,
     UnsupportedMediaTypeError,
-    ValidationError,
 )
 from tenancy import fabrics, nodes, shared_services, topology
 from tenancy.schemas import NicChange, PortView, RoceFabricCreate, TopologyPortChange
@@ -248,7 +248,7 @@ def test_a_document_in_the_other_technologys_format_is_unsupported_and_changes_n
 
 
 def test_ibnetdiscover_text_for_a_roce_fabric_is_refused_by_the_direct_use_case(both_kinds):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValueError):
         topology.import_topology(both_kinds, fabric_name="roce-west", text=example_topology())
 
 
@@ -331,7 +331,7 @@ def test_an_inventory_that_does_not_fit_together_names_the_item_and_changes_noth
     import_inventory(both_kinds, roce_inventory())
     before = db_dump()
 
-    with pytest.raises(ValidationError, match=named):
+    with pytest.raises(InvalidValueError, match=named):
         import_inventory(both_kinds, mutated(mutate))
 
     assert db_dump() == before
@@ -341,7 +341,7 @@ def test_an_inventory_violating_the_schema_lists_a_pointer_per_error(both_kinds)
     def bad_asn(document: dict[str, Any]) -> None:
         document["switches"][3]["asn"] = 0
 
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(InvalidValueError) as refused:
         import_inventory(both_kinds, mutated(bad_asn))
 
     assert [e["pointer"] for e in refused.value.extensions["errors"]] == ["/switches/3/asn"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from policies.errors import NotFoundError, ValidationError
+from policies.errors import InvalidValueError, NotFoundError
 from policies.usage import FINALITY_GRACE_SECONDS, FOCUS_COLUMNS
 from tenancy import allocations, shared_services, usage
 from tenancy.schemas import UsageRecordView
@@ -172,7 +172,7 @@ def test_the_csv_has_exactly_the_focus_columns_and_a_row_per_quantity(timeline):
 def test_a_range_the_meter_does_not_serve_is_refused_naming_the_parameter(
     timeline, since, until, granularity, parameter
 ):
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(InvalidValueError) as refused:
         usage.usage_records(timeline, since=since, until=until, granularity=granularity)
 
     assert refused.value.extensions["parameter"] == parameter
@@ -194,7 +194,7 @@ def test_records_of_an_unknown_tenant_are_not_found(timeline):
     "text", ["yesterday", "2026-03-01T00:00:00", "2026-03-01", "0001-01-01T00:00:00Z"]
 )
 def test_a_time_without_an_offset_or_out_of_range_is_refused(text):
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises(InvalidValueError) as refused:
         usage.parse_time(text, "from")
 
     assert refused.value.extensions == {"parameter": "from"}
@@ -240,5 +240,5 @@ def test_the_event_feed_starts_with_a_usable_cursor_when_empty(uow):
 
 
 def test_a_cursor_that_is_not_ours_is_refused(uow):
-    with pytest.raises(ValidationError, match="cursor"):
+    with pytest.raises(InvalidValueError, match="cursor"):
         usage.usage_events(uow, cursor="bm90LWpzb24")
