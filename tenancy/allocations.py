@@ -22,6 +22,7 @@ from policies.node_state import NodeEvent, NodeState
 from tenancy import models as m
 from tenancy import usage
 from tenancy.db import fetch_all
+from tenancy.history import AllocationState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
 from tenancy.node_states import advance_nodes, release_nodes
@@ -172,7 +173,7 @@ def _allocation_view(
     tenant: m.Tenant,
     fabric: m.Fabric,
     nodes: list[str],
-    segment: SegmentView | RoceSegmentView,
+    segment: SegmentView | RoceSegmentView | None,
 ) -> AllocationView:
     return AllocationView(
         id=allocation.id,
@@ -196,38 +197,68 @@ def _allocation_nodes(session: Session, allocation_id: str) -> list[str]:
 
 
 def list_allocations(
-    uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None, fabric: str | None = None
+    uow: UnitOfWork,
+    *,
+    tenant_name: str,
+    limit: int,
+    cursor: str | None,
+    fabric: str | None = None,
+    state: AllocationState = "active",
 ) -> Page[AllocationView]:
-    """The tenant's current (unreleased) allocations in id order, optionally on one fabric."""
-    with uow.transaction() as tx:
+    """The tenant's allocations in `state` (default: not released) in id order, on any fabric."""
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, tenant_name)
-        query = select(m.Allocation).where(
-            m.Allocation.tenant_id == tenant.id, col(m.Allocation.released_at).is_(None)
-        )
+        query = select(m.Allocation).where(m.Allocation.tenant_id == tenant.id)
+        query = in_state(query, m.Allocation.released_at, state)
         if fabric is not None:
             query = query.where(m.Allocation.fabric_id == m.pk(fabric_named(tx.session, fabric)))
         rows, total, after = page_rows(tx.session, query, col(m.Allocation.id), limit, cursor)
         return Page(data=[_view_of(tx.session, a, tenant) for a in rows], count=total, next=after)
 
 
+def _released_nodes(session: Session, allocation_id: str) -> list[str]:
+    # The assignments go at release; the usage intervals keep which nodes the allocation held.
+    rows = fetch_all(
+        session,
+        core_select(col(m.UsageInterval.resource)).where(
+            col(m.UsageInterval.allocation_id) == allocation_id,
+            col(m.UsageInterval.resource_type) == "node",
+        ),
+    )
+    return sorted({row[0] for row in rows})
+
+
 def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> AllocationView:
     fabric = _fabric_of(session, allocation.fabric_id)
+    if allocation.released_at is not None:
+        # The tenant's segment may since be released or reissued: a released allocation has none.
+        nodes = _released_nodes(session, allocation.id)
+        return _allocation_view(allocation, tenant, fabric, nodes, None)
     segment = segment_view(session, fabric, tenant_id=m.pk(tenant))
     return _allocation_view(
         allocation, tenant, fabric, _allocation_nodes(session, allocation.id), segment
     )
 
 
-def get_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str) -> AllocationView:
-    """One of the tenant's current allocations; a released one or another tenant's is a 404."""
-    with uow.transaction() as tx:
+def get_allocation(
+    uow: UnitOfWork, *, tenant_name: str, allocation_id: str, state: AllocationState = "active"
+) -> AllocationView:
+    """One of the tenant's allocations in `state`; another state or another tenant's is a 404."""
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, tenant_name)
-        return _view_of(tx.session, _allocation_of(tx.session, tenant, allocation_id), tenant)
+        allocation = _allocation_of(tx.session, tenant, allocation_id, state)
+        return _view_of(tx.session, allocation, tenant)
 
 
-def _allocation_of(session: Session, tenant: m.Tenant, allocation_id: str) -> m.Allocation:
+def _allocation_of(
+    session: Session, tenant: m.Tenant, allocation_id: str, state: AllocationState = "active"
+) -> m.Allocation:
     allocation = session.get(m.Allocation, allocation_id)
-    if allocation is None or allocation.tenant_id != tenant.id or allocation.released_at:
+    if (
+        allocation is None
+        or allocation.tenant_id != tenant.id
+        or not is_in_state(allocation.released_at, state)
+    ):
         raise NotFoundError(
             f"tenant '{tenant.name}' has no allocation '{allocation_id}'", resource="allocation"
         )

@@ -18,6 +18,7 @@ from tenancy import models as m
 from tenancy import usage
 from tenancy.allocations import assign_nodes, ensure_segment, segment_view
 from tenancy.db import fetch_all
+from tenancy.history import GrantState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
 from tenancy.pagination import page_rows
@@ -74,7 +75,7 @@ def list_services(
     uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
 ) -> Page[ServiceView]:
     """The fabric's shared services by name, each with its nodes and segment."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         query = select(m.Service).where(m.Service.fabric_id == fabric.id)
         rows, total, after = page_rows(tx.session, query, col(m.Service.name), limit, cursor)
@@ -85,7 +86,7 @@ def list_services(
 
 def get_service(uow: UnitOfWork, *, fabric_name: str, name: str) -> ServiceView:
     """One shared service with its nodes and segment; `NotFoundError` if the fabric has none."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         return _service_view(tx.session, service_named(tx.session, fabric, name), fabric)
 
@@ -141,30 +142,38 @@ def _grant_view(session: Session, grant: m.Grant) -> GrantView:
 
 
 def list_grants(
-    uow: UnitOfWork, *, tenant_name: str, limit: int, cursor: str | None
+    uow: UnitOfWork,
+    *,
+    tenant_name: str,
+    limit: int,
+    cursor: str | None,
+    state: GrantState = "active",
 ) -> Page[GrantView]:
-    """The tenant's unrevoked grants in id order, each with the service's segment."""
-    with uow.transaction() as tx:
+    """The tenant's grants in `state` (default: not revoked) in id order, with the segment."""
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, tenant_name)
-        query = select(m.Grant).where(
-            m.Grant.tenant_id == tenant.id, col(m.Grant.revoked_at).is_(None)
-        )
+        query = select(m.Grant).where(m.Grant.tenant_id == tenant.id)
+        query = in_state(query, m.Grant.revoked_at, state)
         rows, total, after = page_rows(tx.session, query, col(m.Grant.id), limit, cursor)
         return Page(data=[_grant_view(tx.session, g) for g in rows], count=total, next=after)
 
 
-def _grant_of(session: Session, tenant: m.Tenant, grant_id: str) -> m.Grant:
+def _grant_of(
+    session: Session, tenant: m.Tenant, grant_id: str, state: GrantState = "active"
+) -> m.Grant:
     grant = session.get(m.Grant, grant_id)
-    if grant is None or grant.tenant_id != tenant.id or grant.revoked_at is not None:
+    if grant is None or grant.tenant_id != tenant.id or not is_in_state(grant.revoked_at, state):
         raise NotFoundError(f"tenant '{tenant.name}' has no grant '{grant_id}'", resource="grant")
     return grant
 
 
-def get_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> GrantView:
-    """One of the tenant's unrevoked grants; a revoked one or another tenant's is a 404."""
-    with uow.transaction() as tx:
+def get_grant(
+    uow: UnitOfWork, *, tenant_name: str, grant_id: str, state: GrantState = "active"
+) -> GrantView:
+    """One of the tenant's grants in `state`; another state or another tenant's is a 404."""
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, tenant_name)
-        return _grant_view(tx.session, _grant_of(tx.session, tenant, grant_id))
+        return _grant_view(tx.session, _grant_of(tx.session, tenant, grant_id, state))
 
 
 def revoke_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> None:

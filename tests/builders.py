@@ -511,6 +511,7 @@ def uow_onboard_roce(uow: UnitOfWork, inventory: dict[str, Any] | None = None) -
             tenant_name=spec.name,
             spec=AllocationCreate(fabric=ROCE_FABRIC, count=len(spec.nodes)),
         )
+        assert view.segment is not None  # a new allocation always has its segment
         segments[spec.name] = view.segment.model_dump(mode="json")
         allocation_ids[spec.name] = view.id
     grant_ids = {

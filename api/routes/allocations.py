@@ -8,7 +8,10 @@ from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
 from tenancy import allocations
+from tenancy.history import AllocationState
 from tenancy.schemas import AllocationCreate, AllocationView, Page
+
+STATE_HELP = "active (not released, the default), released, or all"
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
@@ -25,17 +28,30 @@ def list_allocations(
     uow: Uow,
     listing: Listing,
     fabric: Annotated[str | None, Query(max_length=63)] = None,
+    state: Annotated[AllocationState, Query(description=STATE_HELP)] = "active",
 ) -> Page[AllocationView]:
-    """The tenant's current allocations."""
+    """The tenant's allocations: current ones unless `state` asks for released ones or all."""
     return allocations.list_allocations(
-        uow, tenant_name=tenant, limit=listing.limit, cursor=listing.cursor, fabric=fabric
+        uow,
+        tenant_name=tenant,
+        limit=listing.limit,
+        cursor=listing.cursor,
+        fabric=fabric,
+        state=state,
     )
 
 
 @router.get("/{tenant}/allocations/{allocation_id}")
-def get_allocation(tenant: str, allocation_id: str, uow: Uow) -> AllocationView:
-    """One allocation."""
-    return allocations.get_allocation(uow, tenant_name=tenant, allocation_id=allocation_id)
+def get_allocation(
+    tenant: str,
+    allocation_id: str,
+    uow: Uow,
+    state: Annotated[AllocationState, Query(description=STATE_HELP)] = "active",
+) -> AllocationView:
+    """One allocation; a released one only with `?state=released` or `?state=all`."""
+    return allocations.get_allocation(
+        uow, tenant_name=tenant, allocation_id=allocation_id, state=state
+    )
 
 
 @router.delete("/{tenant}/allocations/{allocation_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
 from tenancy import shared_services
+from tenancy.history import GrantState
 from tenancy.schemas import GrantCreate, GrantView, Page
+
+STATE_HELP = "active (not revoked, the default), revoked, or all"
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
@@ -18,17 +23,27 @@ def grant(tenant: str, spec: GrantCreate, uow: Uow) -> GrantView:
 
 
 @router.get("/{tenant}/grants")
-def list_grants(tenant: str, uow: Uow, listing: Listing) -> Page[GrantView]:
-    """The tenant's active grants."""
+def list_grants(
+    tenant: str,
+    uow: Uow,
+    listing: Listing,
+    state: Annotated[GrantState, Query(description=STATE_HELP)] = "active",
+) -> Page[GrantView]:
+    """The tenant's grants: active ones unless `state` asks for revoked ones or all."""
     return shared_services.list_grants(
-        uow, tenant_name=tenant, limit=listing.limit, cursor=listing.cursor
+        uow, tenant_name=tenant, limit=listing.limit, cursor=listing.cursor, state=state
     )
 
 
 @router.get("/{tenant}/grants/{grant_id}")
-def get_grant(tenant: str, grant_id: str, uow: Uow) -> GrantView:
-    """One grant."""
-    return shared_services.get_grant(uow, tenant_name=tenant, grant_id=grant_id)
+def get_grant(
+    tenant: str,
+    grant_id: str,
+    uow: Uow,
+    state: Annotated[GrantState, Query(description=STATE_HELP)] = "active",
+) -> GrantView:
+    """One grant; a revoked one only with `?state=revoked` or `?state=all`."""
+    return shared_services.get_grant(uow, tenant_name=tenant, grant_id=grant_id, state=state)
 
 
 @router.delete("/{tenant}/grants/{grant_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -114,7 +114,10 @@ class AllocationView(BaseModel):
     tenant: str
     fabric: str
     nodes: list[str]
-    segment: SegmentView | RoceSegmentView
+    segment: SegmentView | RoceSegmentView | None = Field(
+        description="The tenant's segment on the fabric; null once the allocation is released "
+        "(the segment may since have been released or reissued)."
+    )
     created_at: datetime
     released_at: datetime | None = None
 

@@ -217,6 +217,7 @@ def test_a_roce_tenants_identifiers_are_skipped_in_quarantine_and_reused_after(
     )
 
     assert during.nodes == ["gpu0003"]
+    assert during.segment is not None and after.segment is not None
     assert during.segment.model_dump(mode="json") == {
         "kind": "roce_vrf",
         "vrf": "Vrf50004",

@@ -181,9 +181,11 @@ def test_a_tenants_vlan_lives_only_on_the_leaves_where_it_has_nics(uow):
     )
     uow_onboard_roce(uow, inventory)
     tenants.create_tenant(uow, spec=TenantCreate(name="solo", kind="external"))
-    segment = allocations.allocate(
+    allocated = allocations.allocate(
         uow, tenant_name="solo", spec=AllocationCreate(fabric="roce-west", nodes=["gpu0007"])
-    ).segment.model_dump()
+    )
+    assert allocated.segment is not None
+    segment = allocated.segment.model_dump()
     vlan, vrf = f"Vlan{segment['vlan']}", segment["vrf"]
 
     on_leaf01, on_leaf02 = config_db(uow, "leaf01"), config_db(uow, "leaf02")
