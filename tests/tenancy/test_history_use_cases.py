@@ -6,17 +6,18 @@ import pytest
 
 from policies.errors import NotFoundError
 from tenancy import allocations, shared_services
+from tenancy.history import AllocationState, GrantState
 from tenancy.uow import UnitOfWork
 
 
-def allocation_ids(uow: UnitOfWork, tenant: str, state: str) -> list[str]:
+def allocation_ids(uow: UnitOfWork, tenant: str, state: AllocationState) -> list[str]:
     page = allocations.list_allocations(
         uow, tenant_name=tenant, limit=100, cursor=None, state=state
     )
     return [view.id for view in page.data]
 
 
-def grant_ids(uow: UnitOfWork, tenant: str, state: str) -> list[str]:
+def grant_ids(uow: UnitOfWork, tenant: str, state: GrantState) -> list[str]:
     page = shared_services.list_grants(uow, tenant_name=tenant, limit=100, cursor=None, state=state)
     return [view.id for view in page.data]
 
