@@ -27,11 +27,13 @@ test: $(STAMP)
 	$(BIN)/pytest
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
-## 500 tenants; partitions.conf parser on 100k members); prints figures, asserts no timings
+## 500 tenants; partitions.conf parser on 100k members; /healthz latency under uvicorn during a
+## 100k-port import); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce
 	$(BIN)/python -m tests.benchmarks.bench_parsers
+	$(BIN)/python -m tests.benchmarks.bench_healthz
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)

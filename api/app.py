@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from sqlalchemy import Engine
 
 from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme, require_json_body
-from api.limits import BodySizeLimit
+from api.idempotency import IdempotencyKeys
+from api.limits import BodySizeLimit, HeavyWorkLimit
 from api.problems import install_problem_handlers
+from api.request_id import RequestId
 from api.routes import (
     allocations,
     audit_log,
@@ -30,7 +34,7 @@ from api.routes import (
 )
 from tenancy import signing_keys
 from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
+from tenancy.db import checkpoint_wal, make_engine
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
 
@@ -39,6 +43,8 @@ DESCRIPTION = """\
 isofabric maps tenants to InfiniBand partitions (P_Keys) with QoS classes, proves that tenants
 are isolated before any change is committed, and renders the files OpenSM consumes.
 Errors are RFC 9457 `application/problem+json`; lists are `{"data", "count", "next"}`.
+A POST with an `Idempotency-Key` header is done once: a retry gets the first response (24 h).
+Every response carries `X-Request-ID` (the client's, or a new one), as the audit log records it.
 """
 # Mounted in this order, which is also the order of the paths in the OpenAPI document.
 AUTHORIZED_ROUTERS = (
@@ -67,8 +73,10 @@ def create_app(
     settings = settings or load_settings()
     engine = engine or make_engine(settings.database_url)
     prepare_database(engine)
-    app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION)
+    lifespan = checkpointing(engine)
+    app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.uow = UnitOfWork(engine, settings, clock)
+    app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
     for router in AUTHORIZED_ROUTERS:
         # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
@@ -79,12 +87,18 @@ def create_app(
         )
     for router in SELF_AUTHORIZED_ROUTERS:
         app.include_router(router, dependencies=[Depends(require_json_body)])
-    # Added last = outermost: authentication runs before the size limit and any body parsing.
+    # Added last = outermost: the request id is set first (and echoed on every response, 401
+    # and 413 included); authentication runs before the size limit and any body parsing; the
+    # Idempotency-Key check reads the body under that limit, with the principal known.
+    app.add_middleware(IdempotencyKeys, uow=app.state.uow)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
+    app.add_middleware(RequestId)
 
+    # async: answered on the event loop itself, so it needs no worker thread and stays quick
+    # while heavy requests occupy the thread pool (issue 10, item 10).
     @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/readyz", include_in_schema=False)
@@ -97,6 +111,28 @@ def create_app(
 
     log_readiness(app.state.uow)
     return app
+
+
+def checkpointing(engine: Engine) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: on shutdown, fold SQLite's write-ahead log into the database file.
+
+    After a clean stop the database file alone then holds every committed transaction (a copy
+    of it is a complete backup, the -wal file is empty). The engine stays open: an in-memory
+    database would not survive its connection's close, and the app may be started again.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if not checkpoint_wal(engine):
+                log.warning(
+                    "the SQLite write-ahead log was not emptied on shutdown (a reader in another "
+                    "process held it): copy the database with `isofabric db backup`, not cp"
+                )
+
+    return lifespan
 
 
 def log_readiness(uow: UnitOfWork) -> None:

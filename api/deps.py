@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Annotated
 
@@ -13,7 +13,9 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from api.auth import PRINCIPAL_SCOPE_KEY
-from api.limits import media_type
+from api.idempotency import CLAIM_SCOPE_KEY
+from api.limits import HeavyWorkLimit, media_type
+from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
 from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
 from policies.errors import (
     AuthenticationError,
@@ -21,11 +23,11 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
+from tenancy.idempotency import IdempotencyClaim
 from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from tenancy.schemas import SLUG_PATTERN
 from tenancy.uow import Principal, UnitOfWork
 
-REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 SLUG = re.compile(SLUG_PATTERN)
 # Routes without a tenant in their path whose answer depends on who asks: a tenant principal's
 # request is about its own tenant (the handler narrows the answer to it).
@@ -55,14 +57,34 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
 def get_uow(request: Request) -> UnitOfWork:
-    """The app's unit of work, for this request's principal and request id (audit log)."""
+    """The app's unit of work for this request: principal, request id, Idempotency-Key claim."""
     uow: UnitOfWork = request.app.state.uow
-    supplied = request.headers.get("x-request-id", "")
-    request_id = supplied if REQUEST_ID.fullmatch(supplied) else str(uuid.uuid4())
-    return replace(uow, principal=get_principal(request), request_id=request_id)
+    supplied = request.headers.get(REQUEST_ID_HEADER)
+    request_id = request_id_of(request.scope) or choose_request_id(supplied)
+    claim = request.scope.get(CLAIM_SCOPE_KEY)
+    return replace(
+        uow,
+        principal=get_principal(request),
+        request_id=request_id,
+        idempotency=claim if isinstance(claim, IdempotencyClaim) else None,
+    )
 
 
 Uow = Annotated[UnitOfWork, Depends(get_uow)]
+
+
+async def heavy_work(request: Request, principal: CurrentPrincipal) -> AsyncIterator[None]:
+    """Hold one of the principal's heavy-request slots until the handler is done (429 if none).
+
+    Declared on the route, so it runs after authentication and authorization: a caller who may
+    not use the route never takes a slot. The limit is `app.state.heavy_work` (api/app.py).
+    """
+    limit: HeavyWorkLimit = request.app.state.heavy_work
+    with limit.slot(principal.name):
+        yield
+
+
+HEAVY_WORK = Depends(heavy_work)
 
 # Documents the scheme in OpenAPI (/docs "Authorize"); the check itself is api/auth.py, which
 # runs before the body is read.

@@ -20,11 +20,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from api.request_id import REQUEST_ID_HEADER, request_id_of
 from policies.errors import (
     ArtifactHazardError,
     AuthenticationError,
     ConflictError,
     ForbiddenError,
+    IdempotencyInProgressError,
+    IdempotencyKeyReusedError,
     InputFormatError,
     InvalidValueError,
     IsofabricError,
@@ -33,6 +36,8 @@ from policies.errors import (
     NotFoundError,
     PoolExhaustedError,
     PortMovedError,
+    SecretNotReplayedError,
+    TooManyRequestsError,
     UnsupportedMediaTypeError,
 )
 
@@ -60,15 +65,23 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
     IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
     PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
     PortMovedError: ProblemType("port-moved", 409, "Port claims another host"),
+    IdempotencyInProgressError: ProblemType(
+        "idempotency-in-progress", 409, "A request with this key is in progress"
+    ),
+    SecretNotReplayedError: ProblemType("secret-not-replayed", 409, "Secret not replayed"),
     ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
     NotFoundError: ProblemType("not-found", 404, "Resource not found"),
     InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
     UnsupportedMediaTypeError: ProblemType("unsupported-media-type", 415, "Unsupported media type"),
+    IdempotencyKeyReusedError: ProblemType(
+        "idempotency-key-reused", 422, "Idempotency key used for another request"
+    ),
     InvalidValueError: ProblemType("validation-error", 422, "Invalid value"),
     AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
     ForbiddenError: ProblemType("forbidden", 403, "Forbidden"),
     ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
     KeyUnavailableError: ProblemType("key-unavailable", 503, "Key not installed"),
+    TooManyRequestsError: ProblemType("too-many-requests", 429, "Too many requests"),
 }
 INTERNAL = ProblemType("internal-error", 500, "Internal server error")
 
@@ -108,16 +121,24 @@ async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     kind = problem_type_for(error)
     if kind is INTERNAL:  # a domain error nobody mapped is our bug: same answer as any other
         return await _unexpected(request, error)
-    headers = {"WWW-Authenticate": "Bearer"} if kind.status == 401 else None
     return problem_response(
         request,
         kind.status,
         slug=kind.slug,
         title=kind.title,
         detail=error.detail,
-        headers=headers,
+        headers=_headers(kind, error),
         **error.extensions,
     )
+
+
+def _headers(kind: ProblemType, error: IsofabricError) -> dict[str, str] | None:
+    """The headers a problem carries: the challenge of a 401, the wait of a 429."""
+    if kind.status == 401:
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(error, TooManyRequestsError):
+        return {"Retry-After": str(error.retry_after)}
+    return None
 
 
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:
@@ -187,12 +208,15 @@ def _allowed_methods(request: Request) -> list[str]:
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:
     # Log the trace for operators; never send it to the client.
     log.exception("unhandled error on %s %s", request.method, request.url.path)
+    request_id = request_id_of(request.scope)
     return problem_response(
         request,
         500,
         slug=INTERNAL.slug,
         title=INTERNAL.title,
         detail="the server failed to handle the request; nothing was changed",
+        # Starlette answers a 500 outside the middleware that echoes the id (api/request_id.py).
+        headers={REQUEST_ID_HEADER: request_id} if request_id else None,
     )
 
 

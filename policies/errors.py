@@ -3,14 +3,18 @@
     IsofabricError
     ├── InputFormatError          a document (ibnetdiscover text, partitions.conf) does not parse
     ├── InvalidValueError           a value is outside what the domain allows
-    │   └── UnsupportedMediaTypeError  the body's format does not fit the target resource
+    │   ├── UnsupportedMediaTypeError  the body's format does not fit the target resource
+    │   └── IdempotencyKeyReusedError  an Idempotency-Key already named another request
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
     │   ├── PortMovedError        an import moves a port to another host while one of them is held
+    │   ├── IdempotencyInProgressError  a request with the same Idempotency-Key is in progress
+    │   ├── SecretNotReplayedError  the first response to this Idempotency-Key held a secret
     │   └── IsolationViolationError  the change would break isolation (carries counterexamples)
     ├── AuthenticationError       no or wrong credentials
     ├── ForbiddenError            the caller's role may not do this
+    ├── TooManyRequestsError      the caller has too many heavy requests in flight (429)
     ├── KeyUnavailableError       the signing key or OpenSM secret is not installed (503)
     └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
@@ -94,4 +98,40 @@ class KeyUnavailableError(IsofabricError):
     The service never creates one on its own (replicas would race to make two); the detail names
     the file or variable it looked for and the command that creates it (``isofabric keys
     create``). The extension ``missing`` lists each absent key.
+    """
+
+
+class TooManyRequestsError(IsofabricError):
+    """The caller already has as many heavy requests in flight as it may (429).
+
+    Heavy requests (a topology import, a config audit) parse and verify whole documents; a cap
+    per principal keeps one caller, read-only roles included, from taking every worker.
+    `retry_after` is the number of seconds the client should wait (the Retry-After header).
+    """
+
+    def __init__(self, detail: str, *, retry_after: int = 1, **extensions: Any) -> None:
+        super().__init__(detail, **extensions)
+        self.retry_after = retry_after
+
+
+class IdempotencyKeyReusedError(InvalidValueError):
+    """An Idempotency-Key already named another request (another body or query) of the caller.
+
+    Nothing was done: a key names one request, so a new request needs a new key.
+    """
+
+
+class IdempotencyInProgressError(ConflictError):
+    """A request with the same Idempotency-Key has claimed it and has no recorded response yet.
+
+    It is still running, or it failed after committing (5xx); this request changed nothing, and a
+    retry gets the first response once it is recorded.
+    """
+
+
+class SecretNotReplayedError(ConflictError):
+    """The first response to this Idempotency-Key held a secret (a token), which is never stored.
+
+    The extension names what the first request created (``token_id``), so the client can find
+    or revoke it.
     """

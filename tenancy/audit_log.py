@@ -129,7 +129,7 @@ def entries(session: Session) -> list[m.AuditEntry]:
 def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[AuditEntryView]:
     """A page of entries in index order, in the list envelope."""
     after = decode_cursor(cursor)
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         query = select(m.AuditEntry).order_by(col(m.AuditEntry.index))
         if after is not None:
             query = query.where(m.AuditEntry.index > _index(after))
@@ -163,10 +163,28 @@ def leaf_hashes(session: Session) -> list[bytes]:
 def checkpoint(uow: UnitOfWork) -> CheckpointView:
     """A signed checkpoint of the whole log, stored so that later verifications can use it.
 
+    The stored checkpoint of the current size is read without the write lock (a GET must not
+    wait for a writer); only when a new one is due does a write transaction sign and store it.
+
     Raises:
         KeyUnavailableError: a new checkpoint is due and the signing key is not installed (503);
             the service never creates one here (`isofabric keys create` does).
     """
+    with uow.transaction(read_only=True) as tx:
+        size = fetch_all(tx.session, core_select(func.count()).select_from(m.AuditEntry))[0][0]
+        stored = tx.session.get(m.AuditCheckpoint, size)
+    if stored is None:
+        stored = _store_checkpoint(uow)
+    return CheckpointView(
+        origin=uow.settings.audit_origin,
+        size=stored.size,
+        root_hash=stored.root_hash,
+        note=stored.note,
+    )
+
+
+def _store_checkpoint(uow: UnitOfWork) -> m.AuditCheckpoint:
+    """Sign and store the checkpoint of the log as it is now (unless one already exists)."""
     origin = uow.settings.audit_origin
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)
@@ -179,9 +197,7 @@ def checkpoint(uow: UnitOfWork) -> CheckpointView:
                 size=len(hashes), root_hash=_b64(root), note=note, created_at=tx.now
             )
             tx.session.add(stored)
-        return CheckpointView(
-            origin=origin, size=stored.size, root_hash=stored.root_hash, note=stored.note
-        )
+        return stored
 
 
 def _b64(raw: bytes) -> str:
@@ -190,7 +206,7 @@ def _b64(raw: bytes) -> str:
 
 def inclusion(uow: UnitOfWork, *, index: int, size: int) -> InclusionProofView:
     """The RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         hashes = leaf_hashes(tx.session)
     _check_size(size, len(hashes))
     if not 0 <= index < size:
@@ -205,7 +221,7 @@ def inclusion(uow: UnitOfWork, *, index: int, size: int) -> InclusionProofView:
 
 def consistency(uow: UnitOfWork, *, first: int, second: int) -> ConsistencyProofView:
     """The RFC 9162 consistency proof between the trees of `first` and `second` entries."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         hashes = leaf_hashes(tx.session)
     _check_size(second, len(hashes))
     if not 0 < first <= second:
@@ -236,7 +252,7 @@ def stored_checkpoints(session: Session) -> Sequence[m.AuditCheckpoint]:
 
 def export_lines(uow: UnitOfWork) -> list[str]:
     """The log as JSON Lines: each entry document plus its stored `leaf_hash` (hex)."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         rows = entries(tx.session)
     return [
         json.dumps({**entry_document(e), "leaf_hash": e.leaf_hash}, sort_keys=True) for e in rows

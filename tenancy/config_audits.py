@@ -33,7 +33,7 @@ from tenancy.schemas import (
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import require_kind
 from tenancy.uow import UnitOfWork
-from tenancy.verification import counterexample_view
+from tenancy.verification import counterexample_view, edge_view
 
 _FORMAT_KIND = {
     AuditFormat.PARTITIONS: FabricKind.INFINIBAND,
@@ -56,7 +56,7 @@ def audit_config(
         audit_format = AuditFormat(fmt)
     except ValueError as error:
         raise InvalidValueError(f"unknown audit format '{fmt}'", format=fmt) from error
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         _check_kind(fabric, audit_format)
         snapshot = load_snapshot(tx.session, fabric)
@@ -88,6 +88,7 @@ def audit_config(
             for d in report.drift
         ],
         counterexamples=[counterexample_view(c, fabric.kind) for c in report.counterexamples],
+        reachability=[edge_view(e, fabric.kind) for e in report.reachability],
     )
 
 
@@ -124,7 +125,7 @@ def _run(
 
 def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -> ObservationView:
     """Drift of a live InfiniBand fabric's P_Key tables from intent, and what they allow."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         require_kind(fabric, FabricKind.INFINIBAND, "observations apply to InfiniBand fabrics")
         snapshot = load_snapshot(tx.session, fabric)

@@ -87,7 +87,7 @@ def count_where(session: Session, model: type[SQLModel], fabric_id: int) -> int:
 def list_fabrics(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[FabricView]:
     """A page of fabrics of both kinds in name order."""
     after = decode_cursor(cursor)
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         query = select(m.Fabric).order_by(col(m.Fabric.name))
         if after is not None:
             query = query.where(col(m.Fabric.name) > after)
@@ -103,5 +103,5 @@ def list_fabrics(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[Fab
 
 def get_fabric(uow: UnitOfWork, *, name: str) -> FabricView:
     """One fabric with its pools and limits; `NotFoundError` if the name is unknown."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         return fabric_view(tx.session, fabric_named(tx.session, name))

@@ -62,7 +62,7 @@ def list_nodes(
     `free` true is the same filter as `state` ``free``; false is every other state.
     """
     after = decode_cursor(cursor)
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric_id = m.pk(fabric_named(tx.session, fabric_name))
         query = _filtered(holders_query(fabric_id), tenant, free, role, state)
         total = fetch_all(tx.session, core_select(func.count()).select_from(query.subquery()))
@@ -135,7 +135,7 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
 
 def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
     """One node with its state, its holder (tenant or service) and its HCA ports or NICs."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
         row = fetch_all(tx.session, holders_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]

@@ -136,7 +136,7 @@ def list_proofs(
     view: View | None = None,
 ) -> Page[ProofView]:
     """Stored proofs in id order, filtered (`view`: only proofs of that view), in a page."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         query = select(m.Proof)
         if tenant is not None:
             query = query.where(m.Proof.tenant == tenant)
@@ -154,7 +154,7 @@ def get_proof(
     uow: UnitOfWork, *, proof_id: str, tenant: str | None, view: View | None = None
 ) -> ProofView:
     """One stored proof; one of another tenant than `tenant` or view than `view` is a 404."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         row = tx.session.get(m.Proof, proof_id)
         if row is None or tenant not in (None, row.tenant) or view not in (None, row.view):
             raise NotFoundError(f"proof '{proof_id}' does not exist", resource="proof")

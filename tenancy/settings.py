@@ -12,6 +12,11 @@ from sqlalchemy.exc import ArgumentError
 DEFAULT_DATABASE_URL = "sqlite:///./isofabric.db"
 DEFAULT_QUARANTINE_SECONDS = 24 * 3600
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+# How long an Idempotency-Key is honoured; the API promises at least a day (issue 10, item 19).
+MIN_IDEMPOTENCY_TTL_HOURS = 24
+# Heavy requests (topology imports, config audits, observations, proofs) one principal may
+# have in flight at once; more are refused with 429 (api/limits.py).
+DEFAULT_HEAVY_CONCURRENCY = 2
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 # Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
@@ -37,6 +42,8 @@ class Settings:
     opensm_sm_key: int | None = None
     opensm_sa_key: int | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    idempotency_ttl_hours: int = MIN_IDEMPOTENCY_TTL_HOURS
+    heavy_concurrency: int = DEFAULT_HEAVY_CONCURRENCY
     audit_origin: str = DEFAULT_AUDIT_ORIGIN
     signing_key_file: str | None = None
     signing_key_pem: str | None = None
@@ -106,6 +113,22 @@ def _int_env(name: str, default: int | None) -> int | None:
     return int(raw, 0)
 
 
+def _positive_env(name: str, default: int) -> int:
+    value = _int_env(name, default)
+    if value is None or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, not {value}")
+    return value
+
+
+def _idempotency_ttl_hours() -> int:
+    name = "ISOFABRIC_IDEMPOTENCY_TTL_HOURS"
+    hours = _int_env(name, MIN_IDEMPOTENCY_TTL_HOURS)
+    if hours is None or hours < MIN_IDEMPOTENCY_TTL_HOURS:
+        # Clients may retry for a day on the API's word; a shorter TTL would run such retries again.
+        raise ValueError(f"{name} must be at least {MIN_IDEMPOTENCY_TTL_HOURS}, not {hours}")
+    return hours
+
+
 def load_settings() -> Settings:
     """Read the settings from the environment; unset variables take their defaults."""
     quarantine = _int_env("ISOFABRIC_PKEY_QUARANTINE_SECONDS", DEFAULT_QUARANTINE_SECONDS)
@@ -119,6 +142,8 @@ def load_settings() -> Settings:
         opensm_sm_key=_int_env("ISOFABRIC_OPENSM_SM_KEY", None),
         opensm_sa_key=_int_env("ISOFABRIC_OPENSM_SA_KEY", None),
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
+        idempotency_ttl_hours=_idempotency_ttl_hours(),
+        heavy_concurrency=_positive_env("ISOFABRIC_HEAVY_CONCURRENCY", DEFAULT_HEAVY_CONCURRENCY),
         audit_origin=env("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
         signing_key_file=env("ISOFABRIC_SIGNING_KEY_FILE") or None,
         signing_key_pem=env("ISOFABRIC_SIGNING_KEY") or None,

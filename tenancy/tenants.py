@@ -87,7 +87,7 @@ def create_qos_class(uow: UnitOfWork, *, spec: QosClassCreate) -> QosClassView:
 
 def list_qos_classes(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[QosClassView]:
     """A page of QoS classes (seeded and operator-created) in name order."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         rows, total, after = page_rows(
             tx.session, select(m.QosClass), col(m.QosClass.name), limit, cursor
         )
@@ -143,7 +143,7 @@ def list_tenants(
 
     `only` restricts the list to one tenant: what a tenant-scoped caller may see.
     """
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         query = select(m.Tenant)
         if only is not None:
             query = query.where(m.Tenant.name == only)
@@ -160,7 +160,7 @@ def list_tenants(
 
 def get_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
     """One tenant, offboarded ones included; `NotFoundError` if the name is unknown."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, name)
         return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])
 

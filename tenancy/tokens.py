@@ -105,7 +105,7 @@ def list_tokens(
     uow: UnitOfWork, *, limit: int, cursor: str | None, tenant: str | None = None
 ) -> Page[TokenView]:
     """Tokens by id (never their secret); only `tenant`'s when given."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         query = select(m.ApiToken)
         if tenant is not None:
             query = query.where(m.ApiToken.tenant == tenant)

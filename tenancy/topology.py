@@ -54,7 +54,7 @@ def import_document(
     InfiniBand takes ibnetdiscover output (text/plain); RoCE takes an inventory document
     (application/json or application/yaml).
     """
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         technology = technology_of(fabric_named(tx.session, fabric_name).kind)
     if not technology.accepts_topology(media_type):
         raise UnsupportedMediaTypeError(

@@ -1,7 +1,9 @@
 """The unit of work every use case runs in: one transaction, one clock reading, the settings.
 
 A use case either commits everything it changed or nothing: any exception (including a refused,
-isolation-breaking change) rolls the whole transaction back.
+isolation-breaking change) rolls the whole transaction back. The first write transaction of a
+request with an Idempotency-Key also claims the key, so the claim commits with the change
+(tenancy/idempotency.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlmodel import Session
 
 from policies.errors import ConflictError
 from tenancy.db import session_scope
+from tenancy.idempotency import IdempotencyClaim, claim_key
 from tenancy.settings import Settings
 
 Clock = Callable[[], datetime]
@@ -53,13 +56,18 @@ class Tx:
 
 @dataclass(frozen=True, slots=True)
 class UnitOfWork:
-    """Factory of transactions; the clock is injectable so tests control time."""
+    """Factory of transactions; the clock is injectable so tests control time.
+
+    `idempotency` is the claim of a keyed request (api/idempotency.py): its first write
+    transaction inserts it before anything else.
+    """
 
     engine: Engine
     settings: Settings
     clock: Clock = system_clock
     principal: Principal = SYSTEM
     request_id: str | None = None
+    idempotency: IdempotencyClaim | None = None
 
     @contextmanager
     def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
@@ -77,10 +85,15 @@ class UnitOfWork:
             ConflictError: the database refused a write on a constraint, typically because a
                 concurrent writer took the same name, node or key first; nothing was changed and
                 a retry may pass.
+            IdempotencyInProgressError: another request holds this request's Idempotency-Key.
         """
+        claim = None if read_only else self._unclaimed()
         try:
             with session_scope(self.engine, read_only=read_only) as session:
-                yield Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+                tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+                if claim is not None:
+                    claim_key(tx, claim)
+                yield tx
         except IntegrityError as error:
             # The unique constraints are the backstop against concurrent writers: a request that
             # lost such a race changed nothing and may simply be retried.
@@ -88,3 +101,9 @@ class UnitOfWork:
                 "the request conflicts with a concurrent change (a name, node or key was taken "
                 "meanwhile); nothing was changed, retry it"
             ) from error
+        if claim is not None:
+            claim.committed = True  # later transactions of the request must not claim it again
+
+    def _unclaimed(self) -> IdempotencyClaim | None:
+        claim = self.idempotency
+        return claim if claim is not None and not claim.committed else None

@@ -234,7 +234,7 @@ def _checked_range(since: datetime, until: datetime, granularity: str) -> None:
 def _records(
     uow: UnitOfWork, since: datetime, until: datetime | None, tenant: str | None, granularity: str
 ) -> tuple[list[engine.UsageRecord], datetime]:
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         end = tx.now if until is None else until
         _checked_range(since, end, granularity)
         tenant_id = None if tenant is None else m.pk(tenant_named(tx.session, tenant))
@@ -350,7 +350,7 @@ def usage_events(
     forever and sees each event once.
     """
     after = _decode(cursor)
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         records = _final_hourly(tx.session, after, limit, tx.now)
     last = _key(records[-1]) if records else after
     return UsageEventsPage(data=[engine.cloud_event(r) for r in records], next=_encode(last))

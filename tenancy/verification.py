@@ -13,7 +13,7 @@ from policies.artifacts import Artifact, manifest
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.infiniband.model import format_guid
 from policies.model import FabricKind, Owner
-from policies.verdict import Counterexample, Endpoint, Verdict
+from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Verdict
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
@@ -70,7 +70,7 @@ def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
 
 def verify_fabric(uow: UnitOfWork, *, fabric_name: str) -> VerificationView:
     """The fabric's current verdict with counterexamples and the reachability relation."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         verdict = verify_snapshot(load_snapshot(tx.session, fabric))
         return verdict_view(verdict, fabric.kind)
@@ -87,16 +87,18 @@ def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> Verific
         holds=verdict.holds,
         snapshot_digest=verdict.snapshot_digest,
         counterexamples=[counterexample_view(c, kind) for c in verdict.counterexamples],
-        reachability=[
-            EdgeView(
-                source=str(e.source),
-                target=str(e.target),
-                segment=segment_label(e.segment, kind),
-                allowed=e.allowed,
-            )
-            for e in verdict.reachability
-        ],
+        reachability=[edge_view(e, kind) for e in verdict.reachability],
         rules=[rule.value for rule in verdict.rules],
+    )
+
+
+def edge_view(edge: ReachabilityEdge, kind: str) -> EdgeView:
+    """The API shape of a reachability edge, its segment labelled for `kind`."""
+    return EdgeView(
+        source=str(edge.source),
+        target=str(edge.target),
+        segment=segment_label(edge.segment, kind),
+        allowed=edge.allowed,
     )
 
 
@@ -136,14 +138,14 @@ def render_fabric(tx: Tx, fabric: m.Fabric) -> tuple[Snapshot, tuple[Artifact, .
 
 def list_artifacts(uow: UnitOfWork, *, fabric_name: str) -> ArtifactsView:
     """The manifest of the fabric's artifacts: path, sha256 and size of each file."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
     return ArtifactsView.model_validate(manifest(fabric_name, snapshot.digest, files))
 
 
 def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> tuple[Artifact, str]:
     """One rendered file and the digest of the snapshot it was rendered from."""
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         snapshot, files = render_fabric(tx, fabric_named(tx.session, fabric_name))
     for artifact in files:
         if artifact.path == path:
@@ -156,7 +158,7 @@ def tenant_reachability(uow: UnitOfWork, *, tenant_name: str) -> TenantReachabil
 
     Per fabric: the reachability edges that involve the tenant and whether the verdict holds.
     """
-    with uow.transaction() as tx:
+    with uow.transaction(read_only=True) as tx:
         tenant = tenant_named(tx.session, tenant_name)
         fabric_ids = select(m.Segment.fabric_id).where(
             m.Segment.tenant_id == tenant.id, m.Segment.state == "active"

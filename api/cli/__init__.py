@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import audit_log, collect, config_audit, keys, proofs, render, serve, tokens
+from api.cli import audit_log, collect, config_audit, database, keys, proofs, render, serve, tokens
+from api.cli.errors import ReportingGroup, root_options
 from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
 
 __all__ = ["DEMO_ROCE_INVENTORY", "DEMO_TOPOLOGY", "app", "main"]
 
+# ReportingGroup: a domain, database or file error of any command is one line and exit 2.
 app = typer.Typer(
-    help="isofabric: multi-tenant isolation for InfiniBand fabrics.", no_args_is_help=True
+    help="isofabric: multi-tenant isolation for InfiniBand fabrics.",
+    no_args_is_help=True,
+    cls=ReportingGroup,
 )
+app.callback()(root_options)
 app.command()(serve.serve)
 app.command()(render.render)
 app.command()(render.verify)
 app.command("check-partitions")(render.check_partitions)
 app.command("audit-config")(config_audit.audit_config)
-app.add_typer(serve.db_app, name="db")
+app.add_typer(database.db_app, name="db")
 app.add_typer(audit_log.audit_app, name="audit")
 app.add_typer(tokens.token_app, name="token")
 app.add_typer(collect.collect_app, name="collect")

@@ -120,7 +120,10 @@ def collect_ib(
 
 
 def _m_key(text: str | None) -> int | None:
-    return int(text, 0) if text else None
+    try:
+        return int(text, 0) if text else None
+    except ValueError as error:
+        raise typer.BadParameter(f"{text!r} is not a number (e.g. 0x1234abcd)") from error
 
 
 @collect_app.command("ib")

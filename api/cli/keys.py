@@ -8,25 +8,13 @@ keyring file verifiers trust; the database records public keys only.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 
 from api.cli.options import DbOption, open_uow
-from policies.errors import IsofabricError
 
 keys_app = typer.Typer(help="The service's Ed25519 signing keys.", no_args_is_help=True)
-T = TypeVar("T")
-
-
-def _or_exit(action: Callable[[], T]) -> T:
-    """Run `action`; a domain error is one line on stderr and exit status 1, not a traceback."""
-    try:
-        return action()
-    except IsofabricError as error:
-        typer.echo(f"error: {error.detail}", err=True)
-        raise typer.Exit(1) from error
 
 
 @keys_app.command("create")
@@ -49,7 +37,9 @@ def keys_create(
     """
     from tenancy import signing_keys
 
-    setup = _or_exit(lambda: signing_keys.create(open_uow(db), trust_retired=trust_retired))
+    # Besides serve, db upgrade and db restore, the one command that may create the database:
+    # it is the first one a deployment runs (`make run` does).
+    setup = signing_keys.create(open_uow(db, create=True), trust_retired=trust_retired)
     typer.echo(json.dumps(setup.document(), indent=2))
 
 
@@ -58,7 +48,7 @@ def keys_rotate(db: DbOption = None) -> None:
     """Make a new active key (key file replaced, keyring appended); the old one is retired."""
     from tenancy import signing_keys
 
-    view = _or_exit(lambda: signing_keys.rotate(open_uow(db)))
+    view = signing_keys.rotate(open_uow(db))
     typer.echo(json.dumps(view.model_dump(mode="json"), indent=2))
 
 

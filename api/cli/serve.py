@@ -1,4 +1,4 @@
-"""`isofabric serve` runs the REST API; `isofabric db upgrade` migrates the database."""
+"""`isofabric serve` runs the REST API (and creates a missing database)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Annotated
 import typer
 
 from api.auth import BOOTSTRAP_HINT, is_loopback
-from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
+from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, settings_for
 from tenancy import tokens
-
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
 
 def serve(
@@ -45,6 +43,9 @@ def serve(
     # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
     # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
     uvicorn.run(application, host=host, port=port, log_level="info", proxy_headers=False)
+    # Stopped (the lifespan checkpointed the log): close the connections, and SQLite removes
+    # the empty -wal and -shm files.
+    uow.engine.dispose()
 
 
 def open_mode_warning(host: str) -> str:
@@ -56,10 +57,3 @@ def open_mode_warning(host: str) -> str:
         f"{BOOTSTRAP_HINT}. Behind a reverse proxy on this host every client looks local: "
         "create a token before exposing it."
     )
-
-
-@db_app.command("upgrade")
-def db_upgrade(db: DbOption = None) -> None:
-    """Apply every migration and seed the QoS classes."""
-    open_uow(db)
-    typer.echo("database is at the latest schema")

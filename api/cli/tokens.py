@@ -39,7 +39,8 @@ def token_create(
             {"name": name, "role": role, "tenant": tenant, "expires_at": expires_at}
         )
     except ValidationError as error:
-        typer.echo(f"invalid token request: {error}", err=True)
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        typer.echo(f"error: invalid token request: {reasons}", err=True)
         raise typer.Exit(2) from error
     typer.echo(tokens.create_token(open_uow(db), spec=spec).token)
 

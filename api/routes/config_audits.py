@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
-from api.deps import Uow
-from api.limits import read_text_body
+from api.deps import HEAVY_WORK, Uow
+from api.limits import RawBody, decode_text
+from api.responses import json_response
 from tenancy import config_audits
 from tenancy.schemas import (
     AUDIT_FORMAT_PATTERN,
@@ -20,8 +22,13 @@ from tenancy.schemas import (
 router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
 
 
+# Plain functions: FastAPI runs them in a worker thread, so parsing a large deployed file and
+# verifying the fabric never block the event loop; HEAVY_WORK caps them per principal, auditors
+# included (issue 10, item 10).
 @router.post(
     "/{fabric}/audits",
+    response_model=ConfigAuditView,
+    dependencies=[HEAVY_WORK],
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -29,24 +36,26 @@ router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
         }
     },
 )
-async def post_audit(
+def post_audit(
     fabric: str,
-    request: Request,
+    body: RawBody,
     uow: Uow,
     format: Annotated[str, Query(pattern=AUDIT_FORMAT_PATTERN)],
     leaf: Annotated[str | None, Query(max_length=63, pattern=SLUG_PATTERN)] = None,
-) -> ConfigAuditView:
+) -> Response:
     """Audit a deployed partitions.conf, or a leaf's config_db.json or frr.conf (the body):
     parser findings, drift from intent per owner, and the isolation counterexamples it allows.
     Changes nothing.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
-    text = await read_text_body(request)
-    return config_audits.audit_config(uow, fabric_name=fabric, fmt=format, leaf=leaf, text=text)
+    text = decode_text(body)
+    view = config_audits.audit_config(uow, fabric_name=fabric, fmt=format, leaf=leaf, text=text)
+    return json_response(view)  # serialized here, in the worker thread
 
 
-@router.post("/{fabric}/observations")
-def post_observation(fabric: str, document: ObservationCreate, uow: Uow) -> ObservationView:
+@router.post("/{fabric}/observations", response_model=ObservationView, dependencies=[HEAVY_WORK])
+def post_observation(fabric: str, document: ObservationCreate, uow: Uow) -> Response:
     """Compare the live P_Key tables (the output of `isofabric collect ib`) with intent: per-port
     drift and the cross-owner reachability the tables allow. Changes nothing.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
-    return config_audits.observe(uow, fabric_name=fabric, document=document)
+    view = config_audits.observe(uow, fabric_name=fabric, document=document)
+    return json_response(view)  # serialized here, in the worker thread

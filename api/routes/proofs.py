@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
-from api.deps import CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
+from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
 from policies.authz import Role
 from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
 from tenancy import proofs
@@ -35,7 +35,11 @@ def _readable(principal: Principal) -> View | None:
     return None if view == FULL_VIEW else view
 
 
-@router.post("/v1/tenants/{tenant}/isolation-proofs", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/v1/tenants/{tenant}/isolation-proofs",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[HEAVY_WORK],  # verifies the whole fabric; auditors may issue too
+)
 def issue_proof(
     tenant: str, spec: ProofIssue, uow: Uow, principal: CurrentPrincipal
 ) -> ProofCreated:

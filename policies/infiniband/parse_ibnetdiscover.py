@@ -135,6 +135,9 @@ _HOSTNAME = re.compile(_HOSTNAME_CHARS)
 _HCA = re.compile(_HCA_CHARS)
 # NodeInfo:NumPorts is an 8-bit field (IB_NODE_NPORTS_F in libibmad's fields.c).
 _MAX_PORTS = 255
+# IBA: the NodeDescription attribute is 64 bytes. ibnetdiscover prints at most 63 (clean_nodedesc),
+# but a name from its --node-name-map can be any length; a switch name is kept in 64 characters.
+MAX_NODE_DESCRIPTION = 64
 # A real line is < 300 characters (clean_nodedesc cuts a NodeDescription at 63); the cap bounds the
 # regexes' backtracking on one line, so parsing stays linear in the size of the input.
 _MAX_LINE = 1024
@@ -188,10 +191,11 @@ def parse_ibnetdiscover(text: str) -> DiscoveredTopology:
     Raises:
         InputFormatError: With the 1-based ``line`` of the problem, if a record, port or header
             line does not parse, a GUID is not hexadecimal, a port line is outside any record,
-            a CA's NodeDescription is not ``"<hostname> <hca>"`` of safe characters, a port GUID
-            or switch GUID repeats, is reserved (0 or all ones) or a CA port claims a switch's
-            GUID, two CAs share one NodeDescription, or the document holds no CA port at all
-            (then ``line`` is the last line).
+            a CA's NodeDescription is not ``"<hostname> <hca>"`` of safe characters, a switch's
+            is longer than 64 characters or holds a character ibnetdiscover never prints, a
+            port GUID or switch GUID repeats, is reserved (0 or all ones) or a CA port claims a
+            switch's GUID, two CAs share one NodeDescription, or the document holds no CA port at
+            all (then ``line`` is the last line).
     """
     lines = text.replace("\r\n", "\n").split("\n")
     if len(lines) > 1 and lines[-1] == "":
@@ -256,6 +260,12 @@ def _printable(name: str, number: int) -> str:
     if not (name.isascii() and name.isprintable()):
         raise InputFormatError(
             f"NodeDescription {name!r} holds a character ibnetdiscover never prints", line=number
+        )
+    if len(name) > MAX_NODE_DESCRIPTION:
+        raise InputFormatError(
+            f"switch NodeDescription {name[:20]!r}... is {len(name)} characters, more than the "
+            f"{MAX_NODE_DESCRIPTION} of an IBA NodeDescription (a --node-name-map entry?)",
+            line=number,
         )
     return name
 

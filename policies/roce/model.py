@@ -20,6 +20,8 @@ from policies.model import Grant, Node, Owner
 
 # VXLAN adds 50 bytes (outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8) to every tenant frame.
 VXLAN_OVERHEAD = 50
+# sonic-port YANG: PORT mtu is uint16 range 68..9216 (68 is IPv4's minimum, RFC 791).
+MIN_SWITCH_MTU = 68
 MAX_SWITCH_MTU = 9216
 # RoCEv2 congestion notification packets: DSCP 48 on traffic class 6, strict priority, never PFC.
 CNP_DSCP = 48

@@ -6,9 +6,11 @@ every verdict.
 
 from __future__ import annotations
 
+from policies.roce.addresses import prefix_pool_problem
 from policies.roce.model import (
     MAX_SWITCH_MTU,
     MAX_VNI,
+    MIN_SWITCH_MTU,
     VXLAN_OVERHEAD,
     RoceSettings,
 )
@@ -46,6 +48,8 @@ MAX_ETS_WEIGHT_TOTAL = 100
 
 def mtu_problem(settings: RoceSettings) -> str | None:
     """Why the underlay cannot carry a host frame plus VXLAN overhead, or None when it can."""
+    if settings.host_mtu < MIN_SWITCH_MTU:
+        return f"host MTU {settings.host_mtu} is below {MIN_SWITCH_MTU} (sonic-port YANG)"
     # VXLAN adds 50 bytes to every tenant frame; the underlay must carry it (reference/roce.md §7).
     needed = settings.host_mtu + VXLAN_OVERHEAD
     if needed <= settings.underlay_mtu <= MAX_SWITCH_MTU:
@@ -61,8 +65,9 @@ def check_roce_settings(settings: RoceSettings) -> list[str]:
 
     Contract: returns an empty list iff the VLAN range lies in 2-4094, both VNI ranges in
     1-2^24-1, every range is ordered and the L2VNI and L3VNI ranges are disjoint, `rt_asn` is a
-    2-byte ASN, the tenant prefix length lies between the pool's and /30, the underlay carries the
-    host MTU plus VXLAN overhead, and 1-8 lossless priorities are allowed.
+    2-byte ASN, the tenant prefix pool is unicast space no wider than a /8, the tenant prefix
+    length lies between the pool's and /30, the host MTU is at least 68 and the underlay carries
+    it plus VXLAN overhead, and 1-8 lossless priorities are allowed.
 
     Returns:
         One sentence per problem, in a fixed order.
@@ -93,6 +98,9 @@ def _pool_problems(settings: RoceSettings) -> list[str]:
     if not 1 <= settings.rt_asn <= MAX_RT_ASN:
         problems.append(f"rt_asn {settings.rt_asn} is outside 1-{MAX_RT_ASN}")
     pool = settings.tenant_prefix_pool
+    unusable = prefix_pool_problem(pool)
+    if unusable:
+        problems.append(unusable)
     if not pool.prefixlen <= settings.tenant_prefix_length <= MAX_TENANT_PREFIX_LENGTH:
         problems.append(
             f"tenant prefix length /{settings.tenant_prefix_length} must be between the pool's "

@@ -1,9 +1,10 @@
-"""Evidence and access: audit log and checkpoints, signing keys, API tokens, proofs, usage."""
+"""Evidence and access: audit log, signing keys, tokens, proofs, usage, idempotency keys."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from tenancy.models.columns import ts_column, utcnow
@@ -115,3 +116,30 @@ class UsageInterval(SQLModel, table=True):
     grant_id: str | None = Field(default=None, foreign_key="grant.id", index=True)
     started_at: datetime = Field(sa_column=ts_column())
     ended_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+
+
+class IdempotencyRecord(SQLModel, table=True):
+    """A keyed POST and its first response, replayed to its retries (tenancy/idempotency.py).
+
+    One per (principal, method, path, key). `status` is null while the request that claimed the
+    key has no recorded response (its claim commits with its change). `fingerprint` is the
+    SHA-256 of the request (media type, query, canonical body). `body` never holds a secret:
+    the secret member is dropped and `secret_withheld` set, and such a response is not replayed.
+    """
+
+    __tablename__ = "idempotency_record"
+    __table_args__ = (
+        UniqueConstraint("principal", "method", "path", "key"),
+        Index("ix_idempotency_record_created_at", "created_at"),  # the purge of expired rows
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    principal: str = Field(max_length=128)
+    method: str = Field(max_length=8)
+    path: str = Field(max_length=512)
+    key: str = Field(max_length=255)
+    fingerprint: str = Field(max_length=64)
+    status: int | None = None
+    body: bytes | None = None
+    headers: str | None = None  # JSON object of the replayed headers (Content-Type, Location)
+    secret_withheld: bool = False
+    created_at: datetime = Field(sa_column=ts_column())

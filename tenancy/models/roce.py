@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import BigInteger, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+# A 4-byte ASN (RFC 6793) is above PostgreSQL's INTEGER; SQLite's INTEGER already holds 64 bits,
+# and declaring it there as before spares a table copy that its foreign keys would refuse.
+ASN_TYPE = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class RoceFabricSettings(SQLModel, table=True):
@@ -39,7 +43,7 @@ class RoceSwitch(SQLModel, table=True):
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     name: str = Field(max_length=63)
     role: str = Field(max_length=8)
-    asn: int
+    asn: int = Field(sa_type=ASN_TYPE)
     loopback: str = Field(max_length=15)
     vtep: str | None = Field(default=None, max_length=15)
     platform: str = Field(default="sonic", max_length=16)

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import (
     BaseModel,
     Field,
+    StrictInt,
 )
 
 from tenancy.schemas.common import (
@@ -17,6 +18,7 @@ from tenancy.schemas.common import (
 )
 from tenancy.schemas.verification import (
     CounterexampleView,
+    EdgeView,
 )
 
 AUDIT_FORMAT_PATTERN = "^(partitions|config_db|frr)$"
@@ -66,13 +68,19 @@ class ConfigAuditView(BaseModel):
     findings: list[AuditFindingView]
     drift: list[DriftView]
     counterexamples: list[CounterexampleView]
+    reachability: list[EdgeView] = Field(
+        default_factory=list,
+        description="Intended reachability the file grants (a tenant VRF importing a granted "
+        "service's route target): reported as such, not as a finding.",
+    )
 
 
 class ObservedPort(Strict):
     """One HCA port's live P_Key table as collected: GUID, LID and up to 128 P_Keys in hex."""
 
     guid: Annotated[str, Field(pattern=HEX_GUID_PATTERN)]
-    lid: Annotated[int, Field(ge=0, le=0xFFFF)]
+    # IBA: a LID is 16 bits (0 while the SM has not assigned one).
+    lid: Annotated[StrictInt, Field(ge=0, le=0xFFFF)]
     pkeys: Annotated[list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]], Field(max_length=128)]
 
 

@@ -15,6 +15,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     model_validator,
 )
 
@@ -107,8 +108,8 @@ MAC_PATTERN = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
 class IntRange(Strict):
     """An inclusive range of integers (a VLAN or VNI pool); `first` must not be above `last`."""
 
-    first: int
-    last: int
+    first: StrictInt
+    last: StrictInt
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

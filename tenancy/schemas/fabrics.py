@@ -10,14 +10,23 @@ from pydantic import (
     BaseModel,
     Field,
     SerializerFunctionWrapHandler,
+    StrictInt,
     model_serializer,
     model_validator,
 )
 
+from policies.roce.addresses import MIN_POOL_PREFIX_LENGTH
+from policies.roce.settings import MAX_TENANT_PREFIX_LENGTH, PFC_PRIORITIES
+from tenancy.schemas.bounds import (
+    Mtu,
+    RouteTargetAsn,
+    TenantPrefixPool,
+    VlanRange,
+    VniRange,
+)
 from tenancy.schemas.common import (
     MAC_PATTERN,
     IntRange,
-    Ipv4NetworkText,
     PKeyInput,
     Slug,
     Strict,
@@ -47,7 +56,8 @@ class FabricCreate(Strict):
     name: Slug
     kind: Literal["infiniband"]
     pkey_range: PKeyRange = PKeyRange()
-    pkeys_per_port: int = Field(
+    # IBA: a P_Key table is at most 2048 blocks of 32 entries (reference/infiniband.md §2.3).
+    pkeys_per_port: StrictInt = Field(
         default=128,
         ge=2,
         le=65536,
@@ -89,16 +99,22 @@ class RoceFabricCreate(Strict):
 
     name: Slug
     kind: Literal["roce"]
-    vlan_range: IntRange = IntRange(first=100, last=3999)
-    l2vni_range: IntRange = IntRange(first=10000, last=19999)
-    l3vni_range: IntRange = IntRange(first=50000, last=59999)
-    tenant_prefix_pool: Ipv4NetworkText = IPv4Network("10.64.0.0/10")
-    tenant_prefix_length: int = Field(default=24, ge=8, le=30)
-    rt_asn: int = Field(default=65000, description="2-byte ASN of the type-0 route targets")
-    host_mtu: int = 9000
-    underlay_mtu: int = 9216
+    vlan_range: VlanRange = VlanRange(first=100, last=3999)
+    l2vni_range: VniRange = VniRange(first=10000, last=19999)
+    l3vni_range: VniRange = VniRange(first=50000, last=59999)
+    tenant_prefix_pool: TenantPrefixPool = IPv4Network("10.64.0.0/10")
+    # A subnet of the pool (no wider than a /8); a /30 is the smallest with a gateway and a host.
+    tenant_prefix_length: StrictInt = Field(
+        default=24, ge=MIN_POOL_PREFIX_LENGTH, le=MAX_TENANT_PREFIX_LENGTH
+    )
+    rt_asn: RouteTargetAsn = Field(
+        default=65000, description="2-byte ASN of the type-0 route targets"
+    )
+    host_mtu: Mtu = Field(default=9000, description="Host-facing ports and tenant VLANs")
+    underlay_mtu: Mtu = Field(default=9216, description="Fabric links: at least host MTU + 50")
     anycast_gateway_mac: str = Field(default="00:00:5e:00:01:01", pattern=MAC_PATTERN)
-    max_lossless_priorities: int = 2
+    # IEEE 802.1Qbb: PFC has 8 priorities.
+    max_lossless_priorities: StrictInt = Field(default=2, ge=1, le=PFC_PRIORITIES)
 
 
 class RoceFabricSettingsView(BaseModel):

@@ -9,6 +9,7 @@ from pydantic import (
     BaseModel,
     Field,
     StrictBool,
+    StrictInt,
     model_validator,
 )
 
@@ -20,6 +21,10 @@ from tenancy.schemas.common import (
     Strict,
 )
 
+# sonic-wred-profile YANG: thresholds are uint64 bytes of queue depth, but no switch buffers 2 GiB
+# per queue, and the columns are 32-bit integers (PostgreSQL refuses more: a 500, not a 422).
+MAX_QUEUE_BYTES = 2**31 - 1
+
 
 class QosClassCreate(Strict):
     """Body that defines a QoS class, unique by name: how its tenants' traffic is treated.
@@ -29,22 +34,37 @@ class QosClassCreate(Strict):
     """
 
     name: Slug
-    ib_sl: int = Field(ge=0, le=15, description="InfiniBand service level")
-    ib_rate: int = Field(
+    # IBA: the SL is 4 bits (OpenSM qos-policy.conf "sl: 0..15").
+    ib_sl: StrictInt = Field(ge=0, le=15, description="InfiniBand service level")
+    ib_rate: StrictInt = Field(
         default=3,
         ge=IB_RATE_CODES.start,
         le=IB_RATE_CODES.stop - 1,
         description="OpenSM rate code of the IPoIB group (3 = 10 Gb/s, 16 = 100, 21 = 400)",
     )
-    ib_mtu: int = Field(default=4, ge=1, le=5, description="MTU code (4 = 2048, 5 = 4096)")
-    vlarb_weight: int = Field(default=32, ge=1, le=255, description="VL arbitration weight")
-    roce_dscp: int = Field(default=0, ge=0, le=63, description="DSCP the class's RoCE traffic uses")
-    roce_tc: int = Field(default=0, ge=0, le=7, description="Traffic class = priority = queue")
+    # IBA MTU codes (ib_types.h): 1 = 256 ... 5 = 4096.
+    ib_mtu: StrictInt = Field(default=4, ge=1, le=5, description="MTU code (4 = 2048, 5 = 4096)")
+    # OpenSM qos_vlarb_*: weight 0..255 in 64-byte credits; 0 would never serve the VL.
+    vlarb_weight: StrictInt = Field(default=32, ge=1, le=255, description="VL arbitration weight")
+    # RFC 2474: the DSCP is 6 bits (sonic DSCP_TO_TC_MAP keys 0..63).
+    roce_dscp: StrictInt = Field(
+        default=0, ge=0, le=63, description="DSCP the class's RoCE traffic uses"
+    )
+    # IEEE 802.1Q / 802.1Qbb: 8 priorities, which PFC and the queues follow.
+    roce_tc: StrictInt = Field(
+        default=0, ge=0, le=7, description="Traffic class = priority = queue"
+    )
     lossless: StrictBool = Field(default=False, description="PFC (and ECN) on the class's priority")
-    ets_weight: int = Field(default=10, ge=1, le=100, description="DWRR weight in percent")
-    ecn_min_bytes: int = Field(default=153_600, ge=1, description="WRED/ECN green minimum")
-    ecn_max_bytes: int = Field(default=1_536_000, ge=1, description="WRED/ECN green maximum")
-    ecn_probability: int = Field(default=5, ge=1, le=100, description="ECN marking percent")
+    # sonic-scheduler YANG: DWRR weight 1..100.
+    ets_weight: StrictInt = Field(default=10, ge=1, le=100, description="DWRR weight in percent")
+    ecn_min_bytes: StrictInt = Field(
+        default=153_600, ge=1, le=MAX_QUEUE_BYTES, description="WRED/ECN green minimum"
+    )
+    ecn_max_bytes: StrictInt = Field(
+        default=1_536_000, ge=1, le=MAX_QUEUE_BYTES, description="WRED/ECN green maximum"
+    )
+    # sonic-wred-profile YANG: drop probability 0..100 percent; 0 would never mark.
+    ecn_probability: StrictInt = Field(default=5, ge=1, le=100, description="ECN marking percent")
 
 
 class QosClassView(QosClassCreate):
@@ -92,7 +112,7 @@ class AllocationCreate(Strict):
 
     fabric: Slug
     nodes: list[NodeName] | None = Field(default=None, min_length=1, max_length=100_000)
-    count: int | None = Field(default=None, ge=1, le=100_000)
+    count: StrictInt | None = Field(default=None, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _nodes_or_count(self) -> Self:

@@ -9,13 +9,14 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StrictInt,
     model_serializer,
 )
 
+from tenancy.schemas.bounds import Asn, UnicastIpv4
 from tenancy.schemas.common import (
     PORT_NAME_PATTERN,
     SWITCH_PORT_REF,
-    Ipv4Text,
     NodeName,
     Strict,
 )
@@ -138,8 +139,11 @@ class InventoryPort(Strict):
     """A switch port in a RoCE inventory: its name, SONiC lanes, speed and cable length."""
 
     name: str = Field(pattern=PORT_NAME_PATTERN)
-    lanes: str = Field(pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$")
-    speed: int = Field(ge=1000, le=1_600_000, description="Mb/s, as SONiC writes it")
+    # sonic-port YANG: lanes is text of 1..128 characters; the column holds 64, which 16 lanes of
+    # three digits fit.
+    lanes: str = Field(pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$", max_length=64)
+    # sonic-port YANG: speed 1..1600000 Mb/s; 1000 (1G) is the slowest port a fabric uses.
+    speed: StrictInt = Field(ge=1000, le=1_600_000, description="Mb/s, as SONiC writes it")
     cable_length: str = Field(default="5m", pattern=r"^[0-9]{1,4}m$")
 
 
@@ -151,9 +155,9 @@ class InventorySwitch(Strict):
 
     name: NodeName
     role: Literal["leaf", "spine"]
-    asn: int = Field(ge=1, le=4_294_967_294)
-    loopback: Ipv4Text
-    vtep: Ipv4Text | None = None
+    asn: Asn
+    loopback: UnicastIpv4
+    vtep: UnicastIpv4 | None = None
     platform: Literal["sonic"] = "sonic"
     ports: list[InventoryPort] = Field(default_factory=list, max_length=1024)
 

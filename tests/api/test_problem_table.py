@@ -29,6 +29,8 @@ from policies.errors import (
     AuthenticationError,
     ConflictError,
     ForbiddenError,
+    IdempotencyInProgressError,
+    IdempotencyKeyReusedError,
     InputFormatError,
     InvalidValueError,
     IsofabricError,
@@ -37,6 +39,8 @@ from policies.errors import (
     NotFoundError,
     PoolExhaustedError,
     PortMovedError,
+    SecretNotReplayedError,
+    TooManyRequestsError,
     UnsupportedMediaTypeError,
 )
 from tests.builders import FABRIC, PROBLEM_JSON, dump_database
@@ -98,6 +102,30 @@ ROWS: dict[type[IsofabricError], Row] = {
         "Port claims another host",
         "the import moves 1 known port(s) to another place",
         {"moved": [{"port": "0x0000000000100003", "from": "gpu0001", "to": "gpu0005"}]},
+    ),
+    IdempotencyInProgressError: Row(
+        IdempotencyInProgressError("a request with Idempotency-Key 'k-1' is in progress"),
+        409,
+        "idempotency-in-progress",
+        "A request with this key is in progress",
+        "a request with Idempotency-Key 'k-1' is in progress",
+    ),
+    SecretNotReplayedError: Row(
+        SecretNotReplayedError(
+            "the first request with Idempotency-Key 'k-1' created token 'tok-1'", token_id="tok-1"
+        ),
+        409,
+        "secret-not-replayed",
+        "Secret not replayed",
+        "the first request with Idempotency-Key 'k-1' created token 'tok-1'",
+        {"token_id": "tok-1"},
+    ),
+    IdempotencyKeyReusedError: Row(
+        IdempotencyKeyReusedError("Idempotency-Key 'k-1' was used for another request"),
+        422,
+        "idempotency-key-reused",
+        "Idempotency key used for another request",
+        "Idempotency-Key 'k-1' was used for another request",
     ),
     ConflictError: Row(
         ConflictError("node 'sm01' is a management node", node="sm01"),
@@ -176,6 +204,19 @@ ROWS: dict[type[IsofabricError], Row] = {
         "the signing key is missing: no key file at ./isofabric-signing.key; run "
         "`isofabric keys create`",
         {"missing": ["isofabric-signing.key"]},
+    ),
+    TooManyRequestsError: Row(
+        TooManyRequestsError(
+            "'token:ci:tok_1' already has 2 heavy requests in flight (at most 2)",
+            retry_after=5,
+            limit=2,
+        ),
+        429,
+        "too-many-requests",
+        "Too many requests",
+        "'token:ci:tok_1' already has 2 heavy requests in flight (at most 2)",
+        {"limit": 2},
+        headers={"retry-after": "5"},
     ),
 }
 

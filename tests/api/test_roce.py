@@ -164,11 +164,13 @@ def test_a_roce_fabric_is_created_with_its_pools_and_limits_and_no_pkey_fields(c
     ("overrides", "named"),
     [
         pytest.param({"vlan_range": {"first": 200, "last": 100}}, "first", id="vlan-first>last"),
-        pytest.param({"vlan_range": {"first": 100, "last": 4095}}, "4095", id="vlan-4095"),
+        pytest.param(
+            {"vlan_range": {"first": 100, "last": 4095}}, "/body/vlan_range/last", id="vlan-4095"
+        ),
         pytest.param(
             {"l2vni_range": {"first": 10000, "last": 50000}}, "overlap", id="l2-l3-vni-overlap"
         ),
-        pytest.param({"rt_asn": 70000}, "70000", id="rt-asn-4-byte"),
+        pytest.param({"rt_asn": 70000}, "/body/rt_asn", id="rt-asn-4-byte"),
         pytest.param({"host_mtu": 9200}, "9250", id="host-mtu-without-vxlan-room"),
         pytest.param({"tenant_prefix_length": 8}, "/8", id="prefix-shorter-than-pool"),
     ],

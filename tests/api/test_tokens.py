@@ -161,6 +161,7 @@ def test_the_admin_token_stays_a_bootstrap_operator_token(guarded, onboarded):
 def test_cli_token_create_prints_a_working_token(tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     runner = CliRunner()
+    assert runner.invoke(cli_app, ["db", "upgrade", "--db", url]).exit_code == 0
 
     result = runner.invoke(
         cli_app, ["token", "create", "--role", "operator", "--name", "ops", "--db", url]

@@ -162,6 +162,22 @@ def test_the_rendered_roce_artifacts_audit_clean(uow, roce_onboarded, leaf, fmt,
     assert report.drift == [] and report.counterexamples == []
 
 
+def test_a_rendered_frr_conf_reports_granted_routes_as_reachability(uow, roce_onboarded):
+    """A grant leaks routes both ways: the tenant reaches the service through the service's
+    L3VNI and the service reaches the tenant through the tenant's; nothing else is reachable."""
+    storage = roce_onboarded.service_segment["l3vni"]
+    acme = roce_onboarded.segments["acme"]["l3vni"]
+    assert set(roce_onboarded.grant_ids) == {"acme"}
+
+    for leaf in ("leaf01", "leaf02"):
+        text = uow_artifact_text(uow, "roce-west", f"frr/{leaf}/frr.conf")
+        edges = audit(uow, text, "frr", leaf).reachability
+        assert {(e.source, e.target, e.segment, e.allowed) for e in edges} == {
+            ("tenant:acme", "service:storage", str(storage), True),
+            ("service:storage", "tenant:acme", str(acme), True),
+        }
+
+
 def test_an_extra_route_target_import_in_frr_is_drift_and_a_counterexample(uow, roce_onboarded):
     globex, acme = roce_onboarded.segments["globex"], roce_onboarded.segments["acme"]
     own = f"  route-target import 65000:{globex['l3vni']}\n"

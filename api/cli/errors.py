@@ -1,0 +1,73 @@
+"""The one place where the command line turns a failure into one line and an exit status.
+
+Exit statuses, like ``diff`` and ``grep`` (README "Command line"):
+
+    0  done
+    1  a check ran and found a problem (verify, audit verify, proof verify, audit-config,
+       check-partitions)
+    2  trouble: the command could not do its job, e.g. a usage error, a name that does not exist,
+       a refused change, no database, a database or file that cannot be read or written
+
+Trouble is one line on stderr, ``error: <detail>``; ``--debug`` (or ``ISOFABRIC_DEBUG=1``) shows
+the traceback instead. Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from api.cli.options import close_databases
+from policies.errors import IsofabricError
+from tenancy.db import STORAGE_ERRORS, storage_error_detail
+
+TROUBLE = 2
+DEBUG_KEY = "isofabric.debug"
+# What the command line reports in one line; anything else is a bug and keeps its traceback.
+REPORTED: tuple[type[Exception], ...] = (IsofabricError, OSError, *STORAGE_ERRORS)
+
+
+def detail_of(error: Exception) -> str:
+    """The one line that says what went wrong (no SQL, no traceback)."""
+    if isinstance(error, IsofabricError):
+        text = error.detail
+    elif isinstance(error, STORAGE_ERRORS):
+        text = f"database: {storage_error_detail(error)}"
+    else:
+        text = str(error)
+    return " ".join(text.split())
+
+
+class ReportingGroup(TyperGroup):
+    """The root command group: a reported failure of any command is one line and exit 2.
+
+    Whatever the outcome, the databases the command opened are closed when it ends.
+    """
+
+    # typer passes a typer.Context; the base class names its private click's Context.
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
+        """Run the command; report a domain, storage or file error in one line on stderr."""
+        try:
+            return super().invoke(ctx)
+        except REPORTED as error:
+            if ctx.meta.get(DEBUG_KEY):
+                raise
+            typer.echo(f"error: {detail_of(error)}", err=True)
+            raise typer.Exit(TROUBLE) from error
+        finally:
+            close_databases()
+
+
+def root_options(
+    ctx: typer.Context,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", envvar="ISOFABRIC_DEBUG", help="Show the traceback of an error, not one line"
+        ),
+    ] = False,
+) -> None:
+    """The options every command takes (the app's own help text is the one shown)."""
+    ctx.meta[DEBUG_KEY] = debug

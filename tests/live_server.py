@@ -1,0 +1,50 @@
+"""A real uvicorn server in a thread, on an ephemeral loopback port.
+
+For what TestClient cannot show: whether the server's event loop stays free while a handler
+works (tests/api/test_event_loop.py, tests/benchmarks/bench_healthz.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+START_TIMEOUT_SECONDS = 30.0
+
+
+@contextmanager
+def live_server(app: ASGIApp) -> Iterator[str]:
+    """Serve `app` on 127.0.0.1 (a port the kernel picks) until the block exits; yields its URL.
+
+    Clients connect from 127.0.0.1, so a service in open mode answers them.
+    """
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that name it (else Nagle and the
+    # peer's delayed ACK add 40 ms to every keep-alive response).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        _wait_started(server, thread)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=START_TIMEOUT_SECONDS)
+        listener.close()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
