@@ -22,11 +22,10 @@ import hmac
 import ipaddress
 
 from fastapi import Request
-from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.problems import problem_response, problem_type_for
+from api.problems import domain_problem
 from policies.errors import AuthenticationError
 from tenancy import tokens
 from tenancy.uow import Principal, UnitOfWork
@@ -102,7 +101,7 @@ class BearerTokenAuth:
             scope[PRINCIPAL_SCOPE_KEY] = outcome
             await self.app(scope, receive, send)
             return
-        await _problem(request, outcome)(scope, receive, send)
+        await domain_problem(request, outcome)(scope, receive, send)
 
     def _authenticate(self, bearer: str, host: str | None) -> Principal | AuthenticationError:
         """The caller's principal, or the authentication error to answer with."""
@@ -123,18 +122,6 @@ class BearerTokenAuth:
         if not self._closed and tokens.tokens_exist(self.uow):
             self._closed = True
         return not self._closed
-
-
-def _problem(request: Request, error: AuthenticationError) -> JSONResponse:
-    kind = problem_type_for(error)  # the one table (api/problems.py): 401 "unauthorized"
-    return problem_response(
-        request,
-        kind.status,
-        slug=kind.slug,
-        title=kind.title,
-        detail=error.detail,
-        headers={"WWW-Authenticate": "Bearer"},
-    )
 
 
 def _protected(path: str) -> bool:

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY, PROTECTED_PREFIX
 from api.limits import media_type
-from api.problems import problem_response, problem_type_for
+from api.problems import domain_problem, problem_response
 from policies.errors import InvalidValueError, IsofabricError, SecretNotReplayedError
 from tenancy import idempotency, tokens
 from tenancy.idempotency import IdempotencyClaim, Outcome
@@ -104,7 +104,7 @@ class IdempotencyKeys:
             outcome = await run_in_threadpool(idempotency.find, self.uow, claim)
             return (claim, body) if outcome is None else _replay(claim, outcome)
         except IsofabricError as error:
-            return _domain_problem(request, error)
+            return domain_problem(request, error)
         except StarletteHTTPException as error:  # 413 from the body size limit
             return problem_response(request, error.status_code, detail=str(error.detail))
 
@@ -141,19 +141,6 @@ def _check_key(key: str) -> None:
             f"{IDEMPOTENCY_KEY_HEADER} must be 1 to 255 printable ASCII characters",
             header=IDEMPOTENCY_KEY_HEADER,
         )
-
-
-def _domain_problem(request: Request, error: IsofabricError) -> Response:
-    """The problem the table (api/problems.py) gives `error`: this runs outside its handlers."""
-    kind = problem_type_for(error)
-    return problem_response(
-        request,
-        kind.status,
-        slug=kind.slug,
-        title=kind.title,
-        detail=error.detail,
-        **error.extensions,
-    )
 
 
 def _claim(request: Request, key: str, body: bytes) -> IdempotencyClaim:

@@ -118,9 +118,18 @@ def problem_response(
 
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, IsofabricError)
-    kind = problem_type_for(error)
-    if kind is INTERNAL:  # a domain error nobody mapped is our bug: same answer as any other
+    if problem_type_for(error) is INTERNAL:  # nobody mapped it: our bug, answered as any other
         return await _unexpected(request, error)
+    return domain_problem(request, error)
+
+
+def domain_problem(request: Request, error: IsofabricError) -> JSONResponse:
+    """The problem response the table gives `error`, as the exception handlers send it.
+
+    For code that runs outside the handlers (middleware): same status, type, title, detail,
+    extensions and headers (the 401 challenge, the 429 wait).
+    """
+    kind = problem_type_for(error)
     return problem_response(
         request,
         kind.status,

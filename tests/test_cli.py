@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
-from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.demo import load_demo
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
+from tests.demo_db import demo_database
 from tests.keys import keys_create
 
 runner = CliRunner()
@@ -22,16 +22,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def demo_db(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
-    engine = make_engine(url)
-    prepare_database(engine)
-    uow = UnitOfWork(engine, Settings(database_url=url))
-    assert load_demo(
-        uow,
-        topology_text=DEMO_TOPOLOGY.read_text(),
-        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
-    )
-    engine.dispose()
+    url = demo_database(tmp_path / "cli.db")
     keys_create(url)  # the key files beside cli.db: rendering opensm.conf needs the OpenSM secret
     return url
 

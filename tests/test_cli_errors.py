@@ -15,13 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from api.cli import app
 from policies.errors import NotFoundError
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tests.demo_db import demo_database
 from tests.keys import keys_create
 
 runner = CliRunner()
@@ -61,15 +57,7 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def database(tmp_path: Path) -> str:
     """The demo fabrics and tenants, with the key files."""
-    url = f"sqlite:///{tmp_path / 'isofabric.db'}"
-    engine = make_engine(url)
-    prepare_database(engine)
-    load_demo(
-        UnitOfWork(engine, Settings(database_url=url)),
-        topology_text=DEMO_TOPOLOGY.read_text(),
-        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
-    )
-    engine.dispose()
+    url = demo_database(tmp_path / "isofabric.db")
     keys_create(url)
     return url
 

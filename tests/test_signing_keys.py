@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from api.cli import app
 from policies.errors import KeyUnavailableError
 from policies.evidence.audit_log import HASHED_FIELDS, verify_log
 from policies.evidence.merkle import entry_leaf_hash, root_hash
@@ -31,10 +31,10 @@ from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import audit_log, key_store
 from tenancy.bootstrap import prepare_database
 from tenancy.db import alembic_config, make_engine
-from tenancy.demo import load_demo
 from tenancy.settings import DEFAULT_AUDIT_ORIGIN, Settings
 from tenancy.subnet_manager import derive_key
 from tenancy.uow import UnitOfWork
+from tests.demo_db import demo_database
 
 runner = CliRunner()
 
@@ -49,16 +49,7 @@ def mode(path: Path) -> int:
 
 def demo_db(directory: Path) -> str:
     """The demo state in ``directory/isofabric.db`` (no key yet)."""
-    url = f"sqlite:///{directory / 'isofabric.db'}"
-    engine = make_engine(url)
-    prepare_database(engine)
-    load_demo(
-        UnitOfWork(engine, Settings(database_url=url)),
-        topology_text=DEMO_TOPOLOGY.read_text(),
-        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
-    )
-    engine.dispose()
-    return url
+    return demo_database(directory / "isofabric.db")
 
 
 def keys_create(url: str, *extra: str) -> dict[str, Any]:
