@@ -1,6 +1,7 @@
 """Renderers for the files OpenSM consumes: partitions.conf, the QoS policy and an options file.
 
-Every output is a pure function of the snapshot (byte-identical for the same state) and avoids
+Every output is a pure function of the snapshot (byte-identical for the same state) and carries
+no snapshot digest, so each file changes only when its own content does; it also avoids
 each construct on which OpenSM fails open or silently changes meaning (reference/infiniband.md
 §1.6, §3.4, §8): explicit keys only, ``0x`` GUIDs one per line, an explicit ``Default`` statement,
 no line over 4096 bytes, and ``any, pkey`` rather than ``ipoib, pkey`` in the QoS policy.
@@ -90,10 +91,10 @@ def _refuse_hazards(partitions_conf: str) -> None:
 
 
 def _header(snapshot: IbSnapshot, what: str) -> list[str]:
-    return [
-        f"# {what} for fabric {snapshot.fabric.name}, rendered by isofabric; do not edit.",
-        f"# snapshot {snapshot.digest}",
-    ]
+    # No snapshot digest here: a file's bytes change only when its own content does, so a change
+    # elsewhere in the fabric neither rewrites it nor makes an agent reinstall it and sweep. The
+    # signed manifest binds each file's sha256 to the snapshot instead.
+    return [f"# {what} for fabric {snapshot.fabric.name}, rendered by isofabric; do not edit."]
 
 
 def render_partitions_conf(snapshot: IbSnapshot) -> str:
@@ -161,7 +162,7 @@ def render_opensm_options(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> str:
 
     Contract: ``qos TRUE``, ``max_op_vls``, ``qos_sl2vl``, ``qos_vlarb_high/low`` derived from the
     classes' weights, ``part_enforce both``, a non-zero ``m_key`` with protection level 2 and a
-    lease period, and non-default ``sm_key`` / ``sa_key``.
+    lease period, non-default ``sm_key`` / ``sa_key``, and ``force_log_flush TRUE``.
     """
     lines = [
         *_header(snapshot, "OpenSM options (opensm -F)"),
@@ -180,6 +181,10 @@ def render_opensm_options(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> str:
         f"m_key_lease_period {keys.m_key_lease_period}",
         f"sm_key 0x{keys.sm_key:016x}",
         f"sa_key 0x{keys.sa_key:016x}",
+        # OpenSM buffers its log otherwise, and a deploy agent waits for "SUBNET UP" in it.
+        # Reloaded on SIGHUP: can_update is 1 in opt_tbl (opensm/osm_subnet.c, OpenSM 3.3.23:
+        # { "force_log_flush", ..., opts_setup_force_log_flush, 1 }).
+        "force_log_flush TRUE",
     ]
     return "\n".join(lines) + "\n"
 

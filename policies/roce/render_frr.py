@@ -1,6 +1,7 @@
 """Render a RoCE leaf's FRR ``frr.conf``: L3VNI VRFs, the EVPN underlay session and tenant VRFs.
 
-One file per leaf, a pure function of the snapshot (byte-identical for the same state). It holds
+One file per leaf, a pure function of the snapshot (byte-identical for the same state) that carries
+no snapshot digest, so a change on another leaf leaves it byte-identical. It holds
 what isolation depends on, all explicit (reference/roce.md §4, §7):
 
 * zebra ``vrf Vrf<l3vni>`` / ``vni <l3vni>`` only for segments with host ports on the leaf;
@@ -218,7 +219,6 @@ def _header(snapshot: RoceSnapshot, switch: Switch) -> list[str]:
     return [
         f"! frr.conf for {switch.name} of fabric {snapshot.fabric.name}, rendered by isofabric;"
         " do not edit.",
-        f"! snapshot {snapshot.digest}",
         "! SONiC: docker_routing_config_mode split-unified (frr.conf is removed in split mode).",
         "frr defaults datacenter",
         f"hostname {switch.name}",

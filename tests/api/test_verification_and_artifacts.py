@@ -101,10 +101,23 @@ def test_a_stale_etag_gets_the_new_file_after_a_change(client, onboarded):
     assert response.headers["etag"] == f'"{sha256_hex(response.content)}"'
 
 
-def test_partitions_conf_names_the_snapshot_it_was_rendered_from(client, onboarded):
-    response = client.get(PARTITIONS)
+def test_a_grant_rewrites_partitions_conf_only_and_no_file_names_the_snapshot(client, onboarded):
+    before = {path: client.get(f"{ARTIFACTS}/{path}") for path in ARTIFACT_PATHS}
+    created(
+        client.post("/v1/tenants/globex/grants", json={"fabric": "ib-east", "service": "storage"})
+    )
+    after = {path: client.get(f"{ARTIFACTS}/{path}") for path in ARTIFACT_PATHS}
 
-    assert f"# snapshot {response.headers['x-snapshot-digest']}" in response.text.splitlines()
+    for responses in (before, after):
+        for response in responses.values():
+            digest = response.headers["x-snapshot-digest"].removeprefix("sha256:")
+            assert digest not in response.text
+    old, new = before["opensm/partitions.conf"], after["opensm/partitions.conf"]
+    assert new.headers["x-snapshot-digest"] != old.headers["x-snapshot-digest"]
+    assert new.headers["etag"] != old.headers["etag"]
+    for path in ("opensm/opensm.conf", "opensm/qos-policy.conf"):
+        assert after[path].content == before[path].content
+        assert after[path].headers["etag"] == before[path].headers["etag"]
 
 
 def test_two_renders_of_the_same_state_are_byte_identical(client, onboarded, make_client):
