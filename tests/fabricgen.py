@@ -37,6 +37,13 @@ class FatTree:
     storage_nodes: int = 2
     mgmt_host: str = "sm01"
     radix: int = DEFAULT_RADIX
+    # Ports of a spine; None: the leaves' radix. Larger spines (64 ports, or a director's) give a
+    # non-blocking two-level tree more leaves than the leaves have ports.
+    spine_radix: int | None = None
+
+    @property
+    def spine_ports(self) -> int:
+        return self.radix if self.spine_radix is None else self.spine_radix
 
     def gpu_cas(self) -> list[str]:
         return [
@@ -71,14 +78,14 @@ class _Link:
 
 
 def _validate(tree: FatTree) -> None:
-    if not 1 <= tree.radix <= 255:
+    if not (1 <= tree.radix <= 255 and 1 <= tree.spine_ports <= 255):
         raise ValueError("ibsim switches have 1..255 ports")
     if tree.leaves < 1 or tree.spines < 0 or tree.gpu_nodes < 0 or tree.storage_nodes < 0:
         raise ValueError(f"invalid fat tree parameters: {tree}")
     if tree.hcas_per_gpu < 1:
         raise ValueError("hcas_per_gpu must be >= 1")
-    if tree.spines and tree.leaves > tree.radix:
-        raise ValueError(f"spine radix {tree.radix} < {tree.leaves} leaves")
+    if tree.spines and tree.leaves > tree.spine_ports:
+        raise ValueError(f"spine radix {tree.spine_ports} < {tree.leaves} leaves")
     downlinks = -(-len(tree.ca_names()) // tree.leaves)
     if downlinks + tree.spines > tree.radix:
         raise ValueError(
@@ -131,8 +138,10 @@ def render(tree: FatTree) -> str:
         f"{tree.storage_nodes} storage nodes, management host {tree.mgmt_host}\n"
     )
     records = [_record("Hca", 1, ca, links[ca]) for ca in tree.ca_names()]
-    switches = [*tree.leaf_names(), *tree.spine_names()]
-    records += [_record("Switch", tree.radix, sw, links.get(sw, [])) for sw in switches]
+    records += [_record("Switch", tree.radix, sw, links.get(sw, [])) for sw in tree.leaf_names()]
+    records += [
+        _record("Switch", tree.spine_ports, sw, links.get(sw, [])) for sw in tree.spine_names()
+    ]
     return header + "\n" + "\n".join(records)
 
 
@@ -147,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for field in ("leaves", "spines", "gpu_nodes", "hcas_per_gpu", "storage_nodes", "radix"):
         flag = "--" + field.replace("_", "-")
         parser.add_argument(flag, type=int, default=getattr(defaults, field))
+    parser.add_argument("--spine-radix", type=int, default=None, help="default: --radix")
     parser.add_argument("--mgmt-host", default=defaults.mgmt_host)
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from tests.benchmarks.ibsim_fabric import BENCH_TREE
 from tests.fabricgen import FatTree, main, render
 
 from .harness import SmKeys, parse_path_records, parse_pkey_table, parse_ports_report
@@ -54,6 +57,26 @@ def test_generator_wires_every_ca_once_and_every_leaf_to_every_spine() -> None:
 def test_generator_rejects_a_radix_that_cannot_fit() -> None:
     with pytest.raises(ValueError, match="radix"):
         render(FatTree(leaves=1, gpu_nodes=20, radix=36))
+
+
+def test_generator_spines_may_have_more_ports_than_the_leaves() -> None:
+    tree = FatTree(leaves=40, spines=2, gpu_nodes=20, hcas_per_gpu=2, storage_nodes=0)
+    with pytest.raises(ValueError, match="spine radix 36 < 40 leaves"):
+        render(tree)
+
+    text = render(dataclasses.replace(tree, spine_radix=64))
+
+    assert 'Switch\t64 "spine02"' in text and 'Switch\t36 "leaf40"' in text
+    assert '[40]\t"leaf40"[35]' in text  # leaf l on spine port l, from the leaf's top ports
+
+
+def test_the_benchmark_tree_has_1024_gpu_hcas_on_non_blocking_leaves() -> None:
+    tree = BENCH_TREE
+    text = render(tree)
+
+    assert len(tree.gpu_cas()) == 1024 and text.count("\nHca\t") == len(tree.ca_names())
+    assert text.count("\nSwitch\t") == tree.leaves + tree.spines
+    assert -(-len(tree.ca_names()) // tree.leaves) <= tree.spines == tree.radix // 2
 
 
 def test_generator_cli_writes_the_same_text(tmp_path) -> None:
