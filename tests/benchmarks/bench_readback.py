@@ -151,17 +151,17 @@ def run(tools: IbTools, workdir: Path, concurrencies: Sequence[int]) -> None:
             "ibnetdiscover (swept)",
             lambda: fabric.run([tools.ibnetdiscover], timeout=TOOL_TIMEOUT),
         )
-        env = fabric.client_env()
-        ctools = collect.Tools(ibnetdiscover=tools.ibnetdiscover, smpquery=tools.smpquery)
         ports = measure(
             "ibnetdiscover -p (CA ports and LIDs)",
-            lambda: collect.discover_ca_ports(env=env, tools=ctools, timeout=TOOL_TIMEOUT),
+            lambda: collect.ca_ports(fabric.run([tools.ibnetdiscover, "-p"], timeout=TOOL_TIMEOUT)),
         )
         figure("smpquery start-up (local NodeInfo)", 1000 * smpquery_floor(fabric, tools), "ms")
         intended = expected_tables(snapshot)
         read, source = make_reader(fabric, tools)
         print(f"read-back of {len(ports):,} ports with {source}")
         if read is None:
+            env = fabric.client_env()
+            ctools = collect.Tools(ibnetdiscover=tools.ibnetdiscover, smpquery=tools.smpquery)
             document = measure(
                 "collect_ib (whole fabric)",
                 lambda: collect.collect_ib(m_key=KEYS.m_key, env=env, tools=ctools),
