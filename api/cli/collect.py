@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,8 @@ from typing import Annotated, Any
 import typer
 
 MAD_TIMEOUT_MS = 2000
+# smpquery processes at once (ibsim serves at most 10 clients in all).
+DEFAULT_CONCURRENCY = 4
 COMMAND_TIMEOUT = 60.0
 # CA  23  1 0x0000000000100025 4x SDR - SW  3  9 0x0000000000200001 ( 'stor02 mlx5_0' - 'leaf02' )
 _CA_LINE = re.compile(r"^CA\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+(?P<guid>0x[0-9a-fA-F]+)\s")
@@ -83,6 +86,47 @@ def _run(argv: list[str], env: Mapping[str, str] | None, timeout: float) -> str:
     return done.stdout
 
 
+def discover_ca_ports(
+    *,
+    env: Mapping[str, str] | None = None,
+    tools: Tools | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+) -> list[tuple[int, int]]:
+    """(port GUID, LID) of every CA port, from ``ibnetdiscover -p``, sorted by LID."""
+    return ca_ports(_run([(tools or Tools()).ibnetdiscover, "-p"], env, timeout))
+
+
+def read_pkey_tables(
+    ports: Sequence[tuple[int, int]],
+    *,
+    m_key: int | None = None,
+    env: Mapping[str, str] | None = None,
+    tools: Tools | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+    concurrency: int = DEFAULT_CONCURRENCY,
+) -> dict[int, list[int]]:
+    """The non-empty P_Keys of each (GUID, LID) port, with at most `concurrency` smpquery at once.
+
+    A port with LID 0 (not yet swept) reads as an empty table. ibsim serves at most 10 clients
+    in all (SMs included), hence the small default. The result keeps the order of `ports`.
+
+    Raises:
+        CollectError: smpquery is missing, fails or prints something unexpected.
+    """
+    tools = tools or Tools()
+    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
+
+    def read(lid: int) -> list[int]:
+        if not lid:
+            return []
+        argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
+        return pkey_table(_run(argv, env, timeout))
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        tables = list(pool.map(read, [lid for _guid, lid in ports]))
+    return {guid: table for (guid, _lid), table in zip(ports, tables, strict=True)}
+
+
 def collect_ib(
     *,
     m_key: int | None = None,
@@ -103,19 +147,16 @@ def collect_ib(
     """
     tools = tools or Tools()
     topology = _run([tools.ibnetdiscover], env, timeout)
-    ports = []
-    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
-    for guid, lid in ca_ports(_run([tools.ibnetdiscover, "-p"], env, timeout)):
-        keys: list[int] = []
-        if lid:
-            argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
-            keys = pkey_table(_run(argv, env, timeout))
-        ports.append({"guid": f"0x{guid:016x}", "lid": lid, "pkeys": [f"0x{k:04x}" for k in keys]})
+    ports = discover_ca_ports(env=env, tools=tools, timeout=timeout)
+    tables = read_pkey_tables(ports, m_key=m_key, env=env, tools=tools, timeout=timeout)
     return {
         "kind": "infiniband",
         "collected_at": datetime.now(UTC).isoformat(),
         "ibnetdiscover": topology,
-        "ports": ports,
+        "ports": [
+            {"guid": f"0x{guid:016x}", "lid": lid, "pkeys": [f"0x{k:04x}" for k in tables[guid]]}
+            for guid, lid in ports
+        ],
     }
 
 
