@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import typer
 
-from api.cli import audit_log, collect, config_audit, database, keys, proofs, render, serve, tokens
+from api.cli import (
+    agent,
+    audit_log,
+    collect,
+    config_audit,
+    database,
+    keys,
+    proofs,
+    render,
+    serve,
+    tokens,
+)
 from api.cli.errors import ReportingGroup, root_options
 from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
 
@@ -30,6 +41,7 @@ app.add_typer(database.db_app, name="db")
 app.add_typer(audit_log.audit_app, name="audit")
 app.add_typer(tokens.token_app, name="token")
 app.add_typer(collect.collect_app, name="collect")
+app.add_typer(agent.agent_app, name="agent")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(proofs.proof_app, name="proof")
 

@@ -1,0 +1,276 @@
+"""One cycle of the OpenSM deploy agent, and its loop (issue 11, item 4).
+
+A cycle: fetch the signed manifest and verify it with the pinned keys; nothing to do when every
+installed file has the manifest's sha256 and that deployment settled with the running OpenSM;
+otherwise (in a loop at most once per ``--min-interval``, so changes in between coalesce)
+download and check the files (api/agent/prepare.py), check that OpenSM reads the conf dir,
+install atomically (api/agent/install.py), then on the master SIGHUP OpenSM, wait for the sweep
+and compare the P_Key tables read back with the model parsed from the signed partitions.conf,
+rolling back on a problem (api/agent/master.py). A standby only installs. Every outcome is
+reported; a report the server did not take is sent again on the next cycle.
+
+Report states:
+
+* ``applied``: on the master, the read-back matched the signed model; on a standby, the files
+  are installed, parsed and equal to the manifest;
+* ``refused``: the manifest's signature, fabric or type, a file's sha256, or a critical finding in
+  partitions.conf; nothing installed;
+* ``failed``: OpenSM not running, not reading the files in the conf dir, no sweep, a tool
+  failing, a download failing; never claims the files are enforced;
+* ``rolled_back``: the read-back or the log showed a problem; the previous files are back;
+* ``restart_required``: installed (on the master also swept and verified), but an option only a
+  restart applies differs from what the running OpenSM was started with.
+
+A refused or rolled-back snapshot is not tried again by the same agent process (a loop would
+otherwise SIGHUP OpenSM every ``--min-interval``); a new snapshot, or a new process, tries again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from api.agent.client import ServerError
+from api.agent.cycle import (
+    AgentSettings,
+    CycleResult,
+    Deployment,
+    FailedError,
+    RefusedError,
+    Report,
+    Server,
+    SmHost,
+    Throttle,
+)
+from api.agent.install import install_file, pause_point, sha256_of
+from api.agent.manifest import Manifest, ManifestError, verify_manifest
+from api.agent.master import Master, Verification
+from api.agent.prepare import check_opensm, identity, observe, prepare
+from api.agent.sm import SmError, SmProcess
+from api.agent.state import AgentState, Pending, Settled, load_state, save_state
+
+
+class Agent:
+    """The cycle, with the server, the SM host, the clock and the sampling injected."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        server: Server,
+        host: SmHost,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        say: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.settings, self.server, self.host, self.clock, self.say = (
+            settings, server, host, clock, say,
+        )  # fmt: skip
+        self.master = Master(settings, host, clock, rng or random.Random())
+        self.throttle = Throttle(settings.min_interval, clock)
+        self.unsent: list[dict[str, Any]] = []
+        self.held: dict[str, str] = {}  # snapshot digest or envelope hash -> state
+        self.state: AgentState = load_state(settings.conf_dir)
+
+    def cycle(self, *, coalesce: bool = False) -> CycleResult:
+        """Run one cycle; with `coalesce`, apply only once `min_interval` has passed."""
+        self._send_unsent()
+        started = self.clock()
+        try:
+            envelope = self.server.signed_manifest()
+        except ServerError as error:
+            return CycleResult("unreachable", str(error))
+        envelope_id = _envelope_hash(envelope)
+        if envelope_id in self.held:
+            return CycleResult(self.held[envelope_id], "this manifest was refused before")
+        try:
+            manifest = verify_manifest(envelope, self.settings.keys, self.settings.fabric)
+        except ManifestError as error:
+            self.held[envelope_id] = "refused"
+            return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
+        pause_point("fetched")
+        return self._cycle_for(manifest, started, coalesce)
+
+    def _cycle_for(self, manifest: Manifest, started: float, coalesce: bool) -> CycleResult:
+        if manifest.digest in self.held:
+            return CycleResult(self.held[manifest.digest], f"{manifest.digest} was tried")
+        process = self._process()
+        if self._settled(manifest, process):
+            return CycleResult("nothing", f"{manifest.digest} is installed and settled")
+        if coalesce and self.throttle.remaining() > 0:
+            return CycleResult("waiting", f"next apply in {self.throttle.remaining():.1f} s")
+        self.throttle.mark()
+        durations = {"fetch": self.clock() - started}
+        try:
+            report = self._apply(manifest, process)
+        except RefusedError as error:
+            self.held[manifest.digest] = "refused"
+            report = Report("refused", manifest.digest, str(error))
+        except FailedError as error:
+            report = Report("failed", manifest.digest, str(error))
+        report.durations = {**durations, **report.durations}
+        return self._finish(report, started)
+
+    def _process(self) -> SmProcess | None:
+        """The running OpenSM (None when none), its start options recorded when first seen."""
+        try:
+            process: SmProcess | None = self.host.process()
+        except SmError as error:
+            self.say(f"OpenSM: {error}")
+            process = None
+        if observe(process, self.state):
+            save_state(self.settings.conf_dir, self.state)
+        return process
+
+    def _settled(self, manifest: Manifest, process: SmProcess | None) -> bool:
+        """Installed files equal the manifest, and that deployment settled with this OpenSM."""
+        conf_dir, settled = self.settings.conf_dir, self.state.settled
+        if not all(sha256_of(conf_dir / f.name) == f.sha256 for f in manifest.files):
+            return False
+        files = {f.name: f.sha256 for f in manifest.files}
+        if settled is None or settled.files != files:
+            return False
+        return identity(process) == (settled.pid, settled.start_ticks)
+
+    def _finish(self, report: Report, started: float) -> CycleResult:
+        report.durations["total"] = self.clock() - started
+        self.say(f"{report.state}: {report.digest or '-'}: {report.detail}")
+        self.unsent.append(report.body())
+        self._send_unsent()
+        return CycleResult(report.state, report.detail, report)
+
+    def _send_unsent(self) -> None:
+        while self.unsent:
+            try:
+                self.server.post_report(self.unsent[0])
+            except ServerError as error:
+                self.say(f"report not delivered, sent again next cycle: {error}")
+                return
+            self.unsent.pop(0)
+
+    # ---------------------------------------------------------------------------- one apply
+
+    def _apply(self, manifest: Manifest, process: SmProcess | None) -> Report:
+        conf_dir = self.settings.conf_dir
+        deployment = prepare(manifest, self.server, conf_dir, self.state.pending, self.clock)
+        if process is not None and self.state.started_with is not None:
+            check_opensm(deployment, process, self.state.started_with, conf_dir)
+        mark = self.clock()
+        self._install(deployment)
+        deployment.durations["install"] = self.clock() - mark
+        pause_point("installed")
+        report = self._enforce(deployment)
+        report.durations = {**deployment.durations, **report.durations}
+        return report
+
+    def _install(self, deployment: Deployment) -> None:
+        """Record the deployment as pending (it names its ``.prev`` files), then install."""
+        pending = self.state.pending
+        if deployment.changed or pending is None or pending.digest != deployment.digest:
+            self.state.pending = Pending(
+                deployment.digest, deployment.changed, self.state.applied_digest
+            )
+            save_state(self.settings.conf_dir, self.state)
+        for name in deployment.changed:
+            install_file(self.settings.conf_dir / name, deployment.contents[name])
+
+    def _enforce(self, deployment: Deployment) -> Report:
+        if deployment.process is None:
+            return Report(
+                "failed",
+                deployment.digest,
+                "OpenSM is not running: the verified files are installed in "
+                f"{self.settings.conf_dir} but nothing enforces them",
+            )
+        role, self_guid = self.host.role(deployment.m_key)
+        if role == "standby":
+            detail = "standby: installed, parsed and equal to the signed manifest (no sweep)"
+            return self._settle(deployment, Report(self._state(deployment), "", detail, role))
+        if role != "master":
+            return Report(
+                "failed",
+                deployment.digest,
+                "cannot tell master from standby (sminfo -D 0 answered no SMInfo); the files "
+                "are installed and the sweep is tried again next cycle",
+            )
+        return self._sweep_and_verify(deployment, self_guid)
+
+    def _sweep_and_verify(self, deployment: Deployment, self_guid: int | None) -> Report:
+        try:
+            found = self.master.verify(deployment, self_guid)
+        except SmError as error:
+            return Report("failed", deployment.digest, f"after installing: {error}", "master")
+        if found.problem:
+            return self._roll_back(deployment, found, self_guid)
+        detail = f"swept; the P_Key tables of {len(found.ports)} port(s) match the signed model"
+        report = Report(self._state(deployment), "", detail, "master", deployment.digest)
+        report.ports_read = len(found.ports)
+        return self._settle(deployment, report)
+
+    def _roll_back(
+        self, deployment: Deployment, found: Verification, self_guid: int | None
+    ) -> Report:
+        pending = self.state.pending
+        same = pending is not None and pending.digest == deployment.digest
+        files = pending.files if pending is not None and same else []
+        previous = pending.previous_digest if pending is not None and same else None
+        self.held[deployment.digest] = "rolled_back"
+        report = self.master.roll_back(deployment, found, files, previous, self_guid)
+        if report.state == "rolled_back":
+            self.state.pending = None
+            save_state(self.settings.conf_dir, self.state)
+        return report
+
+    def _state(self, deployment: Deployment) -> str:
+        return "restart_required" if deployment.restart else "applied"
+
+    def _settle(self, deployment: Deployment, report: Report) -> Report:
+        """Remember the finished deployment; the report gets its digest and full detail."""
+        manifest = deployment.manifest
+        files = {f.name: f.sha256 for f in manifest.files}
+        pid, ticks = identity(deployment.process)
+        self.state.settled = Settled(manifest.digest, files, pid, ticks, report.state)
+        self.state.pending = None
+        self.state.applied_digest = manifest.digest
+        save_state(self.settings.conf_dir, self.state)
+        report.digest = manifest.digest
+        parts = [report.detail]
+        if deployment.restart:
+            changes = "; ".join(str(change) for change in deployment.restart)
+            parts.append(f"restart OpenSM to apply what SIGHUP does not reload: {changes}")
+        report.detail = ". ".join(parts + deployment.notes)
+        return report
+
+
+def _envelope_hash(envelope: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(envelope, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_loop(
+    agent: Agent,
+    interval: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    cycles: int | None = None,
+) -> None:
+    """Run cycles every `interval` seconds (sooner when a coalesced apply falls due), forever.
+
+    No exception of a cycle ends the loop: it is said and the next cycle tries again. `cycles`
+    bounds the loop (tests).
+    """
+    done = 0
+    while cycles is None or done < cycles:
+        try:
+            result = agent.cycle(coalesce=True)
+        except Exception as error:  # the loop must outlive any one cycle
+            agent.say(f"cycle failed, tried again: {type(error).__name__}: {error}")
+            result = CycleResult("failed", str(error))
+        done += 1
+        wait = interval
+        if result.outcome == "waiting":
+            wait = min(interval, max(agent.throttle.remaining(), 0.05))
+        sleep(wait)

@@ -1,0 +1,101 @@
+"""What the agent remembers between cycles and restarts: ``<conf-dir>/.isofabric-agent.json``.
+
+* ``started_with``: the restart-only options of opensm.conf as they were when the agent first saw
+  the running OpenSM (pid and start time). OpenSM applies those options only at start, so they
+  are what it runs with. If the file was modified after OpenSM started (``conf_newer``), nobody
+  can know what it was started with: the file at first sight is the best evidence, and reports
+  say so.
+* ``pending``: the deployment being installed (digest, the files replaced, the digest before),
+  written before the first rename: after a crash the next cycle finishes it, and knows which
+  ``.prev`` files belong to it if it must roll back.
+* ``settled``: the files (by sha256) and the OpenSM process a deployment finished with, and how:
+  nothing is left to do until the manifest or the process changes.
+* ``applied_digest``: the last deployment whose read-back matched its model.
+
+Whether the installed files equal the manifest is never taken from here: the agent hashes them.
+The file is written atomically; an unreadable one counts as empty (the agent re-verifies).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from api.agent.install import fsync_dir, tmp_path
+
+STATE_FILE = ".isofabric-agent.json"
+
+
+@dataclass
+class StartedWith:
+    """The restart-only options of the OpenSM process (pid, start_ticks) at first sight."""
+
+    pid: int
+    start_ticks: int
+    options: dict[str, str]
+    conf_newer: bool
+
+
+@dataclass
+class Pending:
+    """A deployment whose files are (being) installed but whose outcome is not known yet."""
+
+    digest: str
+    files: list[str]
+    previous_digest: str | None
+
+
+@dataclass
+class Settled:
+    """A finished deployment: files by sha256, the OpenSM process, and the reported state."""
+
+    digest: str
+    files: dict[str, str]
+    pid: int | None
+    start_ticks: int | None
+    state: str
+
+
+@dataclass
+class AgentState:
+    """Everything in the state file."""
+
+    started_with: StartedWith | None = None
+    pending: Pending | None = None
+    settled: Settled | None = None
+    applied_digest: str | None = None
+
+
+def load_state(conf_dir: Path) -> AgentState:
+    """The state in `conf_dir`; an empty state when the file is absent or unreadable."""
+    try:
+        document = json.loads((conf_dir / STATE_FILE).read_text())
+        return _from_document(document)
+    except (OSError, ValueError, TypeError, KeyError):
+        return AgentState()
+
+
+def _from_document(document: dict[str, Any]) -> AgentState:
+    started, pending, settled = (document.get(k) for k in ("started_with", "pending", "settled"))
+    return AgentState(
+        started_with=StartedWith(**started) if started else None,
+        pending=Pending(**pending) if pending else None,
+        settled=Settled(**settled) if settled else None,
+        applied_digest=document.get("applied_digest"),
+    )
+
+
+def save_state(conf_dir: Path, state: AgentState) -> None:
+    """Write the state file atomically (scratch file, fsync, rename, fsync the directory)."""
+    target = conf_dir / STATE_FILE
+    scratch = tmp_path(target)
+    with scratch.open("w") as handle:
+        json.dump(asdict(state), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    scratch.replace(target)
+    fsync_dir(conf_dir)

@@ -1,0 +1,394 @@
+"""The agent's cycle against a fake server and a fake OpenSM that programs what it reads."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from api.agent import install
+from api.agent.opensm import Agent, run_loop
+from api.agent.plan import plan
+from api.agent.state import load_state
+
+from .fakes import (
+    ACME,
+    GLOBEX,
+    OPTIONS,
+    SM_GUID,
+    Clock,
+    FakeHost,
+    FakeServer,
+    bundle,
+    partitions,
+    settings,
+)
+
+KEY = Ed25519PrivateKey.generate()
+
+
+@pytest.fixture
+def conf_dir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def server() -> FakeServer:
+    return FakeServer(KEY)
+
+
+@pytest.fixture
+def host(conf_dir: Path) -> FakeHost:
+    return FakeHost(conf_dir)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def agent_for(conf_dir, server, host, clock=None, **changes) -> Agent:
+    return Agent(
+        settings(conf_dir, KEY, **changes),
+        server,
+        host,
+        clock=clock or Clock(),
+        rng=random.Random(7),
+    )
+
+
+def installed(conf_dir: Path) -> dict[str, str]:
+    names = ("opensm.conf", "partitions.conf", "qos-policy.conf")
+    return {n: (conf_dir / n).read_text() for n in names if (conf_dir / n).exists()}
+
+
+# ---------------------------------------------------------------------------------- applied
+
+
+def test_the_master_installs_sweeps_reads_back_and_reports_applied(conf_dir, server, host):
+    digest = server.publish(bundle(partitions(ACME)))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.ok and result.outcome == "applied"
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+    assert host.hups == 1
+    [report] = server.reports
+    assert report["state"] == "applied" and report["digest"] == digest
+    assert report["observed_digest"] == digest and report["role"] == "master"
+    assert report["mismatches"] == [] and report["ports_read"] == 5
+    assert {"fetch", "download", "install", "sweep", "readback", "total"} <= set(
+        report["durations"]
+    )
+
+
+def test_a_second_cycle_with_the_same_manifest_has_nothing_to_do(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+
+    result = agent.cycle()
+
+    assert result.outcome == "nothing" and result.ok
+    assert host.hups == 1 and len(server.reports) == 1
+
+
+def test_a_new_agent_process_sees_the_installed_files_and_does_nothing(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent_for(conf_dir, server, host).cycle()
+
+    assert agent_for(conf_dir, server, host).cycle().outcome == "nothing"
+    assert host.hups == 1
+
+
+def test_only_changed_files_are_downloaded_and_the_previous_generation_is_kept(
+    conf_dir, server, host
+):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    server.tamper["opensm/opensm.conf"] = b"would be refused if downloaded"
+
+    assert agent.cycle().outcome == "applied"
+    assert (conf_dir / "partitions.conf.prev").read_text() == partitions(ACME)
+    assert not (conf_dir / "opensm.conf.prev").exists()
+
+
+def test_a_standby_installs_without_a_sweep_and_reports_applied(conf_dir, server, host):
+    host.role_name = "standby"
+    server.publish(bundle(partitions(ACME)))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "applied" and host.hups == 0
+    assert server.reports[0]["role"] == "standby" and server.reports[0]["ports_read"] == 0
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
+def test_the_changed_ports_and_a_sample_are_read_without_full(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent_for(conf_dir, server, host, full=False, sample=1).cycle()
+
+    assert server.reports[0]["ports_read"] == 3  # 0xa1, 0xa2 changed, one sampled
+
+
+# ---------------------------------------------------------------------------------- refused
+
+
+def test_a_manifest_signed_by_another_key_is_refused_and_nothing_installed(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)), key=Ed25519PrivateKey.generate())
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "refused" and not result.ok
+    assert installed(conf_dir) == {} and host.hups == 0
+    assert server.reports[0]["digest"] is None
+    assert "pinned key" in server.reports[0]["detail"]
+
+
+def test_a_manifest_for_another_fabric_is_refused(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host, fabric="ib-west")
+
+    assert agent.cycle().outcome == "refused"
+    assert "ib-west" in server.reports[0]["detail"] and installed(conf_dir) == {}
+
+
+def test_a_download_with_the_wrong_sha256_is_refused_and_nothing_installed(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    server.tamper["opensm/partitions.conf"] = partitions(ACME, GLOBEX).encode()
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "refused"
+    assert "does not match the signed manifest" in server.reports[0]["detail"]
+    assert installed(conf_dir) == {}
+
+
+def test_a_signed_fail_open_partitions_file_is_refused(conf_dir, server, host):
+    (conf_dir / "partitions.conf").write_text(partitions(ACME))
+    digest = server.publish(bundle("Default=0x7fff : ALL=full ;\n"))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "refused" and server.reports[0]["digest"] == digest
+    assert "default-all-full" in server.reports[0]["detail"]
+    assert installed(conf_dir) == {"partitions.conf": partitions(ACME)}
+
+
+def test_a_refused_snapshot_is_not_tried_again_by_the_same_agent(conf_dir, server, host):
+    server.publish(bundle("Default=0x7fff : ALL=full ;\n"))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+
+    assert agent.cycle().outcome == "refused"
+    assert len(server.reports) == 1
+
+
+# ------------------------------------------------------------------------ failed, restarts
+
+
+def test_opensm_not_running_is_failed_never_applied(conf_dir, server, host):
+    host.running = False
+    server.publish(bundle(partitions(ACME)))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "failed" and not result.ok
+    assert "OpenSM is not running" in server.reports[0]["detail"]
+
+
+def test_opensm_reading_another_directory_fails_and_nothing_is_installed(conf_dir, server, host):
+    host.argv = ("/usr/sbin/opensm", "-F", f"{conf_dir}/opensm.conf", "-P", "/etc/x/p.conf")
+    server.publish(bundle(partitions(ACME)))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "failed" and "/etc/x/p.conf" in result.detail
+    assert installed(conf_dir) == {}
+
+
+def test_a_restart_only_option_that_differs_is_restart_required(conf_dir, server, host):
+    (conf_dir / "opensm.conf").write_text(OPTIONS)
+    server.publish(bundle(partitions(ACME), options=OPTIONS.replace("FALSE", "TRUE")))
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "restart_required" and not result.ok
+    assert "allow_both_pkeys: FALSE -> TRUE" in server.reports[0]["detail"]
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
+def test_after_opensm_restarts_with_the_new_options_the_agent_applies(conf_dir, server, host):
+    (conf_dir / "opensm.conf").write_text(OPTIONS)
+    server.publish(bundle(partitions(ACME), options=OPTIONS.replace("FALSE", "TRUE")))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    assert agent.cycle().outcome == "nothing"
+
+    host.start_ticks += 1  # restarted: started with the installed opensm.conf
+
+    assert agent.cycle().outcome == "applied"
+    assert server.states == ["restart_required", "applied"]
+
+
+def test_an_options_file_newer_than_the_process_is_noted(conf_dir, server, host):
+    (conf_dir / "opensm.conf").write_text(OPTIONS)
+    host.started_at = 0.0  # started in 1970: the file is newer
+    server.publish(bundle(partitions(ACME)))
+
+    agent_for(conf_dir, server, host).cycle()
+
+    assert "modified after OpenSM" in server.reports[0]["detail"]
+    started = load_state(conf_dir).started_with
+    assert started is not None and started.conf_newer is True
+
+
+# ----------------------------------------------------------------------------- rolled back
+
+
+def test_a_read_back_mismatch_restores_the_previous_files_and_reports_rolled_back(
+    conf_dir, server, host
+):
+    first = server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    second = server.publish(bundle(partitions(ACME, GLOBEX)))
+    host.lie_for, host.lie_times = 0xB1, 1
+
+    result = agent.cycle()
+
+    assert result.outcome == "rolled_back"
+    report = server.reports[-1]
+    assert report["digest"] == second and report["observed_digest"] == first
+    assert report["mismatches"] == [
+        {"guid": "0x00000000000000b1", "missing": [], "unexpected": ["0x8777"]}
+    ]
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+    assert host.hups == 3
+    assert host.programmed[0xB1] == {0x7FFF}  # the previous tables are back
+    assert agent.cycle().outcome == "rolled_back" and host.hups == 3  # not retried
+
+
+def test_a_configuration_error_in_the_log_rolls_back(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    host.sweep_errors = ["ERR AC14: QoS policy rule for a missing pkey"]
+
+    assert agent.cycle().outcome == "rolled_back"
+    assert "ERR AC14" in server.reports[-1]["detail"]
+
+
+def test_a_mismatch_on_the_first_deployment_has_nothing_to_restore(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    host.lie_for, host.lie_times = SM_GUID, 1
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "failed" and "no previous generation" in result.detail
+    assert server.reports[0]["mismatches"][0]["guid"] == f"0x{SM_GUID:016x}"
+
+
+# ----------------------------------------------------------------- crashes and coalescing
+
+
+@pytest.mark.parametrize("step", ["tmp-written", "prev-kept", "renamed", "installed"])
+def test_a_crash_at_any_install_step_leaves_whole_files_and_the_next_cycle_converges(
+    conf_dir, server, host, monkeypatch, step
+):
+    server.publish(bundle(partitions(ACME)))
+    agent_for(conf_dir, server, host).cycle()
+    digest = server.publish(bundle(partitions(ACME, GLOBEX)))
+
+    def crash(at: str) -> None:
+        if at == step:
+            raise SystemExit(f"killed at {at}")
+
+    monkeypatch.setattr(install, "pause_point", crash)
+    monkeypatch.setattr("api.agent.opensm.pause_point", crash)
+    with pytest.raises(SystemExit):
+        agent_for(conf_dir, server, host).cycle()
+    assert installed(conf_dir)["partitions.conf"] in (partitions(ACME), partitions(ACME, GLOBEX))
+    monkeypatch.undo()
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "applied" and server.reports[-1]["digest"] == digest
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME, GLOBEX)
+    assert host.programmed[0xB1] == {0x7FFF, 0x8102}
+
+
+def test_changes_within_the_min_interval_coalesce_into_one_apply(conf_dir, server, host, clock):
+    agent = agent_for(conf_dir, server, host, clock, min_interval=5.0)
+    server.publish(bundle(partitions(ACME)))
+    assert agent.cycle(coalesce=True).outcome == "applied"
+
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    clock.advance(1)
+    assert agent.cycle(coalesce=True).outcome == "waiting"
+    last = server.publish(bundle(partitions(GLOBEX)))
+    clock.advance(1)
+    assert agent.cycle(coalesce=True).outcome == "waiting"
+    clock.advance(3)
+
+    assert agent.cycle(coalesce=True).outcome == "applied"
+    assert server.states == ["applied", "applied"] and server.reports[-1]["digest"] == last
+    assert host.hups == 2
+
+
+def test_the_loop_survives_an_unreachable_server_and_resends_reports(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    server.reports_down = True
+    agent = agent_for(conf_dir, server, host)
+    naps: list[float] = []
+
+    run_loop(agent, 2.0, sleep=naps.append, cycles=1)
+    server.reports_down, server.down = False, True
+    run_loop(agent, 2.0, sleep=naps.append, cycles=1)
+
+    assert server.states == ["applied"] and naps == [2.0, 2.0]
+
+
+def test_the_loop_survives_an_unexpected_error(conf_dir, server, host, monkeypatch):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    monkeypatch.setattr(host, "ca_ports", lambda: 1 / 0)
+    said: list[str] = []
+    agent.say = said.append
+
+    run_loop(agent, 1.0, sleep=lambda _s: None, cycles=2)
+
+    assert any("ZeroDivisionError" in line for line in said)
+
+
+# --------------------------------------------------------------------------------------- plan
+
+
+def test_plan_prints_diffs_and_tenants_and_installs_nothing(conf_dir, server, host):
+    (conf_dir / "partitions.conf").write_text(partitions(ACME))
+    (conf_dir / "opensm.conf").write_text(OPTIONS)
+    server.publish(bundle(partitions(ACME, GLOBEX), options=OPTIONS.replace("00ab", "00cd")))
+    lines: list[str] = []
+
+    status = plan(settings(conf_dir, KEY), server, lines.append)
+
+    text = "\n".join(lines)
+    assert status == 0
+    assert "+tenant_globex=0x0102, ipoib :" in text
+    assert "reachability changes for: tenant:globex" in text
+    assert "00cd" not in text and "+m_key <secret " in text
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+    assert server.reports == [] and host.hups == 0
+
+
+def test_plan_of_a_fail_open_file_says_it_would_be_refused(conf_dir, server, host):
+    server.publish(bundle("Default=0x7fff : ALL=full ;\n"))
+    lines: list[str] = []
+
+    assert plan(settings(conf_dir, KEY), server, lines.append) == 1
+    assert "refused" in lines[0] and installed(conf_dir) == {}
