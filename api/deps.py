@@ -16,7 +16,14 @@ from api.auth import PRINCIPAL_SCOPE_KEY
 from api.idempotency import CLAIM_SCOPE_KEY
 from api.limits import HeavyWorkLimit, media_type
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
-from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
+from policies.authz import (
+    GLOBAL_DOMAIN,
+    Decision,
+    Role,
+    agent_scope_allows,
+    decide,
+    object_for,
+)
 from policies.errors import (
     AuthenticationError,
     ForbiddenError,
@@ -139,6 +146,14 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
         raise hidden_tenant(domain)
     if decision is Decision.FORBIDDEN:
         raise ForbiddenError(f"role '{principal.role}' may not {request.method} {route.path}")
+    params = {k: str(v) for k, v in request.path_params.items()}
+    if principal.role == Role.AGENT and not agent_scope_allows(
+        principal.fabric, principal.target, params
+    ):
+        raise ForbiddenError(
+            f"this agent token acts for target '{principal.target}' of fabric "
+            f"'{principal.fabric}' only"
+        )
 
 
 # What `require_json_body` accepts, as the 415 problem's `accepted` member lists it.

@@ -28,9 +28,10 @@ class Role(StrEnum):
     BILLING = "billing"
     TENANT_ADMIN = "tenant-admin"
     TENANT_VIEWER = "tenant-viewer"
+    AGENT = "agent"
 
 
-GLOBAL_ROLES = frozenset({Role.OPERATOR, Role.AUDITOR, Role.BILLING})
+GLOBAL_ROLES = frozenset({Role.OPERATOR, Role.AUDITOR, Role.BILLING, Role.AGENT})
 TENANT_ROLES = frozenset({Role.TENANT_ADMIN, Role.TENANT_VIEWER})
 
 MODEL_TEXT = """
@@ -55,6 +56,12 @@ _TENANT_READS = (
     r"^/v1/tenants/\{tenant\}(/(allocations|grants)(/\{(allocation_id|grant_id)\})?"
     r"|/reachability)?$"
 )
+# opensm.conf holds the subnet's management keys: never an auditor's, live or from history.
+_SECRET_FILES = r"^/v1/fabrics/\{fabric\}/(snapshots/\{digest\}/)?artifacts/(.*/)?opensm\.conf$"
+_AGENT_READS = (
+    r"^/v1/fabrics/\{fabric\}(/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
+    r"|snapshots|snapshots/\{digest\}/artifacts/.+))?$"
+)
 # Anchored regexes over route templates; the artifact route carries its file path (see
 # `object_for`). No regex may contain a comma: the policy text is CSV.
 POLICY_TEXT = "\n".join(
@@ -62,7 +69,7 @@ POLICY_TEXT = "\n".join(
         r"p, operator, *, ^/v1(/.*)?$, ^[A-Z]+$, allow",
         r"p, auditor, *, ^/v1(/.*)?$, ^GET$, allow",
         r"p, auditor, *, ^/v1/fabrics/\{fabric\}/(audits|observations)$, ^POST$, allow",
-        r"p, auditor, *, ^/v1/fabrics/\{fabric\}/artifacts/(.*/)?opensm\.conf$, ^[A-Z]+$, deny",
+        rf"p, auditor, *, {_SECRET_FILES}, ^[A-Z]+$, deny",
         r"p, billing, *, ^/v1/tenants(/\{tenant\})?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
         rf"p, tenant-viewer, *, {_TENANT_READS}, ^GET$, allow",
@@ -79,6 +86,10 @@ POLICY_TEXT = "\n".join(
         r"p, billing, *, ^/v1/usage/(records|records\.csv|events)$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/keys$, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/keys$, ^GET$, allow",
+        # deploy agents (issue 11): read their fabric's files, post their target's reports;
+        # `agent_scope_allows` narrows both to the one fabric and target of the token
+        rf"p, agent, *, {_AGENT_READS}, ^GET$, allow",
+        r"p, agent, *, ^/v1/fabrics/\{fabric\}/targets/\{name\}/reports$, ^POST$, allow",
     ]
 )
 
@@ -120,6 +131,17 @@ def build_enforcer(subject: str, role: str, tenant: str | None) -> Any:
     enforcer.add_named_domain_matching_func("g", domain_matches)
     enforcer.build_role_links()
     return enforcer
+
+
+def agent_scope_allows(fabric: str | None, target: str | None, path_params: dict[str, str]) -> bool:
+    """Whether an agent scoped to (`fabric`, `target`) may touch the request's path parameters.
+
+    The policy rows say which routes an agent may use; this says on which fabric and target: its
+    own only. A route without a fabric parameter is never an agent's.
+    """
+    if fabric is None or path_params.get("fabric") != fabric:
+        return False
+    return "name" not in path_params or path_params["name"] == target
 
 
 def object_for(template: str, path_params: dict[str, str]) -> str:

@@ -55,6 +55,10 @@ class NotFoundError(IsofabricError):
     """A named resource does not exist (or is not visible to the caller)."""
 
 
+class NotRetainedError(NotFoundError):
+    """The resource existed but its content is no longer kept (a pruned snapshot's artifacts)."""
+
+
 class ConflictError(IsofabricError):
     """The request contradicts the current state (name taken, node already allocated, ...)."""
 

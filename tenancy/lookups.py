@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from policies.errors import NotFoundError
-from tenancy.models import Fabric, Node, QosClass, Service, Tenant
+from tenancy.models import DeployTarget, Fabric, Node, QosClass, Service, Tenant
 
 
 def fabric_named(session: Session, name: str) -> Fabric:
@@ -54,3 +54,21 @@ def qos_class_named(session: Session, name: str) -> QosClass:
     if qos is None:
         raise NotFoundError(f"QoS class '{name}' does not exist", resource="qos-class", name=name)
     return qos
+
+
+def target_row(session: Session, fabric: Fabric, name: str) -> DeployTarget | None:
+    """The fabric's deploy target `name`, or None."""
+    query = select(DeployTarget).where(
+        DeployTarget.fabric_id == fabric.id, DeployTarget.name == name
+    )
+    return session.exec(query).first()
+
+
+def target_named(session: Session, fabric: Fabric, name: str) -> DeployTarget:
+    """The fabric's target `name`, or `NotFoundError`."""
+    row = target_row(session, fabric, name)
+    if row is None:
+        raise NotFoundError(
+            f"fabric '{fabric.name}' has no target '{name}'", resource="target", name=name
+        )
+    return row

@@ -27,10 +27,60 @@ def advance_nodes(session: Session, nodes: Iterable[m.Node], event: NodeEvent) -
 
 
 def release_nodes(session: Session, node_ids: Sequence[int]) -> None:
-    """Apply ``release`` to the nodes an ending allocation held (call before the flush)."""
-    if node_ids:
-        rows = session.exec(select(m.Node).where(col(m.Node.id).in_(node_ids)))
-        advance_nodes(session, list(rows), NodeEvent.RELEASE)
+    """Release the nodes an ending allocation held (call before the flush).
+
+    On a fabric with deploy targets a node turns ``draining`` (its previous owner's key may still
+    be programmed on its ports until every target applied the change); elsewhere ``free``.
+    """
+    if not node_ids:
+        return
+    rows = list(session.exec(select(m.Node).where(col(m.Node.id).in_(node_ids))))
+    deployed = _fabrics_with_targets(session, {n.fabric_id for n in rows})
+    for node in rows:
+        event = NodeEvent.DRAIN if node.fabric_id in deployed else NodeEvent.RELEASE
+        advance_nodes(session, [node], event)
+
+
+def _fabrics_with_targets(session: Session, fabric_ids: set[int]) -> set[int]:
+    query = select(m.DeployTarget.fabric_id).where(col(m.DeployTarget.fabric_id).in_(fabric_ids))
+    return set(session.exec(query))
+
+
+def stamp_drains(session: Session, fabric_id: int, snapshot_id: int) -> None:
+    """Nodes that started draining in this transaction wait for snapshot `snapshot_id`."""
+    session.exec(
+        update(m.Node)
+        .where(
+            col(m.Node.fabric_id) == fabric_id,
+            col(m.Node.state) == NodeState.DRAINING.value,
+            col(m.Node.drain_snapshot_id).is_(None),
+        )
+        .values(drain_snapshot_id=snapshot_id)
+    )
+
+
+def finish_drains(session: Session, fabric_id: int, *, applied_everywhere: int | None) -> list[str]:
+    """Free the draining nodes whose snapshot every target applied (`applied_everywhere` or older).
+
+    `applied_everywhere` is the oldest snapshot id among the targets' last applied ones (None:
+    some target has applied nothing yet, so no drain can finish). Returns the freed node names.
+    """
+    if applied_everywhere is None:
+        return []
+    query = select(m.Node).where(
+        m.Node.fabric_id == fabric_id,
+        m.Node.state == NodeState.DRAINING.value,
+        col(m.Node.drain_snapshot_id) <= applied_everywhere,
+    )
+    return free_drained(session, list(session.exec(query)))
+
+
+def free_drained(session: Session, nodes: Sequence[m.Node]) -> list[str]:
+    """Apply ``drained`` to each node (draining -> free) and forget its drain snapshot."""
+    advance_nodes(session, nodes, NodeEvent.DRAINED)
+    for node in nodes:
+        node.drain_snapshot_id = None
+    return sorted(node.name for node in nodes)
 
 
 def mark_presence(session: Session, fabric_id: int, listed: set[str]) -> list[str]:

@@ -17,6 +17,9 @@ MIN_IDEMPOTENCY_TTL_HOURS = 24
 # Heavy requests (topology imports, config audits, observations, proofs) one principal may
 # have in flight at once; more are refused with 429 (api/limits.py).
 DEFAULT_HEAVY_CONCURRENCY = 2
+# Snapshots whose artifact bytes stay fetchable per fabric (besides each deploy target's current
+# one): the most recently fetched ones (tenancy/snapshot_history.py).
+DEFAULT_SNAPSHOT_RETAIN = 20
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 # Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
@@ -44,6 +47,7 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     idempotency_ttl_hours: int = MIN_IDEMPOTENCY_TTL_HOURS
     heavy_concurrency: int = DEFAULT_HEAVY_CONCURRENCY
+    snapshot_retain: int = DEFAULT_SNAPSHOT_RETAIN
     audit_origin: str = DEFAULT_AUDIT_ORIGIN
     signing_key_file: str | None = None
     signing_key_pem: str | None = None
@@ -144,6 +148,7 @@ def load_settings() -> Settings:
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
         idempotency_ttl_hours=_idempotency_ttl_hours(),
         heavy_concurrency=_positive_env("ISOFABRIC_HEAVY_CONCURRENCY", DEFAULT_HEAVY_CONCURRENCY),
+        snapshot_retain=_positive_env("ISOFABRIC_SNAPSHOT_RETAIN", DEFAULT_SNAPSHOT_RETAIN),
         audit_origin=env("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
         signing_key_file=env("ISOFABRIC_SIGNING_KEY_FILE") or None,
         signing_key_pem=env("ISOFABRIC_SIGNING_KEY") or None,

@@ -26,6 +26,7 @@ from policies.errors import AuthenticationError, NotFoundError
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.locks import lock_active_tenant, lock_token_lineage
+from tenancy.lookups import fabric_named, target_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
 from tenancy.uow import Principal, Tx, UnitOfWork
@@ -47,6 +48,8 @@ def token_view(row: m.ApiToken) -> TokenView:
         name=row.name,
         role=row.role,
         tenant=row.tenant,
+        fabric=row.fabric,
+        target=row.target,
         created_at=row.created_at,
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,
@@ -56,7 +59,7 @@ def token_view(row: m.ApiToken) -> TokenView:
 
 def principal_of(row: m.ApiToken) -> Principal:
     """Who a token authenticates: its name carries the token id (see `token_id_of`)."""
-    return Principal(f"token:{row.name}:{row.id}", row.role, row.tenant)
+    return Principal(f"token:{row.name}:{row.id}", row.role, row.tenant, row.fabric, row.target)
 
 
 def token_id_of(principal: Principal) -> str | None:
@@ -81,6 +84,8 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
             # Under the tenant's lock: an offboarding that revokes the tenant's tokens either
             # sees this one or is seen by it (issue 10, item 3).
             lock_active_tenant(tx.session, spec.tenant)
+        if spec.fabric is not None and spec.target is not None:
+            target_named(tx.session, fabric_named(tx.session, spec.fabric), spec.target)
         lock_token_lineage(tx.session)  # the parent cannot be revoked until this one is seen
         parent = _live_parent(tx.session, tx.principal, tx.now)
         row = m.ApiToken(
@@ -88,6 +93,8 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
             name=spec.name,
             role=spec.role,
             tenant=spec.tenant,
+            fabric=spec.fabric,
+            target=spec.target,
             secret_sha256=hash_secret(secret),
             created_at=tx.now,
             expires_at=_capped_expiry(spec.expires_at, parent),
@@ -97,7 +104,13 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
         tx.session.flush()
         audit_log.record(tx, "token.create", f"tokens/{row.id}")
         return TokenCreated(
-            id=row.id, name=row.name, role=row.role, tenant=row.tenant, token=secret
+            id=row.id,
+            name=row.name,
+            role=row.role,
+            tenant=row.tenant,
+            fabric=row.fabric,
+            target=row.target,
+            token=secret,
         )
 
 

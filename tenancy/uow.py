@@ -37,6 +37,9 @@ class Principal:
     name: str
     role: str
     tenant: str | None = None
+    # The agent role only: the fabric and deploy target its token acts for.
+    fabric: str | None = None
+    target: str | None = None
 
 
 # The command line and in-process callers act as the operator of the local installation.

@@ -14,9 +14,10 @@ from policies.errors import IsolationViolationError, NotFoundError
 from policies.infiniband.model import format_guid
 from policies.model import FabricKind, Owner
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Verdict
-from tenancy import audit_log
+from tenancy import audit_log, snapshot_log
 from tenancy import models as m
 from tenancy.lookups import fabric_named, tenant_named
+from tenancy.node_states import stamp_drains
 from tenancy.schemas import (
     ArtifactsView,
     CounterexampleView,
@@ -57,14 +58,20 @@ def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
 def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
     """Verify the pending change (`ensure_isolated`), then audit it with the verified digest.
 
-    Both happen in the change's own transaction, so a refused change leaves no audit entry.
+    Both happen in the change's own transaction, so a refused change leaves no audit entry. The
+    snapshot log gets the new digest, and nodes this change started draining learn the snapshot
+    that removes their previous owner (deploy targets must apply it before they are free).
 
     Raises:
         IsolationViolationError: the pending state is not isolated; the caller's transaction
             rolls back whole.
     """
     verdict = ensure_isolated(tx, fabric)
-    audit_log.record(tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest)
+    entry = audit_log.record(
+        tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest
+    )
+    snapshot = snapshot_log.record(tx, fabric, entry)
+    stamp_drains(tx.session, m.pk(fabric), m.pk(snapshot))
     return verdict
 
 

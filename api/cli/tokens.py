@@ -14,11 +14,18 @@ token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args
 @token_app.command("create")
 def token_create(
     role: Annotated[
-        str, typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer")
+        str,
+        typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer|agent"),
     ],
     name: Annotated[str, typer.Option("--name", help="A label for the token")],
     tenant: Annotated[
         str | None, typer.Option("--tenant", help="The tenant (tenant roles only)")
+    ] = None,
+    fabric: Annotated[
+        str | None, typer.Option("--fabric", help="The fabric (agent role only)")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="The deploy target (agent role only)")
     ] = None,
     expires_in: Annotated[
         int | None, typer.Option("--expires-in", help="Lifetime in seconds (default: none)")
@@ -36,7 +43,14 @@ def token_create(
     expires_at = datetime.now(UTC) + timedelta(seconds=expires_in) if expires_in else None
     try:
         spec = TokenCreate.model_validate(
-            {"name": name, "role": role, "tenant": tenant, "expires_at": expires_at}
+            {
+                "name": name,
+                "role": role,
+                "tenant": tenant,
+                "fabric": fabric,
+                "target": target,
+                "expires_at": expires_at,
+            }
         )
     except ValidationError as error:
         reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())

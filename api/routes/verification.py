@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 
 from api.deps import Uow
+from policies.artifacts import Artifact
 from tenancy import verification
 from tenancy.schemas import ArtifactsView, VerificationView
 
@@ -38,6 +39,11 @@ def get_artifact(
 ) -> Response:
     """One rendered file; ETag is its quoted sha256, X-Snapshot-Digest the verified snapshot."""
     artifact, digest = verification.get_artifact(uow, fabric_name=fabric, path=path)
+    return artifact_response(artifact, digest, if_none_match)
+
+
+def artifact_response(artifact: Artifact, digest: str, if_none_match: str | None) -> Response:
+    """A file with its ETag (quoted sha256) and snapshot digest; 304 if the client has it."""
     etag = f'"{artifact.sha256}"'
     headers = {"ETag": etag, "X-Snapshot-Digest": digest, "Cache-Control": "no-cache"}
     if if_none_match is not None and _matches(if_none_match, etag):

@@ -97,12 +97,14 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def sign_envelope(statement: Mapping[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
+def sign_envelope(
+    statement: Mapping[str, Any], key: Ed25519PrivateKey, payload_type: str = PAYLOAD_TYPE
+) -> dict[str, Any]:
     """Sign the canonical JSON of `statement` into a DSSE envelope with one signature."""
     body = canonical_json(dict(statement))
-    signature = key.sign(pae(PAYLOAD_TYPE, body))
+    signature = key.sign(pae(payload_type, body))
     return {
-        "payloadType": PAYLOAD_TYPE,
+        "payloadType": payload_type,
         "payload": _b64(body),
         "signatures": [{"keyid": key_id(key.public_key()), "sig": _b64(signature)}],
     }
@@ -126,16 +128,28 @@ def verify_envelope(
         InvalidValueError: Malformed envelope, wrong payload type, no signature verifying with one
             of `keys`, or a payload that is not an in-toto Statement v1 with our predicate.
     """
-    if envelope.get("payloadType") != PAYLOAD_TYPE:
-        raise InvalidValueError(f"payloadType is not {PAYLOAD_TYPE}")
+    return _statement(open_envelope(envelope, keys, PAYLOAD_TYPE))
+
+
+def open_envelope(
+    envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey], payload_type: str
+) -> bytes:
+    """The payload bytes of a DSSE envelope of `payload_type` signed by one of `keys`.
+
+    Raises:
+        InvalidValueError: Not a mapping, another payload type, bad base64, no signatures, or
+            no signature that verifies over ``PAE(payload_type, payload)`` with one of `keys`.
+    """
+    if not isinstance(envelope, Mapping) or envelope.get("payloadType") != payload_type:
+        raise InvalidValueError(f"payloadType is not {payload_type}")
     body = _unb64(envelope.get("payload"), "payload")
     signatures = envelope.get("signatures")
     if not isinstance(signatures, list) or not signatures:
         raise InvalidValueError("the envelope has no signatures")
-    message = pae(PAYLOAD_TYPE, body)
+    message = pae(payload_type, body)
     if not any(_verifies(key, _sig(s), message) for s in signatures for key in keys):
         raise InvalidValueError("signature verification failed: no signature matches the key")
-    return _statement(body)
+    return body
 
 
 def _sig(entry: Any) -> bytes:

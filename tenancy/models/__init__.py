@@ -5,6 +5,13 @@ on every database. Importing this package registers every table on ``SQLModel.me
 """
 
 from tenancy.models.columns import HasId, UtcDateTime, pk, utcnow
+from tenancy.models.deploy import (
+    ArtifactBlob,
+    DeploymentReport,
+    DeployTarget,
+    SnapshotFile,
+    SnapshotRecord,
+)
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
 from tenancy.models.records import (
     ApiToken,
@@ -21,8 +28,11 @@ from tenancy.models.tenants import Allocation, Grant, NodeAssignment, Segment, S
 __all__ = [
     "Allocation",
     "ApiToken",
+    "ArtifactBlob",
     "AuditCheckpoint",
     "AuditEntry",
+    "DeployTarget",
+    "DeploymentReport",
     "Fabric",
     "Grant",
     "HasId",
@@ -40,6 +50,8 @@ __all__ = [
     "Segment",
     "Service",
     "SigningKey",
+    "SnapshotFile",
+    "SnapshotRecord",
     "Switch",
     "Tenant",
     "UsageInterval",

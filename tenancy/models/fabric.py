@@ -58,6 +58,9 @@ class Node(SQLModel, table=True):
     name: str = Field(max_length=63)
     role: str = Field(default="compute", max_length=16)
     state: str = Field(default="free", max_length=16)
+    # While draining: the snapshot (history row id) that removed the previous owner's segment;
+    # the node is free again once every deploy target applied that snapshot or a later one.
+    drain_snapshot_id: int | None = None
 
 
 class Port(SQLModel, table=True):

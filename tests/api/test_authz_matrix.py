@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from tenancy import tokens
-from tenancy.schemas import TokenCreate
+from tenancy import deploy, tokens, verification
+from tenancy.schemas import TargetCreate, TokenCreate
 from tests.builders import (
     FABRIC,
     PKEY_RANGE,
@@ -86,6 +86,18 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/usage/records"): ("FFAAA", None),
     ("GET", "/v1/usage/records.csv"): ("FFAAA", None),
     ("GET", "/v1/usage/events"): ("FFAAA", None),
+    # deployment (issue 11): operators run it, auditors read it (never opensm.conf)
+    ("PUT", "/v1/fabrics/{fabric}/targets/{name}"): ("FFFFA", None),
+    ("GET", "/v1/fabrics/{fabric}/targets"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/targets/{name}"): ("FFFAA", None),
+    ("POST", "/v1/fabrics/{fabric}/targets/{name}/reports"): ("FFFFA", None),
+    ("DELETE", "/v1/fabrics/{fabric}/targets/{name}"): ("FFFFA", None),
+    ("GET", "/v1/fabrics/{fabric}/sync"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/deployments"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/snapshots"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/signed-manifest"): ("FFFAA", None),
+    ("GET", "/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}"): ("FFFFA", None),
+    ("POST", "/v1/fabrics/{fabric}/nodes/{node}/force-drain"): ("FFFFA", None),
 }
 
 CASES = [
@@ -99,6 +111,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/tenants"): {"name": "initech", "kind": "external", "qos_class": "gold"},
     ("POST", "/v1/tenants/{tenant}/grants"): {"fabric": FABRIC, "service": "storage"},
     ("POST", "/v1/tenants/{tenant}/isolation-proofs"): {"fabric": FABRIC},
+    ("PUT", "/v1/fabrics/{fabric}/targets/{name}"): {"kind": "opensm"},
+    ("POST", "/v1/fabrics/{fabric}/nodes/{node}/force-drain"): {"reason": "matrix"},
 }
 MISSING_ID = "00000000-0000-4000-8000-000000000000"
 
@@ -119,10 +133,18 @@ def world(make_client, onboarded: Onboarded):
     client = make_client(admin_token=ADMIN)
     secrets = {role: mint(client, role, ROLE_TENANT.get(role))[1] for role in ROLES}
     victims = {t: mint(client, "tenant-viewer", t, name="victim")[0] for t in (OWN, OTHER)}
+    target = TargetCreate(kind="opensm")
+    deploy.put_target(client.app.state.uow, fabric_name=FABRIC, name="sm-a", spec=target)
     return client, secrets, victims, onboarded
 
 
-def url_for(path: str, tenant: str | None, onboarded: Onboarded, victims: dict[str, str]) -> str:
+def url_for(
+    path: str,
+    tenant: str | None,
+    onboarded: Onboarded,
+    victims: dict[str, str],
+    digest: str = "sha256:" + "0" * 64,
+) -> str:
     values = {
         "fabric": FABRIC,
         "node": "gpu0008",
@@ -133,6 +155,8 @@ def url_for(path: str, tenant: str | None, onboarded: Onboarded, victims: dict[s
         "path:path": "opensm/opensm.conf",
         "token_id": victims.get(tenant or "", MISSING_ID),
         "proof_id": MISSING_ID,
+        "name": "sm-a",
+        "digest": digest,
     }
     url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
     query = {
@@ -197,7 +221,8 @@ def test_authorization_matrix(world, method, path, tenant):
     own, other = MATRIX[(method, path)]
     expected_row = own if tenant in (None, OWN) else other
     assert expected_row is not None
-    url = url_for(path, tenant, onboarded, victims)
+    digest = verification.verify_fabric(client.app.state.uow, fabric_name=FABRIC).snapshot_digest
+    url = url_for(path, tenant, onboarded, victims, digest)
     for role, expected in zip(ROLES, expected_row, strict=True):
         response = send(client, method, path, tenant, secrets[role], url)
         where = f"{role} {method} {url}: {response.status_code} {response.text[:300]}"

@@ -25,6 +25,7 @@ import tenancy.models  # noqa: F401  (registers the tables)
 from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import MAX_NODE_DESCRIPTION
 from tenancy.schemas import TokenRole
+from tenancy.schemas.deploy import ReportState, SmRole, TargetKind
 from tests.builders import (
     ROCE_FABRIC_SPEC,
     TEXT_PLAIN,
@@ -97,6 +98,22 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "usage_interval.qos_class": ("qos_class.name", 63),
     "usage_interval.resource_type": ("'node' or 'service'", len("service")),
     "usage_interval.resource": ("node.name or service.name", 63),
+    "snapshot_record.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "snapshot_file.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "snapshot_file.sha256": ("hex SHA-256", len(hashlib.sha256().hexdigest())),
+    "snapshot_file.path": ("the renderers' bundle paths, e.g. 'leaf01/config_db.json'", None),
+    "artifact_blob.sha256": ("hex SHA-256", len(hashlib.sha256().hexdigest())),
+    "deploy_target.kind": ("TargetKind", max(map(len, get_args(TargetKind)))),
+    "deploy_target.state": ("ReportState", max(map(len, get_args(ReportState)))),
+    "deploy_target.role": ("SmRole", max(map(len, get_args(SmRole)))),
+    "deploy_target.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deploy_target.deployed": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deploy_target.observed_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deployment_report.state": ("ReportState", max(map(len, get_args(ReportState)))),
+    "deployment_report.role": ("SmRole", max(map(len, get_args(SmRole)))),
+    "deployment_report.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deployment_report.observed_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deployment_report.principal": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
 }
 
 
@@ -197,6 +214,27 @@ INPUTS: dict[str, list[Input]] = {
             ),
             "/body/tenant",
         )
+    ],
+    "api_token.fabric": [
+        Input(
+            lambda c, n: c.post(
+                "/v1/tokens",
+                json={"name": "k", "role": "agent", "fabric": "f" * n, "target": "sm-a"},
+            ),
+            "/body/fabric",
+        )
+    ],
+    "api_token.target": [
+        Input(
+            lambda c, n: c.post(
+                "/v1/tokens",
+                json={"name": "k", "role": "agent", "fabric": "ib-east", "target": "t" * n},
+            ),
+            "/body/target",
+        )
+    ],
+    "deploy_target.name": [
+        Input(lambda c, n: c.put(f"{IB}/targets/{'t' * n}", json={"kind": "opensm"}))
     ],
     "proof.fabric": [
         Input(

@@ -37,6 +37,7 @@ from policies.errors import (
     IsolationViolationError,
     KeyUnavailableError,
     NotFoundError,
+    NotRetainedError,
     PoolExhaustedError,
     PortMovedError,
     SecretNotReplayedError,
@@ -70,6 +71,18 @@ class Row:
 
 
 ROWS: dict[type[IsofabricError], Row] = {
+    NotRetainedError: Row(
+        NotRetainedError(
+            "the artifacts of snapshot sha256:ab are no longer retained",
+            resource="snapshot",
+            digest=DIGEST,
+        ),
+        410,
+        "not-retained",
+        "No longer retained",
+        "the artifacts of snapshot sha256:ab are no longer retained",
+        {"resource": "snapshot", "digest": DIGEST},
+    ),
     IsolationViolationError: Row(
         IsolationViolationError(
             "the change would break isolation on fabric 'ib-east'",

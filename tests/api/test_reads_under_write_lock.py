@@ -9,6 +9,8 @@ fails when a new GET route has no case here.
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -55,12 +57,17 @@ class Service:
             self.proof_id = created(
                 client.post("/v1/tenants/acme/isolation-proofs", json={"fabric": FABRIC})
             )["id"]
+            created(client.put(f"/v1/fabrics/{FABRIC}/targets/sm-a", json={"kind": "opensm"}))
             auditor = tokens.create_token(
                 self.app.state.uow, spec=TokenCreate(name="a", role="auditor")
             )
             self.headers = {"Authorization": f"Bearer {auditor.token}"}
             # Stored now, after the last audited change: later GETs of it only read.
             ok(client.get("/v1/audit/checkpoint", headers=self.headers))
+            # The first signed manifest of a snapshot retains its files (a write); later ones read.
+            manifest = ok(client.get(f"/v1/fabrics/{FABRIC}/signed-manifest", headers=self.headers))
+            payload = json.loads(base64.b64decode(manifest["payload"]))
+            self.digest = payload["snapshot_digest"]
 
     def urls(self) -> dict[str, str]:
         """A request for each GET route template."""
@@ -99,6 +106,15 @@ class Service:
             "/v1/proofs": "/v1/proofs",
             "/v1/proofs/{proof_id}": f"/v1/proofs/{self.proof_id}",
             "/v1/keys": "/v1/keys",
+            "/v1/fabrics/{fabric}/targets": f"{fabric}/targets",
+            "/v1/fabrics/{fabric}/targets/{name}": f"{fabric}/targets/sm-a",
+            "/v1/fabrics/{fabric}/sync": f"{fabric}/sync",
+            "/v1/fabrics/{fabric}/deployments": f"{fabric}/deployments",
+            "/v1/fabrics/{fabric}/snapshots": f"{fabric}/snapshots",
+            "/v1/fabrics/{fabric}/signed-manifest": f"{fabric}/signed-manifest",
+            "/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}": (
+                f"{fabric}/snapshots/{self.digest}/artifacts/{PARTITIONS}"
+            ),
         }
 
 

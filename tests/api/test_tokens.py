@@ -38,7 +38,7 @@ def test_a_token_is_shown_once_and_never_listed(guarded, onboarded):
         )
     )
 
-    assert body.keys() == {"id", "name", "role", "tenant", "token"}
+    assert body.keys() == {"id", "name", "role", "tenant", "fabric", "target", "token"}
     assert body["token"].startswith("isf_") and len(body["token"]) > 40
     assert (body["name"], body["role"], body["tenant"]) == ("ci", "tenant-viewer", "acme")
 

@@ -40,6 +40,8 @@ def test_the_token_listing_shows_metadata_and_never_the_secret(uow, onboarded, c
         "name": "ci",
         "role": "operator",
         "tenant": None,
+        "fabric": None,
+        "target": None,
         "created_at": clock.now,
         "expires_at": None,
         "revoked_at": None,

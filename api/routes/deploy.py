@@ -1,0 +1,90 @@
+"""Routes under /v1/fabrics/{fabric}: deploy targets, their reports, sync status and drains."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response, status
+
+from api.deps import Listing, Uow
+from tenancy import deploy
+from tenancy.schemas import (
+    SLUG_PATTERN,
+    ForceDrain,
+    Page,
+    ReportCreate,
+    ReportView,
+    SyncView,
+    TargetCreate,
+    TargetView,
+)
+
+router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
+TargetName = Annotated[str, Path(pattern=SLUG_PATTERN, description="The target's name")]
+
+
+@router.put(
+    "/{fabric}/targets/{name}",
+    responses={201: {"model": TargetView, "description": "Registered"}},
+)
+def put_target(
+    fabric: str, name: TargetName, spec: TargetCreate, uow: Uow, response: Response
+) -> TargetView:
+    """Register a deploy target (an OpenSM host): 201 when new, 200 when already registered."""
+    view, created = deploy.put_target(uow, fabric_name=fabric, name=name, spec=spec)
+    response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+    return view
+
+
+@router.get("/{fabric}/targets")
+def list_targets(fabric: str, uow: Uow, listing: Listing) -> Page[TargetView]:
+    """The fabric's targets with their last reported state and role (master or standby)."""
+    return deploy.list_targets(uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor)
+
+
+@router.get("/{fabric}/targets/{name}")
+def get_target(fabric: str, name: TargetName, uow: Uow) -> TargetView:
+    """One target with its last reported state, role, deployed digest and mismatches."""
+    return deploy.get_target(uow, fabric_name=fabric, name=name)
+
+
+@router.delete("/{fabric}/targets/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_target(fabric: str, name: TargetName, uow: Uow) -> None:
+    """Forget a target; drains that waited only for it complete."""
+    deploy.delete_target(uow, fabric_name=fabric, name=name)
+
+
+@router.post(
+    "/{fabric}/targets/{name}/reports",
+    status_code=status.HTTP_201_CREATED,
+    responses={200: {"model": ReportView, "description": "A repeat of the target's state"}},
+)
+def post_report(
+    fabric: str, name: TargetName, report: ReportCreate, uow: Uow, response: Response
+) -> ReportView:
+    """An agent's report of one cycle: 201 when it changed the target's state (audited)."""
+    view = deploy.post_report(uow, fabric_name=fabric, target_name=name, report=report)
+    if not view.changed_state:
+        response.status_code = status.HTTP_200_OK
+    return view
+
+
+@router.get("/{fabric}/sync")
+def get_sync(fabric: str, uow: Uow) -> SyncView:
+    """The desired snapshot digest, and whether every target applied it."""
+    return deploy.sync_status(uow, fabric_name=fabric)
+
+
+@router.get("/{fabric}/deployments")
+def list_deployments(fabric: str, uow: Uow, listing: Listing) -> Page[ReportView]:
+    """Every report that changed a target's state (deploy receipts), oldest first."""
+    return deploy.list_deployments(
+        uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor
+    )
+
+
+@router.post("/{fabric}/nodes/{node}/force-drain")
+def force_drain(fabric: str, node: str, spec: ForceDrain, uow: Uow) -> dict[str, str]:
+    """Free a draining node without waiting for the deploy targets (audited, with a reason)."""
+    state = deploy.force_drain(uow, fabric_name=fabric, node_name=node, spec=spec)
+    return {"node": node, "state": state}

@@ -1,0 +1,113 @@
+"""The signed artifact manifest: which files, with which sha256, belong to a verified snapshot.
+
+The manifest (`policies.artifacts.manifest`) plus a type URI is signed as a DSSE envelope
+(payload type `MANIFEST_PAYLOAD_TYPE`, RFC 8785 canonical JSON) with the service's Ed25519 key.
+A deploy agent that pins the service's public key can then tell that each file it downloads
+comes from this service and belongs to the verified snapshot `snapshot_digest`, whatever the
+transport or a proxy in between did. Pure: keys are passed in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from policies.artifacts import Artifact, manifest
+from policies.errors import InvalidValueError
+from policies.evidence.dsse import open_envelope, sign_envelope
+
+__all__ = [
+    "MANIFEST_PAYLOAD_TYPE",
+    "MANIFEST_TYPE",
+    "ManifestFile",
+    "SignedManifest",
+    "sign_manifest",
+    "verify_manifest",
+]
+
+MANIFEST_PAYLOAD_TYPE = "application/vnd.isofabric.artifact-manifest+json"
+MANIFEST_TYPE = "https://isofabric.dev/artifact-manifest/v1"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# Bundle paths: "partitions.conf", "leaf01/frr.conf"; no absolute path, no "..", no dot files.
+_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestFile:
+    """One file the manifest binds: its path in the bundle, sha256 (hex) and size in bytes."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SignedManifest:
+    """What a verified manifest says: the fabric, the snapshot digest and its files by path."""
+
+    fabric: str
+    snapshot_digest: str
+    files: Mapping[str, ManifestFile]
+
+
+def sign_manifest(
+    fabric: str, snapshot_digest: str, files: Iterable[Artifact], key: Ed25519PrivateKey
+) -> dict[str, Any]:
+    """A DSSE envelope over the manifest of `files` rendered from snapshot `snapshot_digest`."""
+    document = {"_type": MANIFEST_TYPE, **manifest(fabric, snapshot_digest, files)}
+    return sign_envelope(document, key, MANIFEST_PAYLOAD_TYPE)
+
+
+def verify_manifest(
+    envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey], *, fabric: str
+) -> SignedManifest:
+    """The manifest in `envelope`, if one of `keys` signed it and it is for `fabric`.
+
+    Contract: nothing in the result is taken from an unsigned source; a manifest for another
+    fabric, of another type, or with a malformed file entry is refused, never trimmed.
+
+    Raises:
+        InvalidValueError: Bad envelope or signature, wrong type or fabric, malformed entries.
+    """
+    try:
+        document = json.loads(open_envelope(envelope, keys, MANIFEST_PAYLOAD_TYPE))
+    except ValueError as error:
+        raise InvalidValueError("the manifest payload is not JSON") from error
+    if not isinstance(document, dict) or document.get("_type") != MANIFEST_TYPE:
+        raise InvalidValueError(f"the payload is not an artifact manifest ({MANIFEST_TYPE})")
+    if document.get("fabric") != fabric:
+        raise InvalidValueError(
+            f"the manifest is for fabric {document.get('fabric')!r}, not {fabric!r}"
+        )
+    digest = document.get("snapshot_digest")
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise InvalidValueError("the manifest's snapshot_digest is not sha256:<hex>")
+    files = [_file(entry) for entry in _list(document.get("files"))]
+    if len({f.path for f in files}) != len(files):
+        raise InvalidValueError("the manifest lists a path twice")
+    return SignedManifest(fabric, digest, {f.path: f for f in files})
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidValueError("the manifest's files is not a list")
+    return value
+
+
+def _file(entry: Any) -> ManifestFile:
+    if not isinstance(entry, dict):
+        raise InvalidValueError("a manifest file entry is not an object")
+    path, sha256, size = entry.get("path"), entry.get("sha256"), entry.get("bytes")
+    if not isinstance(path, str) or not _PATH.fullmatch(path):
+        raise InvalidValueError(f"manifest path {path!r} is not a relative bundle path")
+    if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+        raise InvalidValueError(f"manifest sha256 of {path!r} is not 64 hex digits")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise InvalidValueError(f"manifest size of {path!r} is not a byte count")
+    return ManifestFile(path, sha256, size)

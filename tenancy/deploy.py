@@ -1,0 +1,328 @@
+"""Deploy targets, their reports, the fabric's sync status and drain-before-reuse.
+
+A target is a host that enforces a fabric's artifacts (an OpenSM node). Its agent reports every
+cycle's outcome; a report that changes the target's state is stored and audited as a deploy
+receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat only
+moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot it
+restored) records what the target enforces, and draining nodes whose snapshot every target now
+enforces turn free (`tenancy.node_states.finish_drains`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from policies.errors import ConflictError
+from policies.model import FabricKind
+from policies.node_state import NodeState
+from tenancy import audit_log
+from tenancy import models as m
+from tenancy.locks import lock_fabric
+from tenancy.lookups import fabric_named, node_named, target_named, target_row
+from tenancy.node_states import finish_drains, free_drained
+from tenancy.pagination import page_rows
+from tenancy.schemas import (
+    ForceDrain,
+    Page,
+    PortMismatch,
+    ReportCreate,
+    ReportView,
+    SyncTargetView,
+    SyncView,
+    TargetCreate,
+    TargetView,
+)
+from tenancy.snapshot_log import latest, newest_with
+from tenancy.uow import Tx, UnitOfWork
+
+# What a target of each kind deploys to: OpenSM reads InfiniBand partitions.
+_TARGET_FABRIC_KIND = {"opensm": FabricKind.INFINIBAND}
+# States after which the target enforces a known snapshot: the one it applied, or restored.
+_ENFORCING = {"applied": "digest", "rolled_back": "observed_digest"}
+
+
+def put_target(
+    uow: UnitOfWork, *, fabric_name: str, name: str, spec: TargetCreate
+) -> tuple[TargetView, bool]:
+    """Register target `name` on the fabric (idempotent); True when it was created.
+
+    Raises:
+        ConflictError: the kind does not deploy this fabric's technology, or the name is
+            registered with another kind.
+    """
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        if _TARGET_FABRIC_KIND[spec.kind] != fabric.kind:
+            raise ConflictError(
+                f"a '{spec.kind}' target deploys {_TARGET_FABRIC_KIND[spec.kind]} fabrics; "
+                f"fabric '{fabric.name}' is {fabric.kind}",
+                fabric=fabric.name,
+                kind=spec.kind,
+            )
+        existing = target_row(tx.session, fabric, name)
+        if existing is not None:
+            if existing.kind != spec.kind:
+                raise ConflictError(
+                    f"target '{name}' is registered as '{existing.kind}'", target=name
+                )
+            return target_view(existing), False
+        row = m.DeployTarget(fabric_id=m.pk(fabric), name=name, kind=spec.kind, created_at=tx.now)
+        tx.session.add(row)
+        audit_log.record(tx, "target.register", f"fabrics/{fabric.name}/targets/{name}")
+        tx.session.flush()
+        return target_view(row), True
+
+
+def delete_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> list[str]:
+    """Forget a target (its reports stay); returns the nodes whose drain this completes."""
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        row = target_named(tx.session, fabric, name)
+        for report in tx.session.exec(
+            select(m.DeploymentReport).where(m.DeploymentReport.target_id == row.id)
+        ):
+            tx.session.delete(report)
+        tx.session.delete(row)
+        tx.session.flush()
+        audit_log.record(tx, "target.delete", f"fabrics/{fabric.name}/targets/{name}")
+        return _finish_drains(tx, fabric)
+
+
+def list_targets(
+    uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
+) -> Page[TargetView]:
+    """A page of the fabric's targets by name, with what each last reported."""
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric.id)
+        rows, total, following = page_rows(
+            tx.session, query, col(m.DeployTarget.name), limit, cursor
+        )
+        return Page(data=[target_view(t) for t in rows], count=total, next=following)
+
+
+def get_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> TargetView:
+    """One target; `NotFoundError` if the fabric has no target of that name."""
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        return target_view(target_named(tx.session, fabric, name))
+
+
+def _targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
+    query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id)
+    return list(session.exec(query.order_by(col(m.DeployTarget.name))))
+
+
+def target_view(row: m.DeployTarget) -> TargetView:
+    """The API shape of a target."""
+    return TargetView(
+        name=row.name,
+        kind=row.kind,
+        created_at=row.created_at,
+        state=row.state,
+        role=row.role,
+        deployed=row.deployed,
+        digest=row.digest,
+        observed_digest=row.observed_digest,
+        mismatches=_mismatches(row.mismatches),
+        detail=row.detail,
+        reported_at=row.reported_at,
+        last_seen_at=row.last_seen_at,
+    )
+
+
+def _mismatches(text: str) -> list[PortMismatch]:
+    return [PortMismatch.model_validate(item) for item in json.loads(text)]
+
+
+def _mismatch_text(report: ReportCreate) -> str:
+    return json.dumps([item.model_dump() for item in report.mismatches], separators=(",", ":"))
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+
+def post_report(
+    uow: UnitOfWork, *, fabric_name: str, target_name: str, report: ReportCreate
+) -> ReportView:
+    """Record an agent's report; only a change of the target's state is stored and audited.
+
+    A change is a new state, digest, observed digest, role or mismatch list. The returned
+    view's `changed_state` says which it was (a repeat returns the last stored report).
+
+    Raises:
+        NotFoundError: unknown fabric or target.
+        InvalidValueError: an applied report without a digest.
+    """
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        target = target_named(tx.session, fabric, target_name)
+        target.last_seen_at = tx.now
+        tx.session.add(target)
+        last = _last_report(tx.session, m.pk(target))
+        if last is not None and _repeats(target, report):
+            return report_view(last, target.name, changed_state=False)
+        row = _store_report(tx, fabric, target, report)
+        _apply_to_target(tx, target, report)
+        _finish_drains(tx, fabric)
+        return report_view(row, target.name)
+
+
+def _repeats(target: m.DeployTarget, report: ReportCreate) -> bool:
+    return (
+        target.state == report.state
+        and target.digest == report.digest
+        and target.observed_digest == report.observed_digest
+        and target.role == report.role
+        and target.mismatches == _mismatch_text(report)
+    )
+
+
+def _store_report(
+    tx: Tx, fabric: m.Fabric, target: m.DeployTarget, report: ReportCreate
+) -> m.DeploymentReport:
+    where = f"fabrics/{fabric.name}/targets/{target.name}@{report.digest or 'none'}"
+    entry = audit_log.record(tx, f"deploy.{report.state}", where, fabric=fabric.name)
+    row = m.DeploymentReport(
+        fabric_id=m.pk(fabric),
+        target_id=m.pk(target),
+        received_at=tx.now,
+        principal=tx.principal.name,
+        state=report.state,
+        role=report.role,
+        digest=report.digest,
+        observed_digest=report.observed_digest,
+        mismatches=_mismatch_text(report),
+        detail=report.detail,
+        durations=json.dumps(report.durations, separators=(",", ":"), sort_keys=True),
+        ports_read=report.ports_read,
+        audit_index=entry.index,
+    )
+    tx.session.add(row)
+    tx.session.flush()
+    return row
+
+
+def _apply_to_target(tx: Tx, target: m.DeployTarget, report: ReportCreate) -> None:
+    target.state, target.role, target.digest = report.state, report.role, report.digest
+    target.observed_digest = report.observed_digest
+    target.mismatches, target.detail = _mismatch_text(report), report.detail
+    target.reported_at = tx.now
+    enforced = _enforced_digest(report)
+    if enforced is not None:
+        target.deployed = enforced
+        row = newest_with(tx.session, target.fabric_id, enforced)
+        target.applied_snapshot_id = row.id if row is not None else None
+    tx.session.add(target)
+    tx.session.flush()
+
+
+def _enforced_digest(report: ReportCreate) -> str | None:
+    """The snapshot the target enforces after this report, if the report says so."""
+    field = _ENFORCING.get(report.state)
+    return getattr(report, field) if field is not None else None
+
+
+def _finish_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
+    targets = _targets(tx.session, m.pk(fabric))
+    applied = [t.applied_snapshot_id for t in targets]
+    oldest = None if not targets or None in applied else min(a for a in applied if a is not None)
+    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=oldest)
+    if not targets:  # the last target is gone: nothing enforces the old keys any more
+        freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
+    for name in freed:
+        audit_log.record(tx, "node.drained", f"fabrics/{fabric.name}/nodes/{name}")
+    return freed
+
+
+def _draining(session: Session, fabric_id: int) -> list[m.Node]:
+    query = select(m.Node).where(
+        m.Node.fabric_id == fabric_id, m.Node.state == NodeState.DRAINING.value
+    )
+    return list(session.exec(query))
+
+
+def _last_report(session: Session, target_id: int) -> m.DeploymentReport | None:
+    query = select(m.DeploymentReport).where(m.DeploymentReport.target_id == target_id)
+    return session.exec(query.order_by(col(m.DeploymentReport.id).desc())).first()
+
+
+def report_view(row: m.DeploymentReport, target: str, *, changed_state: bool = True) -> ReportView:
+    """The API shape of a stored report."""
+    durations: dict[str, Any] = json.loads(row.durations)
+    return ReportView(
+        id=m.pk(row),
+        target=target,
+        received_at=row.received_at,
+        principal=row.principal,
+        state=row.state,
+        role=row.role,
+        digest=row.digest,
+        observed_digest=row.observed_digest,
+        mismatches=_mismatches(row.mismatches),
+        detail=row.detail,
+        durations={k: float(v) for k, v in durations.items()},
+        ports_read=row.ports_read,
+        audit_index=row.audit_index,
+        changed_state=changed_state,
+    )
+
+
+def list_deployments(
+    uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
+) -> Page[ReportView]:
+    """The fabric's stored reports (state changes), oldest first."""
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        names = {t.id: t.name for t in _targets(tx.session, m.pk(fabric))}
+        query = select(m.DeploymentReport).where(m.DeploymentReport.fabric_id == fabric.id)
+        rows, total, following = page_rows(
+            tx.session, query, col(m.DeploymentReport.id), limit, cursor
+        )
+        views = [report_view(r, names.get(r.target_id, "")) for r in rows]
+        return Page(data=views, count=total, next=following)
+
+
+# --- sync and drains ----------------------------------------------------------------------------
+
+
+def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
+    """Whether every target reported ``applied`` for the fabric's current snapshot."""
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        newest = latest(tx.session, m.pk(fabric))
+        desired = newest.digest if newest is not None else ""
+        targets = _targets(tx.session, m.pk(fabric))
+        in_sync = bool(targets) and all(
+            t.state == "applied" and t.deployed == desired for t in targets
+        )
+        views = [
+            SyncTargetView(
+                name=t.name,
+                deployed=t.deployed,
+                state=t.state,
+                reported_at=t.reported_at,
+                mismatches=_mismatches(t.mismatches),
+            )
+            for t in targets
+        ]
+        return SyncView(desired=desired, in_sync=in_sync, targets=views)
+
+
+def force_drain(uow: UnitOfWork, *, fabric_name: str, node_name: str, spec: ForceDrain) -> str:
+    """Free a draining node without waiting for the targets (audited with the reason).
+
+    Raises:
+        ConflictError: the node is not draining.
+    """
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        node = node_named(tx.session, fabric, node_name)
+        free_drained(tx.session, [node])
+        reason = " ".join(spec.reason.split())[:200]
+        target = f"fabrics/{fabric.name}/nodes/{node.name}: {reason}"
+        audit_log.record(tx, "node.force_drain", target)
+        return NodeState(node.state).value

@@ -1,0 +1,103 @@
+"""Deployment: the snapshot history, retained artifact bytes, deploy targets and their reports."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from tenancy.models.columns import ts_column, utcnow
+
+
+class SnapshotRecord(SQLModel, table=True):
+    """One committed, verified state of a fabric: its digest, time and the audit entry behind it.
+
+    A row per commit whose digest differs from the fabric's previous one (a few dozen bytes, never
+    the state itself): the history is the audit log's digest chain made queryable. `id` orders
+    snapshots across time; a digest may recur (allocate, then release) and its newest row counts.
+    """
+
+    __tablename__ = "snapshot_record"
+    __table_args__ = (Index("ix_snapshot_record_fabric_digest", "fabric_id", "digest"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    digest: str = Field(max_length=71)
+    audit_index: int
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+
+
+class ArtifactBlob(SQLModel, table=True):
+    """Retained artifact bytes, zlib-compressed, stored once per content (keyed by its sha256).
+
+    Files no longer carry the snapshot digest, so a change rewrites only the files it touches and
+    the unchanged ones of every retained snapshot share one blob.
+    """
+
+    __tablename__ = "artifact_blob"
+    sha256: str = Field(primary_key=True, max_length=64)
+    size: int
+    content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class SnapshotFile(SQLModel, table=True):
+    """A file of a retained snapshot: which blob holds its bytes (artifacts kept for fetching)."""
+
+    __tablename__ = "snapshot_file"
+    __table_args__ = (UniqueConstraint("fabric_id", "digest", "path"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    digest: str = Field(max_length=71)
+    path: str = Field(max_length=255)
+    sha256: str = Field(foreign_key="artifact_blob.sha256", max_length=64, index=True)
+    retained_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+
+
+class DeployTarget(SQLModel, table=True):
+    """A host that enforces a fabric's artifacts (an OpenSM node), and what it last reported.
+
+    `state` is the last reported outcome (null until the first report); `deployed` the snapshot
+    digest it last applied, and `applied_snapshot_id` that snapshot's newest history row (what the
+    drain of released nodes waits for).
+    """
+
+    __tablename__ = "deploy_target"
+    __table_args__ = (UniqueConstraint("fabric_id", "name"),)
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    name: str = Field(max_length=63)
+    kind: str = Field(max_length=16)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    state: str | None = Field(default=None, max_length=24)
+    role: str | None = Field(default=None, max_length=16)
+    digest: str | None = Field(default=None, max_length=71)
+    deployed: str | None = Field(default=None, max_length=71)
+    applied_snapshot_id: int | None = None
+    observed_digest: str | None = Field(default=None, max_length=71)
+    mismatches: str = "[]"
+    detail: str = ""
+    reported_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    last_seen_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+
+
+class DeploymentReport(SQLModel, table=True):
+    """A report that changed its target's state (a deploy receipt, also in the audit log).
+
+    Reports that repeat the target's current state only move its `last_seen_at`.
+    """
+
+    __tablename__ = "deployment_report"
+    id: int | None = Field(default=None, primary_key=True)
+    fabric_id: int = Field(foreign_key="fabric.id", index=True)
+    target_id: int = Field(foreign_key="deploy_target.id", index=True)
+    received_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    principal: str = Field(max_length=128)
+    state: str = Field(max_length=24)
+    role: str = Field(max_length=16)
+    digest: str | None = Field(default=None, max_length=71)
+    observed_digest: str | None = Field(default=None, max_length=71)
+    mismatches: str = "[]"
+    detail: str = ""
+    durations: str = "{}"
+    ports_read: int = 0
+    audit_index: int

@@ -1,0 +1,212 @@
+"""Snapshot history: every committed, verified state of a fabric, and the artifacts kept for some.
+
+The rows come from `tenancy.snapshot_log`, written in every change's transaction: digest, time
+and audit index, a few dozen bytes per change. Artifact
+bytes are kept only for snapshots a deploy agent fetched (the signed manifest retains them, so
+the agent's by-digest downloads match what was signed) and only for the most recent
+`Settings.snapshot_retain` of those plus each target's current ones; unchanged files are stored
+once (content-addressed, zlib-compressed), since files carry no snapshot digest.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func
+from sqlmodel import Session, col, select
+
+from policies.artifacts import Artifact
+from policies.errors import InvalidValueError, NotFoundError, NotRetainedError
+from policies.evidence.manifest import sign_manifest
+from tenancy import key_store
+from tenancy import models as m
+from tenancy.locks import lock_fabric
+from tenancy.lookups import fabric_named
+from tenancy.pagination import decode_cursor, next_cursor
+from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
+from tenancy.snapshot_log import latest, newest_with
+from tenancy.uow import Tx, UnitOfWork
+from tenancy.verification import render_fabric
+
+
+def list_snapshots(
+    uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
+) -> Page[SnapshotView]:
+    """A page of the fabric's history, newest first."""
+    after = decode_cursor(cursor)
+    with uow.transaction(read_only=True) as tx:
+        fabric_id = m.pk(fabric_named(tx.session, fabric_name))
+        query = select(m.SnapshotRecord).where(m.SnapshotRecord.fabric_id == fabric_id)
+        total = tx.session.exec(select(func.count()).select_from(query.subquery())).one()
+        if after is not None:
+            query = query.where(col(m.SnapshotRecord.id) < _cursor_id(after))
+        rows = list(
+            tx.session.exec(query.order_by(col(m.SnapshotRecord.id).desc()).limit(limit + 1))
+        )
+        page = rows[:limit]
+        views = _views(tx.session, fabric_id, page)
+        keys = [str(row.id) for row in page]
+        return Page(data=views, count=int(total), next=next_cursor(keys, limit, len(rows) > limit))
+
+
+def _cursor_id(after: str) -> int:
+    if not after.isdigit():
+        raise InvalidValueError("cursor is not valid", parameter="cursor")
+    return int(after)
+
+
+def _views(
+    session: Session, fabric_id: int, rows: Sequence[m.SnapshotRecord]
+) -> list[SnapshotView]:
+    newest = latest(session, fabric_id)
+    retained = set(_retained_digests(session, fabric_id))
+    targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
+    deployed: dict[str, list[str]] = {}
+    for target in targets:
+        if target.deployed is not None:
+            deployed.setdefault(target.deployed, []).append(target.name)
+    return [
+        SnapshotView(
+            digest=row.digest,
+            created_at=row.created_at,
+            audit_index=row.audit_index,
+            current=newest is not None and row.id == newest.id,
+            retained=row.digest in retained or (newest is not None and row.id == newest.id),
+            deployed_to=sorted(deployed.get(row.digest, [])),
+        )
+        for row in rows
+    ]
+
+
+def _retained_digests(session: Session, fabric_id: int) -> list[str]:
+    """Digests with kept artifact bytes, most recently retained first."""
+    query = (
+        select(m.SnapshotFile.digest, func.max(m.SnapshotFile.id))
+        .where(m.SnapshotFile.fabric_id == fabric_id)
+        .group_by(col(m.SnapshotFile.digest))
+        .order_by(func.max(m.SnapshotFile.id).desc())
+    )
+    return [digest for digest, _ in session.exec(query)]
+
+
+def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
+    """The current artifacts' manifest as a DSSE envelope signed with the service's key.
+
+    The snapshot's artifact bytes are retained on first use, so the files the manifest binds
+    stay downloadable by digest (`snapshot_artifact`) after the fabric moves on.
+
+    Raises:
+        KeyUnavailableError: the signing key is not installed (503).
+        IsolationViolationError: the fabric does not verify, so nothing is rendered.
+    """
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        snapshot, files = render_fabric(tx, fabric)
+        _, key = key_store.signer(tx.session, tx.settings)
+        envelope = sign_manifest(fabric.name, snapshot.digest, files, key)
+        kept = _files_of(tx.session, m.pk(fabric), snapshot.digest)
+    if not kept:
+        with uow.transaction() as tx:
+            _retain(
+                tx,
+                lock_fabric(tx.session, fabric_named(tx.session, fabric_name)),
+                snapshot.digest,
+                files,
+            )
+    return DSSEEnvelope.model_validate(envelope)
+
+
+def _files_of(session: Session, fabric_id: int, digest: str) -> list[m.SnapshotFile]:
+    query = select(m.SnapshotFile).where(
+        m.SnapshotFile.fabric_id == fabric_id, m.SnapshotFile.digest == digest
+    )
+    return list(session.exec(query))
+
+
+def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) -> None:
+    fabric_id = m.pk(fabric)
+    if _files_of(tx.session, fabric_id, digest):
+        return  # a concurrent fetch kept them first
+    for artifact in files:
+        if tx.session.get(m.ArtifactBlob, artifact.sha256) is None:
+            compressed = zlib.compress(artifact.content, 6)
+            tx.session.add(
+                m.ArtifactBlob(
+                    sha256=artifact.sha256, size=len(artifact.content), content=compressed
+                )
+            )
+        tx.session.add(
+            m.SnapshotFile(
+                fabric_id=fabric_id,
+                digest=digest,
+                path=artifact.path,
+                sha256=artifact.sha256,
+                retained_at=tx.now,
+            )
+        )
+    tx.session.flush()
+    _prune(tx.session, fabric_id, tx.settings.snapshot_retain)
+
+
+def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
+    """Drop retained snapshots beyond the most recent `keep_recent`, except targets' own."""
+    targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
+    pinned = {d for t in targets for d in (t.deployed, t.digest) if d is not None}
+    stale = [d for d in _retained_digests(session, fabric_id)[keep_recent:] if d not in pinned]
+    if not stale:
+        return
+    session.exec(
+        delete(m.SnapshotFile).where(
+            col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
+        )
+    )
+    used = select(m.SnapshotFile.sha256)
+    session.exec(delete(m.ArtifactBlob).where(col(m.ArtifactBlob.sha256).not_in(used)))
+
+
+def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: str) -> Artifact:
+    """One file of snapshot `digest`: from the kept bytes, or rendered if it is the current one.
+
+    Raises:
+        NotFoundError: the fabric never had that snapshot, or the snapshot has no such file.
+        NotRetainedError: the snapshot existed but its bytes were pruned (410).
+    """
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        kept = _files_of(tx.session, m.pk(fabric), digest)
+        if kept:
+            return _kept_artifact(tx.session, kept, fabric_name, path)
+        if newest_with(tx.session, m.pk(fabric), digest) is None:
+            raise NotFoundError(
+                f"fabric '{fabric_name}' has no snapshot {digest}",
+                resource="snapshot",
+                digest=digest,
+            )
+        snapshot, files = render_fabric(tx, fabric)
+    if snapshot.digest != digest:
+        raise NotRetainedError(
+            f"the artifacts of snapshot {digest} of fabric '{fabric_name}' are no longer "
+            "retained (ISOFABRIC_SNAPSHOT_RETAIN)",
+            resource="snapshot",
+            digest=digest,
+        )
+    return _named(files, fabric_name, path)
+
+
+def _kept_artifact(
+    session: Session, kept: Sequence[m.SnapshotFile], fabric_name: str, path: str
+) -> Artifact:
+    for row in kept:
+        if row.path == path:
+            blob = session.get(m.ArtifactBlob, row.sha256)
+            if blob is not None:
+                return Artifact(path, zlib.decompress(blob.content))
+    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
+
+
+def _named(files: Sequence[Artifact], fabric_name: str, path: str) -> Artifact:
+    for artifact in files:
+        if artifact.path == path:
+            return artifact
+    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")

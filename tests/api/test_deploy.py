@@ -1,0 +1,480 @@
+"""Deployment through the API (issue 11): targets, the signed manifest, snapshot history, agent
+tokens, reports, sync status and drain-before-reuse. The agent itself is tested in
+tests/conformance/ against a real OpenSM; here its side of the contract is played by requests."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from policies.errors import InvalidValueError
+from policies.evidence.manifest import verify_manifest
+from tenancy import key_store
+from tests.builders import (
+    ARTIFACT_PATHS,
+    FABRIC,
+    Onboarded,
+    assert_problem,
+    created,
+    ok,
+    rows,
+    sha256_hex,
+)
+
+IB = f"/v1/fabrics/{FABRIC}"
+FREE_NODE = "gpu0007"
+
+
+def trusted_keys(client: Any) -> list[Any]:
+    path = client.app.state.uow.settings.keyring_path
+    return list(key_store.keyring_keys(key_store.read_keyring(path)).values())
+
+
+def signed_manifest(client: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return ok(client.get(f"{IB}/signed-manifest", headers=headers or {}))
+
+
+def manifest_digest(envelope: dict[str, Any]) -> str:
+    return str(json.loads(base64.b64decode(envelope["payload"]))["snapshot_digest"])
+
+
+def register(client: Any, name: str = "sm-a") -> dict[str, Any]:
+    return created(client.put(f"{IB}/targets/{name}", json={"kind": "opensm"}))
+
+
+def report(client: Any, state: str, digest: str | None, name: str = "sm-a", **extra: Any) -> Any:
+    body = {"state": state, "digest": digest, "role": "master", **extra}
+    return client.post(f"{IB}/targets/{name}/reports", json=body)
+
+
+def allocate(client: Any, tenant: str, node: str) -> dict[str, Any]:
+    body = {"fabric": FABRIC, "nodes": [node]}
+    return created(client.post(f"/v1/tenants/{tenant}/allocations", json=body))
+
+
+def release(client: Any, tenant: str, allocation_id: str) -> None:
+    response = client.delete(f"/v1/tenants/{tenant}/allocations/{allocation_id}")
+    assert response.status_code == 204, response.text
+
+
+def node_state(client: Any, node: str) -> str:
+    return str(ok(client.get(f"{IB}/nodes/{node}"))["state"])
+
+
+def current_digest(client: Any) -> str:
+    return str(ok(client.get(f"{IB}/verification"))["snapshot_digest"])
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+
+def test_a_target_is_registered_once_and_listed_with_its_state(client, onboarded: Onboarded):
+    first = register(client)
+    again = client.put(f"{IB}/targets/sm-a", json={"kind": "opensm"})
+
+    assert again.status_code == 200
+    assert again.json() == first
+    assert first["state"] is None and first["role"] is None and first["deployed"] is None
+    assert [t["name"] for t in ok(client.get(f"{IB}/targets"))["data"]] == ["sm-a"]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "status"),
+    [
+        ("SM_A", {"kind": "opensm"}, 422),
+        ("sm-a", {"kind": "ufm"}, 422),
+        ("sm-a", {}, 422),
+        ("sm-a", {"kind": "opensm", "extra": 1}, 422),
+    ],
+)
+def test_bad_target_registrations_change_nothing(client, onboarded, db_dump, name, body, status):
+    before = db_dump()
+
+    response = client.put(f"{IB}/targets/{name}", json=body)
+
+    assert response.status_code == status, response.text
+    assert db_dump() == before
+
+
+def test_an_opensm_target_is_refused_on_a_roce_fabric(client, roce_onboarded, db_dump):
+    before = db_dump()
+
+    response = client.put("/v1/fabrics/roce-west/targets/sm-a", json={"kind": "opensm"})
+
+    assert_problem(response, 409, "conflict")
+    assert db_dump() == before
+
+
+# --- the signed manifest and the snapshot history -----------------------------------------------
+
+
+def test_the_signed_manifest_binds_the_files_to_the_verified_snapshot(client, onboarded):
+    envelope = signed_manifest(client)
+
+    manifest = verify_manifest(envelope, trusted_keys(client), fabric=FABRIC)
+
+    assert manifest.snapshot_digest == current_digest(client)
+    assert sorted(manifest.files) == sorted(ARTIFACT_PATHS)
+    for path, entry in manifest.files.items():
+        body = client.get(f"{IB}/artifacts/{path}").content
+        assert entry.sha256 == sha256_hex(body) and entry.bytes == len(body)
+
+
+def test_a_manifest_checked_with_another_key_or_for_another_fabric_is_refused(client, onboarded):
+    envelope = signed_manifest(client)
+
+    with pytest.raises(InvalidValueError, match="signature"):
+        verify_manifest(envelope, [Ed25519PrivateKey.generate().public_key()], fabric=FABRIC)
+    with pytest.raises(InvalidValueError, match="fabric"):
+        verify_manifest(envelope, trusted_keys(client), fabric="ib-west")
+
+
+def test_a_snapshots_files_stay_downloadable_by_digest_after_the_fabric_moves_on(client, onboarded):
+    envelope = signed_manifest(client)
+    old = verify_manifest(envelope, trusted_keys(client), fabric=FABRIC)
+    allocate(client, "acme", FREE_NODE)
+
+    for path, entry in old.files.items():
+        response = client.get(f"{IB}/snapshots/{old.snapshot_digest}/artifacts/{path}")
+        assert response.status_code == 200, response.text
+        assert sha256_hex(response.content) == entry.sha256
+    new = current_digest(client)
+    assert new != old.snapshot_digest
+    live = client.get(f"{IB}/artifacts/opensm/partitions.conf").content
+    assert client.get(f"{IB}/snapshots/{new}/artifacts/opensm/partitions.conf").content == live
+
+
+def test_files_carry_no_snapshot_digest_so_unchanged_files_keep_their_bytes(client, onboarded):
+    before = {p: client.get(f"{IB}/artifacts/{p}").content for p in ARTIFACT_PATHS}
+    allocate(client, "acme", FREE_NODE)
+    after = {p: client.get(f"{IB}/artifacts/{p}").content for p in ARTIFACT_PATHS}
+
+    assert before["opensm/partitions.conf"] != after["opensm/partitions.conf"]
+    assert before["opensm/opensm.conf"] == after["opensm/opensm.conf"]
+    assert before["opensm/qos-policy.conf"] == after["opensm/qos-policy.conf"]
+
+
+def test_the_history_lists_every_committed_state_newest_first(client, onboarded):
+    first = current_digest(client)
+    allocation = allocate(client, "acme", FREE_NODE)
+    second = current_digest(client)
+    release(client, "acme", allocation["id"])
+
+    history = ok(client.get(f"{IB}/snapshots"))["data"]
+
+    assert [s["digest"] for s in history[:3]] == [first, second, first]
+    assert [s["current"] for s in history[:3]] == [True, False, False]
+    indices = [s["audit_index"] for s in history]
+    assert indices == sorted(indices, reverse=True)
+    entries = ok(client.get("/v1/audit/entries", params={"limit": 1000}))["data"]
+    changed = [e for e in entries if e["fabric"] == FABRIC and e["digest_after"]]
+    assert {e["index"] for e in changed} >= set(indices)
+
+
+def test_the_history_pages_with_a_cursor(client, onboarded):
+    pages, cursor = [], None
+    while True:
+        params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
+        page = ok(client.get(f"{IB}/snapshots", params=params))
+        pages += page["data"]
+        cursor = page["next"]
+        if cursor is None:
+            break
+
+    assert pages == ok(client.get(f"{IB}/snapshots"))["data"]
+    assert_problem(client.get(f"{IB}/snapshots", params={"cursor": "bm9wZQ"}), 422)
+
+
+def test_pruned_snapshots_answer_410_and_unknown_ones_404(make_client, onboarded):
+    client = make_client(snapshot_retain=1)
+    old = manifest_digest(signed_manifest(client))
+    allocate(client, "acme", FREE_NODE)
+    signed_manifest(client)  # retains the new snapshot, prunes the old one
+
+    gone = client.get(f"{IB}/snapshots/{old}/artifacts/opensm/partitions.conf")
+    unknown = client.get(f"{IB}/snapshots/sha256:{'0' * 64}/artifacts/opensm/partitions.conf")
+
+    assert_problem(gone, 410, "not-retained")
+    assert_problem(unknown, 404, "not-found")
+    assert_problem(client.get(f"{IB}/snapshots/nope/artifacts/opensm/partitions.conf"), 422)
+
+
+def test_a_targets_deployed_snapshot_is_kept_beyond_the_retention_count(make_client, onboarded):
+    client = make_client(snapshot_retain=1)
+    register(client)
+    deployed = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", deployed))
+    allocate(client, "acme", FREE_NODE)
+    signed_manifest(client)
+
+    kept = client.get(f"{IB}/snapshots/{deployed}/artifacts/opensm/partitions.conf")
+
+    assert kept.status_code == 200, kept.text
+
+
+def test_unchanged_files_are_stored_once(make_client, onboarded, engine):
+    client = make_client()
+    signed_manifest(client)
+    allocate(client, "acme", FREE_NODE)
+    signed_manifest(client)
+
+    assert rows(engine, "SELECT count(*) FROM snapshot_file") == [(6,)]
+    assert rows(engine, "SELECT count(*) FROM artifact_blob") == [(4,)]
+
+
+# --- agent tokens -------------------------------------------------------------------------------
+
+
+def agent_token(client: Any, target: str = "sm-a", fabric: str = FABRIC) -> dict[str, str]:
+    body = {"name": "agent", "role": "agent", "fabric": fabric, "target": target}
+    secret = created(client.post("/v1/tokens", json=body))["token"]
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture
+def agent(make_client, onboarded) -> tuple[Any, dict[str, str]]:
+    client = make_client(admin_token="admin")
+    admin = {"Authorization": "Bearer admin"}
+    client.headers.update(admin)
+    register(client, "sm-a")
+    register(client, "sm-b")
+    headers = agent_token(client)
+    return client, headers
+
+
+def test_an_agent_reads_its_fabrics_files_and_reports_for_its_target(agent):
+    client, headers = agent
+    envelope = signed_manifest(client, headers)
+    digest = manifest_digest(envelope)
+
+    for path in ARTIFACT_PATHS:
+        url = f"{IB}/snapshots/{digest}/artifacts/{path}"
+        assert client.get(url, headers=headers).status_code == 200
+    body = {"state": "applied", "digest": digest, "role": "master"}
+    stored = created(client.post(f"{IB}/targets/sm-a/reports", json=body, headers=headers))
+    assert stored["principal"].startswith("token:agent:")
+    assert ok(client.get(f"{IB}/sync", headers=headers))["desired"] == digest
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", f"{IB}/targets/sm-b/reports"),
+        ("GET", f"{IB}/targets/sm-b"),
+        ("PUT", f"{IB}/targets/sm-a"),
+        ("DELETE", f"{IB}/targets/sm-a"),
+        ("GET", "/v1/fabrics/other/signed-manifest"),
+        ("GET", "/v1/tenants"),
+        ("GET", f"{IB}/nodes"),
+        ("GET", f"{IB}/verification"),
+        ("PUT", f"{IB}/topology"),
+        ("POST", "/v1/tokens"),
+        ("GET", "/v1/audit/entries"),
+        ("POST", f"{IB}/nodes/gpu0001/force-drain"),
+    ],
+)
+def test_an_agent_may_do_nothing_else(agent, db_dump, method, path):
+    client, headers = agent
+    before = db_dump()
+    body = {"state": "failed", "digest": None, "role": "master", "kind": "opensm"}
+
+    response = client.request(method, path, headers=headers, json=body)
+
+    assert_problem(response, 403, "forbidden")
+    assert db_dump() == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "a", "role": "agent", "fabric": FABRIC},
+        {"name": "a", "role": "agent", "target": "sm-a"},
+        {"name": "a", "role": "operator", "fabric": FABRIC, "target": "sm-a"},
+        {"name": "a", "role": "agent", "fabric": FABRIC, "target": "sm-a", "tenant": "acme"},
+    ],
+)
+def test_agent_tokens_need_exactly_a_fabric_and_a_target(client, onboarded, db_dump, body):
+    register(client)
+    before = db_dump()
+
+    assert_problem(client.post("/v1/tokens", json=body), 422)
+    assert db_dump() == before
+
+
+def test_an_agent_token_names_a_registered_target(client, onboarded, db_dump):
+    before = db_dump()
+    body = {"name": "a", "role": "agent", "fabric": FABRIC, "target": "sm-z"}
+
+    assert_problem(client.post("/v1/tokens", json=body), 404, "not-found")
+    assert db_dump() == before
+
+
+# --- reports, receipts and sync -----------------------------------------------------------------
+
+
+def test_a_report_that_changes_state_is_a_receipt_and_a_repeat_only_touches_last_seen(
+    client, onboarded
+):
+    register(client)
+    digest = manifest_digest(signed_manifest(client))
+
+    first = report(client, "applied", digest, durations={"total": 1.5}, ports_read=12)
+    repeat = report(client, "applied", digest, durations={"total": 1.2}, ports_read=12)
+
+    assert first.status_code == 201 and repeat.status_code == 200
+    assert repeat.json()["changed_state"] is False and repeat.json()["id"] == first.json()["id"]
+    assert ok(client.get(f"{IB}/deployments"))["count"] == 1
+    target = ok(client.get(f"{IB}/targets/sm-a"))
+    assert target["state"] == "applied" and target["deployed"] == digest
+    assert target["role"] == "master" and target["last_seen_at"] >= target["reported_at"]
+    entries = ok(client.get("/v1/audit/entries", params={"limit": 1000}))["data"]
+    receipts = [e for e in entries if e["action"] == "deploy.applied"]
+    assert [e["target"] for e in receipts] == [f"fabrics/{FABRIC}/targets/sm-a@{digest}"]
+
+
+def test_sync_holds_only_when_every_target_applied_the_desired_snapshot(client, onboarded):
+    register(client, "sm-a")
+    register(client, "sm-b")
+    digest = manifest_digest(signed_manifest(client))
+    assert ok(client.get(f"{IB}/sync")) | {"targets": []} == {
+        "desired": digest,
+        "in_sync": False,
+        "targets": [],
+    }
+
+    created(report(client, "applied", digest, name="sm-a"))
+    assert ok(client.get(f"{IB}/sync"))["in_sync"] is False
+    created(report(client, "applied", digest, name="sm-b", role="standby"))
+    assert ok(client.get(f"{IB}/sync"))["in_sync"] is True
+    assert {t["role"] for t in ok(client.get(f"{IB}/targets"))["data"]} == {"master", "standby"}
+
+    allocate(client, "acme", FREE_NODE)
+    status = ok(client.get(f"{IB}/sync"))
+    assert status["in_sync"] is False and status["desired"] != digest
+    assert {t["deployed"] for t in status["targets"]} == {digest}
+
+
+def test_a_rolled_back_report_keeps_the_mismatches_and_what_the_target_enforces(client, onboarded):
+    register(client)
+    old = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", old))
+    allocate(client, "acme", FREE_NODE)
+    new = manifest_digest(signed_manifest(client))
+    mismatch = {"guid": "0x0002c90300001000", "missing": ["0x8101"], "unexpected": []}
+
+    body = created(report(client, "rolled_back", new, observed_digest=old, mismatches=[mismatch]))
+
+    assert body["mismatches"] == [mismatch]
+    status = ok(client.get(f"{IB}/sync"))
+    assert status["in_sync"] is False
+    assert status["targets"][0] | {"reported_at": None} == {
+        "name": "sm-a",
+        "deployed": old,
+        "state": "rolled_back",
+        "reported_at": None,
+        "mismatches": [mismatch],
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"state": "applied", "digest": None},
+        {"state": "done", "digest": None},
+        {"state": "applied", "digest": "sha256:xyz"},
+        {"state": "failed", "digest": None, "ports_read": "3"},
+        {"state": "failed", "digest": None, "ports_read": True},
+        {"state": "failed", "digest": None, "durations": {"total": -1}},
+        {"state": "failed", "digest": None, "detail": "x" * 5000},
+        {"state": "failed", "digest": None, "mismatches": [{"guid": "0x1", "missing": []}]},
+        {"state": "failed", "digest": None, "role": "primary"},
+    ],
+)
+def test_bad_reports_change_nothing(client, onboarded, db_dump, body):
+    register(client)
+    before = db_dump()
+
+    assert_problem(client.post(f"{IB}/targets/sm-a/reports", json=body), 422)
+    assert db_dump() == before
+
+
+def test_a_report_for_an_unknown_target_is_404(client, onboarded):
+    body = {"state": "failed", "digest": None}
+
+    assert_problem(client.post(f"{IB}/targets/sm-z/reports", json=body), 404, "not-found")
+
+
+# --- drain before reuse -------------------------------------------------------------------------
+
+
+def test_without_targets_a_released_node_is_free_at_once(client, onboarded):
+    allocation = allocate(client, "acme", FREE_NODE)
+    release(client, "acme", allocation["id"])
+
+    assert node_state(client, FREE_NODE) == "free"
+
+
+def test_a_released_node_drains_until_every_target_applied_its_removal(client, onboarded):
+    register(client, "sm-a")
+    register(client, "sm-b")
+    allocation = allocate(client, "acme", FREE_NODE)
+    holding = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", holding, name="sm-a"))
+    created(report(client, "applied", holding, name="sm-b"))
+    release(client, "acme", allocation["id"])
+    removal = manifest_digest(signed_manifest(client))
+
+    assert node_state(client, FREE_NODE) == "draining"
+    body = {"fabric": FABRIC, "nodes": [FREE_NODE]}
+    assert_problem(client.post("/v1/tenants/globex/allocations", json=body), 409)
+    created(report(client, "applied", removal, name="sm-a"))
+    assert node_state(client, FREE_NODE) == "draining"
+    created(report(client, "rolled_back", removal, name="sm-b", observed_digest=holding))
+    assert node_state(client, FREE_NODE) == "draining"
+    created(report(client, "applied", removal, name="sm-b"))
+    assert node_state(client, FREE_NODE) == "free"
+    allocate(client, "globex", FREE_NODE)
+    entries = ok(client.get("/v1/audit/entries", params={"limit": 1000}))["data"]
+    assert f"fabrics/{FABRIC}/nodes/{FREE_NODE}" in {
+        e["target"] for e in entries if e["action"] == "node.drained"
+    }
+
+
+def test_offboarding_drains_every_node_of_the_tenant(client, onboarded):
+    register(client)
+    assert client.delete("/v1/tenants/globex").status_code in (200, 204)
+
+    states = {n["name"]: n["state"] for n in ok(client.get(f"{IB}/nodes"))["data"]}
+    assert [name for name, state in states.items() if state == "draining"] == ["gpu0005", "gpu0006"]
+
+
+def test_an_operator_can_force_a_drain_with_a_reason(client, onboarded):
+    register(client)
+    allocation = allocate(client, "acme", FREE_NODE)
+    release(client, "acme", allocation["id"])
+
+    body = ok(client.post(f"{IB}/nodes/{FREE_NODE}/force-drain", json={"reason": "SM replaced"}))
+
+    assert body == {"node": FREE_NODE, "state": "free"}
+    entries = ok(client.get("/v1/audit/entries", params={"limit": 1000}))["data"]
+    assert entries[-1]["action"] == "node.force_drain"
+    assert entries[-1]["target"] == f"fabrics/{FABRIC}/nodes/{FREE_NODE}: SM replaced"
+    assert_problem(
+        client.post(f"{IB}/nodes/{FREE_NODE}/force-drain", json={"reason": "again"}), 409
+    )
+    assert_problem(client.post(f"{IB}/nodes/{FREE_NODE}/force-drain", json={}), 422)
+
+
+def test_removing_the_last_target_ends_every_drain(client, onboarded):
+    register(client)
+    allocation = allocate(client, "acme", FREE_NODE)
+    release(client, "acme", allocation["id"])
+
+    assert client.delete(f"{IB}/targets/sm-a").status_code == 204
+
+    assert node_state(client, FREE_NODE) == "free"
+    assert ok(client.get(f"{IB}/targets"))["data"] == []
