@@ -24,7 +24,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from policies.errors import InvalidValueError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.dsse import pae
-from tenancy.key_store import keyring_keys, read_keyring
 
 PAYLOAD_TYPE = "application/vnd.isofabric.artifact-manifest+json"
 MANIFEST_TYPE = "https://isofabric.dev/artifact-manifest/v1"
@@ -77,7 +76,9 @@ def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
     try:
         if text.lstrip().startswith("-----BEGIN"):
             keys = [load_public_key(text)]
-        else:
+        else:  # the service's keyring format; imported here, the agent needs it rarely
+            from tenancy.key_store import keyring_keys, read_keyring
+
             keys = list(keyring_keys(read_keyring(path)).values())
     except (ValueError, InvalidValueError) as error:  # cryptography raises ValueError
         raise ManifestError(

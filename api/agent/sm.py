@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.cli.collect import (
+from api import ibdiag
+from api.ibdiag import (
     DEFAULT_CONCURRENCY,
     CollectError,
     Tools,
@@ -56,22 +56,11 @@ class SmProcess:
 
 
 def run_tool(argv: list[str], env: Mapping[str, str] | None = None) -> str:
-    """Run a local tool; its stdout, or `SmError` naming it and its stderr."""
+    """Run a local tool (sminfo, systemctl); its stdout, or `SmError`."""
     try:
-        done = subprocess.run(
-            argv,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SmError(f"{' '.join(argv)}: {error}") from error
-    if done.returncode != 0:
-        raise SmError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
+        return ibdiag.run_tool(argv, env, COMMAND_TIMEOUT)
+    except CollectError as error:
+        raise SmError(str(error)) from error
 
 
 @dataclass(frozen=True)

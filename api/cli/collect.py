@@ -11,120 +11,43 @@ ibsim. When OpenSM protects the ports with an M_Key (isofabric's opensm.conf doe
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-MAD_TIMEOUT_MS = 2000
-# smpquery processes at once (ibsim serves at most 10 clients in all).
-DEFAULT_CONCURRENCY = 4
-COMMAND_TIMEOUT = 60.0
-# CA  23  1 0x0000000000100025 4x SDR - SW  3  9 0x0000000000200001 ( 'stor02 mlx5_0' - 'leaf02' )
-_CA_LINE = re.compile(r"^CA\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+(?P<guid>0x[0-9a-fA-F]+)\s")
-# "   0: 0xffff 0x0000 ..." (smpquery pkeys)
-_PKEY_ROW = re.compile(r"^\s*\d+:\s+((?:0x[0-9a-fA-F]{4}\s*)+)$")
+# The reads live in api.ibdiag (the deploy agent uses them too); named here as they always were.
+from api.ibdiag import (
+    COMMAND_TIMEOUT,
+    DEFAULT_CONCURRENCY,
+    MAD_TIMEOUT_MS,
+    CollectError,
+    Tools,
+    ca_ports,
+    discover_ca_ports,
+    pkey_table,
+    read_pkey_tables,
+    run_tool,
+)
+
+__all__ = [
+    "COMMAND_TIMEOUT",
+    "DEFAULT_CONCURRENCY",
+    "MAD_TIMEOUT_MS",
+    "CollectError",
+    "Tools",
+    "ca_ports",
+    "collect_app",
+    "collect_ib",
+    "collect_ib_command",
+    "discover_ca_ports",
+    "pkey_table",
+    "read_pkey_tables",
+]
 
 collect_app = typer.Typer(help="Read a live fabric's state (run on an SM host).")
-
-
-class CollectError(RuntimeError):
-    """A diagnostic tool failed or printed something unexpected."""
-
-
-@dataclass(frozen=True)
-class Tools:
-    """Where the infiniband-diags tools are (names are looked up on PATH)."""
-
-    ibnetdiscover: str = "ibnetdiscover"
-    smpquery: str = "smpquery"
-
-
-def ca_ports(report: str) -> list[tuple[int, int]]:
-    """(port GUID, LID) of every CA port in ``ibnetdiscover -p`` output, each GUID once."""
-    seen: dict[int, int] = {}
-    for line in report.splitlines():
-        match = _CA_LINE.match(line.strip())
-        if match:
-            seen.setdefault(int(match["guid"], 16), int(match["lid"]))
-    return sorted(seen.items(), key=lambda item: item[1])
-
-
-def pkey_table(text: str) -> list[int]:
-    """The non-empty entries (base != 0) of ``smpquery pkeys`` output, in table order."""
-    keys: list[int] = []
-    for line in text.splitlines():
-        match = _PKEY_ROW.match(line)
-        if match:
-            keys += [int(word, 16) for word in match.group(1).split()]
-    if not keys and "capacity" not in text:
-        raise CollectError(f"unexpected smpquery pkeys output:\n{text}")
-    return [key for key in keys if key & 0x7FFF]
-
-
-def _run(argv: list[str], env: Mapping[str, str] | None, timeout: float) -> str:
-    try:
-        done = subprocess.run(
-            argv,
-            env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise CollectError(f"{' '.join(argv)}: {error}") from error
-    if done.returncode != 0:
-        raise CollectError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr}")
-    return done.stdout
-
-
-def discover_ca_ports(
-    *,
-    env: Mapping[str, str] | None = None,
-    tools: Tools | None = None,
-    timeout: float = COMMAND_TIMEOUT,
-) -> list[tuple[int, int]]:
-    """(port GUID, LID) of every CA port, from ``ibnetdiscover -p``, sorted by LID."""
-    return ca_ports(_run([(tools or Tools()).ibnetdiscover, "-p"], env, timeout))
-
-
-def read_pkey_tables(
-    ports: Sequence[tuple[int, int]],
-    *,
-    m_key: int | None = None,
-    env: Mapping[str, str] | None = None,
-    tools: Tools | None = None,
-    timeout: float = COMMAND_TIMEOUT,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> dict[int, list[int]]:
-    """The non-empty P_Keys of each (GUID, LID) port, with at most `concurrency` smpquery at once.
-
-    A port with LID 0 (not yet swept) reads as an empty table. ibsim serves at most 10 clients
-    in all (SMs included), hence the small default. The result keeps the order of `ports`.
-
-    Raises:
-        CollectError: smpquery is missing, fails or prints something unexpected.
-    """
-    tools = tools or Tools()
-    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
-
-    def read(lid: int) -> list[int]:
-        if not lid:
-            return []
-        argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
-        return pkey_table(_run(argv, env, timeout))
-
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        tables = list(pool.map(read, [lid for _guid, lid in ports]))
-    return {guid: table for (guid, _lid), table in zip(ports, tables, strict=True)}
 
 
 def collect_ib(
@@ -146,7 +69,7 @@ def collect_ib(
         CollectError: a tool is missing, fails or prints something unexpected.
     """
     tools = tools or Tools()
-    topology = _run([tools.ibnetdiscover], env, timeout)
+    topology = run_tool([tools.ibnetdiscover], env, timeout)
     ports = discover_ca_ports(env=env, tools=tools, timeout=timeout)
     tables = read_pkey_tables(ports, m_key=m_key, env=env, tools=tools, timeout=timeout)
     return {

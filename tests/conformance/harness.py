@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from policies.infiniband import opensm_conf
+
 DEFAULT_TIMEOUT = 30.0
 QUERY_TIMEOUT = 20.0
 POLL_INTERVAL = 0.05
@@ -43,14 +45,8 @@ MAD_TIMEOUT_MS = 2000
 DEFAULT_PKEY = 0x7FFF
 FULL_BIT = 0x8000
 
-# OpenSM log lines that mean the rendered configuration was (partly) rejected.
-CONFIG_ERROR_PATTERNS = (
-    "Partition configuration in error",
-    "PARSE ERROR",
-    "ERR 0512",  # P_Key table full: key not installed
-    "ERR 0507",  # switch enforcement table full: enforcement turned off
-    "ERR AC",  # QoS policy errors: AC03/AC05 drop the policy, AC14 = rule for a missing pkey
-)
+# OpenSM log lines that mean the rendered configuration was (partly) rejected (the agent's list).
+CONFIG_ERROR_PATTERNS = opensm_conf.CONFIG_ERROR_PATTERNS
 
 # opensm.conf problems are printed to OpenSM's stdout only, never to its log.
 OPTION_ERROR_PATTERNS = ("Unrecognized token", "Invalid Cached Option Value")
@@ -230,14 +226,9 @@ class SmKeys:
 
     @classmethod
     def from_opensm_conf(cls, text: str) -> SmKeys:
-        """Read ``m_key`` / ``sa_key`` from opensm.conf text (the last occurrence wins)."""
-        values: dict[str, int] = {}
-        for line in text.splitlines():
-            match = re.match(r"\s*(m_key|sa_key)\s+(\S+)", line.split("#", 1)[0])
-            if match:
-                values[match.group(1)] = int(match.group(2), 0)
-        m_key = values.get("m_key") or None  # 0 = protection disabled
-        return cls(m_key=m_key, sa_key=values.get("sa_key"))
+        """Read ``m_key`` / ``sa_key`` from opensm.conf text as OpenSM does (last one wins)."""
+        m_key, sa_key = opensm_conf.management_keys(text)  # m_key 0 = protection disabled
+        return cls(m_key=m_key, sa_key=sa_key)
 
 
 @dataclass(frozen=True)

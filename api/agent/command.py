@@ -1,0 +1,94 @@
+"""`isofabric agent opensm` (or ``python -m api.agent opensm``): the deploy agent's command.
+
+It is registered in the ``isofabric`` command line (api/cli/agent.py) and runnable on its own:
+``python -m api.agent`` imports only the agent, typer and the engine (about 0.2 s to start,
+where the whole command line takes 2 s), which matters on an SM host and in the lab tests.
+
+Exit statuses with ``--once``: 0 when the cycle applied the snapshot or had nothing to do, 1 for
+any other outcome (refused, failed, rolled back, restart required, server unreachable), 2 for a
+usage error. ``--plan`` exits 0 when the snapshot could be applied, 1 when it would be refused.
+The loop (``--interval``) runs until stopped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+agent_app = typer.Typer(help="Deploy agents run on fabric hosts.", no_args_is_help=True)
+
+
+@agent_app.callback()
+def agent_group() -> None:
+    """Deploy agents run on fabric hosts (a group, also when run as ``python -m api.agent``)."""
+
+
+def _say(line: str) -> None:
+    typer.echo(f"isofabric-agent: {line}", err=True)
+
+
+@agent_app.command("opensm")
+def opensm(
+    server: Annotated[str, typer.Option("--server", help="The service's base URL")],
+    fabric: Annotated[str, typer.Option("--fabric", help="Fabric name")],
+    target: Annotated[str, typer.Option("--target", help="This SM host's target name")],
+    conf_dir: Annotated[Path, typer.Option("--conf-dir", help="Where OpenSM reads its files")],
+    public_key: Annotated[
+        Path, typer.Option("--public-key", help="Pinned Ed25519 public key PEM, or a keyring")
+    ],
+    log_file: Annotated[Path, typer.Option("--log-file", help="OpenSM's log file")],
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
+    ] = None,
+    pid_file: Annotated[Path | None, typer.Option("--pid-file", help="OpenSM's pid file")] = None,
+    systemd_unit: Annotated[
+        str | None, typer.Option("--systemd-unit", help="OpenSM's unit, e.g. opensm@0x1234")
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit")] = False,
+    interval: Annotated[
+        float | None, typer.Option("--interval", help="Seconds between cycles (loop)")
+    ] = None,
+    min_interval: Annotated[
+        float, typer.Option("--min-interval", help="At most one apply per this many seconds")
+    ] = 5.0,
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Print what would change; do nothing")
+    ] = False,
+    full: Annotated[bool, typer.Option("--full", help="Read back every CA port")] = False,
+    sample: Annotated[int, typer.Option("--sample", help="Unchanged ports read back")] = 16,
+    sweep_timeout: Annotated[
+        float, typer.Option("--sweep-timeout", help="Seconds to wait for SUBNET UP")
+    ] = 60.0,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="smpquery processes at once")
+    ] = 4,
+) -> None:
+    """Deploy the fabric's signed OpenSM files on this host, verify them, report the outcome."""
+    from api.agent.client import ServerClient
+    from api.agent.cycle import AgentSettings
+    from api.agent.manifest import ManifestError, load_trusted_keys
+    from api.agent.opensm import Agent, run_loop
+    from api.agent.plan import plan as print_plan
+    from api.agent.sm import LocalSmHost, SmLocator, SmLog
+
+    if (pid_file is None) == (systemd_unit is None):
+        raise typer.BadParameter("give exactly one of --pid-file and --systemd-unit")
+    if not plan and once == (interval is not None):
+        raise typer.BadParameter("give exactly one of --once and --interval SECONDS")
+    try:
+        keys = tuple(load_trusted_keys(public_key))
+    except ManifestError as error:
+        raise typer.BadParameter(str(error), param_hint="--public-key") from error
+    settings = AgentSettings(conf_dir, fabric, keys, full, sample, sweep_timeout, min_interval)
+    client = ServerClient(server, token, fabric, target)
+    if plan:
+        raise typer.Exit(print_plan(settings, client, typer.echo))
+    locator = SmLocator(pid_file=pid_file, unit=systemd_unit)
+    host = LocalSmHost(locator, SmLog(log_file), concurrency=concurrency)
+    agent = Agent(settings, client, host, say=_say)
+    if once:
+        raise typer.Exit(0 if agent.cycle().ok else 1)
+    assert interval is not None
+    run_loop(agent, interval)
