@@ -21,6 +21,7 @@ from policies.infiniband.opensm_conf import OptionChange
 from policies.infiniband.parse_partitions import ParsedPartitions
 
 MAX_DETAIL = 4096
+MAX_MISMATCHES = 10_000  # what a report may carry; the detail counts them all
 DEFAULT_SAMPLE = 16
 DEFAULT_SWEEP_TIMEOUT = 60.0
 DEFAULT_MIN_INTERVAL = 5.0
@@ -99,7 +100,7 @@ class Report:
             "digest": self.digest,
             "observed_digest": self.observed_digest,
             "role": self.role,
-            "mismatches": [m.as_report() for m in self.mismatches],
+            "mismatches": [m.as_report() for m in self.mismatches[:MAX_MISMATCHES]],
             "detail": self.detail[:MAX_DETAIL],
             "durations": {k: round(max(v, 0.0), 6) for k, v in self.durations.items()},
             "ports_read": self.ports_read,

@@ -8,31 +8,24 @@ nothing else the server says: the files it installs must have these sha256 diges
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import InvalidValueError
+from policies.evidence import manifest as evidence_manifest
 from policies.evidence.audit_log import load_public_key
-from policies.evidence.dsse import pae
 
-PAYLOAD_TYPE = "application/vnd.isofabric.artifact-manifest+json"
-MANIFEST_TYPE = "https://isofabric.dev/artifact-manifest/v1"
+PAYLOAD_TYPE = evidence_manifest.MANIFEST_PAYLOAD_TYPE
+MANIFEST_TYPE = evidence_manifest.MANIFEST_TYPE
 # The files an OpenSM host installs, by base name (the manifest may prefix them with "opensm/").
 INSTALLABLE = ("opensm.conf", "partitions.conf", "qos-policy.conf")
 PARTITIONS = "partitions.conf"
 OPTIONS = "opensm.conf"
-_HEX_SHA256 = re.compile(r"[0-9a-f]{64}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ManifestError(ValueError):
@@ -92,82 +85,28 @@ def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
 def verify_manifest(
     envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey], fabric: str
 ) -> Manifest:
-    """Check the envelope's signature with any of `keys` and return the manifest it carries.
+    """Check the envelope with the pinned `keys` and return the manifest, as this agent uses it.
+
+    The signature, ``_type``, fabric and entries are checked by `policies.evidence.manifest`;
+    here each file must also be one an OpenSM host installs (once), and partitions.conf present.
 
     Raises:
-        ManifestError: wrong payloadType, no signature verifying with a pinned key, a payload that
-            is not a manifest of `fabric` with the expected ``_type``, or a file this agent does
-            not install (unknown name, twice the same name, a malformed digest).
+        ManifestError: anything that makes the manifest one this agent may not act on.
     """
-    if envelope.get("payloadType") != PAYLOAD_TYPE:
-        raise ManifestError(f"payloadType is not {PAYLOAD_TYPE}")
-    body = _unb64(envelope.get("payload"), "payload")
-    signatures = envelope.get("signatures")
-    if not isinstance(signatures, list) or not signatures:
-        raise ManifestError("the envelope has no signatures")
-    message = pae(PAYLOAD_TYPE, body)
-    if not any(_verifies(key, _signature(entry), message) for entry in signatures for key in keys):
-        raise ManifestError("no signature of the manifest verifies with a pinned key")
-    return _manifest(body, fabric)
-
-
-def _unb64(text: Any, what: str) -> bytes:
-    if not isinstance(text, str):
-        raise ManifestError(f"{what} is not a base64 string")
     try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise ManifestError(f"{what} is not valid base64") from error
-
-
-def _signature(entry: Any) -> bytes:
-    return _unb64(entry.get("sig") if isinstance(entry, dict) else None, "signature")
-
-
-def _verifies(key: Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
-    try:
-        key.verify(signature, message)
-    except InvalidSignature:
-        return False
-    return True
-
-
-def _manifest(body: bytes, fabric: str) -> Manifest:
-    try:
-        document = json.loads(body)
-    except ValueError as error:
-        raise ManifestError("the payload is not JSON") from error
-    if not isinstance(document, dict) or document.get("_type") != MANIFEST_TYPE:
-        raise ManifestError(f"the payload is not an artifact manifest ({MANIFEST_TYPE})")
-    if document.get("fabric") != fabric:
-        raise ManifestError(
-            f"the manifest is for fabric {document.get('fabric')!r}, not {fabric!r}"
-        )
-    digest = document.get("snapshot_digest")
-    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-        raise ManifestError("snapshot_digest is not sha256:<64 hex>")
-    files = tuple(sorted((_file(entry) for entry in _list(document)), key=lambda f: f.name))
+        signed = evidence_manifest.verify_manifest(envelope, keys, fabric=fabric)
+    except InvalidValueError as error:
+        raise ManifestError(error.detail) from error
+    files = tuple(sorted((_installable(f) for f in signed.files.values()), key=lambda f: f.name))
     names = [f.name for f in files]
     if len(set(names)) != len(names) or PARTITIONS not in names:
         raise ManifestError(f"the manifest must list {PARTITIONS} and each file once: {names}")
-    return Manifest(fabric, digest, files)
+    return Manifest(signed.fabric, signed.snapshot_digest, files)
 
 
-def _list(document: dict[str, Any]) -> list[Any]:
-    files = document.get("files")
-    if not isinstance(files, list):
-        raise ManifestError("the manifest has no file list")
-    return files
-
-
-def _file(entry: Any) -> ManifestFile:
-    if not isinstance(entry, dict):
-        raise ManifestError("a manifest file entry is not an object")
-    path, sha256, size = entry.get("path"), entry.get("sha256"), entry.get("bytes")
-    if not isinstance(path, str) or posixpath.basename(path) not in INSTALLABLE:
-        raise ManifestError(f"the manifest lists {path!r}, not one of {', '.join(INSTALLABLE)}")
-    if not isinstance(sha256, str) or not _HEX_SHA256.fullmatch(sha256):
-        raise ManifestError(f"{path}: sha256 is not 64 lower-case hex digits")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise ManifestError(f"{path}: bytes is not a size")
-    return ManifestFile(path, sha256, size)
+def _installable(entry: evidence_manifest.ManifestFile) -> ManifestFile:
+    if posixpath.basename(entry.path) not in INSTALLABLE:
+        raise ManifestError(
+            f"the manifest lists {entry.path!r}, not one of {', '.join(INSTALLABLE)}"
+        )
+    return ManifestFile(entry.path, entry.sha256, entry.bytes)

@@ -7,7 +7,6 @@ read back wrong (once or always).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from api.agent.client import ServerError
 from api.agent.cycle import AgentSettings
 from api.agent.manifest import MANIFEST_TYPE, PAYLOAD_TYPE
 from api.agent.sm import SmError, SmProcess
-from policies.evidence.dsse import canonical_json, key_id, pae
+from policies.evidence.dsse import sign_envelope
 from policies.infiniband.deploy import expected_tables
 from policies.infiniband.parse_partitions import parse_partitions_conf
 from policies.infiniband.render import DEFAULT_STATEMENT
@@ -49,17 +48,7 @@ def bundle(
 
 
 def sign(document: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
-    body = canonical_json(document)
-    return {
-        "payloadType": PAYLOAD_TYPE,
-        "payload": base64.b64encode(body).decode(),
-        "signatures": [
-            {
-                "keyid": key_id(key.public_key()),
-                "sig": base64.b64encode(key.sign(pae(PAYLOAD_TYPE, body))).decode(),
-            }
-        ],
-    }
+    return sign_envelope(document, key, PAYLOAD_TYPE)
 
 
 def manifest_document(files: dict[str, bytes], fabric: str = FABRIC) -> dict[str, Any]:

@@ -146,7 +146,7 @@ def test_a_manifest_signed_by_another_key_is_refused_and_nothing_installed(conf_
     assert result.outcome == "refused" and not result.ok
     assert installed(conf_dir) == {} and host.hups == 0
     assert server.reports[0]["digest"] is None
-    assert "pinned key" in server.reports[0]["detail"]
+    assert "signature verification failed" in server.reports[0]["detail"]
 
 
 def test_a_manifest_for_another_fabric_is_refused(conf_dir, server, host):

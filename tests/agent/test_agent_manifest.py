@@ -39,9 +39,10 @@ def test_a_manifest_signed_with_a_pinned_key_gives_its_files_by_conf_dir_name():
         ({"fabric": "ib-west"}, "not 'ib-east'"),
         ({"_type": "https://example.com/other"}, "not an artifact manifest"),
         ({"snapshot_digest": "md5:1"}, "snapshot_digest"),
-        ({"files": [{"path": "../etc/passwd", "sha256": "0" * 64, "bytes": 1}]}, "not one of"),
+        ({"files": [{"path": "../etc/passwd", "sha256": "0" * 64, "bytes": 1}]}, "bundle path"),
+        ({"files": [{"path": "etc/passwd", "sha256": "0" * 64, "bytes": 1}]}, "not one of"),
         ({"files": [{"path": "opensm.conf", "sha256": "0" * 64, "bytes": 1}]}, "partitions.conf"),
-        ({"files": "x"}, "no file list"),
+        ({"files": "x"}, "not a list"),
     ],
 )
 def test_a_signed_manifest_this_agent_cannot_act_on_is_refused(changes, message):
