@@ -28,14 +28,16 @@ test: $(STAMP)
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
 ## 500 tenants; partitions.conf parser on 100k members; /healthz latency under uvicorn during a
-## 100k-port import; OpenSM and P_Key read-back on a 1,024-HCA ibsim fat tree, skipped without
-## the lab tools); prints figures, asserts no timings
+## 100k-port import; OpenSM and P_Key read-back on a 1,024-HCA ibsim fat tree; the deploy
+## agent's cycles against a real service on that fabric; the last two skipped without the lab
+## tools); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce
 	$(BIN)/python -m tests.benchmarks.bench_parsers
 	$(BIN)/python -m tests.benchmarks.bench_healthz
 	$(BIN)/python -m tests.benchmarks.bench_readback
+	$(BIN)/python -m tests.benchmarks.bench_agent
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)
