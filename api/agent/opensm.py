@@ -75,6 +75,7 @@ class Agent:
         self.unsent: list[dict[str, Any]] = []
         self.held: dict[str, str] = {}  # snapshot digest or envelope hash -> state
         self.state: AgentState = load_state(settings.conf_dir)
+        self.sm_problem = ""  # why there is no running OpenSM, as last seen
 
     def cycle(self, *, coalesce: bool = False) -> CycleResult:
         """Run one cycle; with `coalesce`, apply only once `min_interval` has passed."""
@@ -112,6 +113,8 @@ class Agent:
             report = Report("refused", manifest.digest, str(error))
         except FailedError as error:
             report = Report("failed", manifest.digest, str(error))
+        except (OSError, SmError) as error:  # e.g. the conf dir is not writable
+            report = Report("failed", manifest.digest, f"{type(error).__name__}: {error}")
         report.durations = {**durations, **report.durations}
         return self._finish(report, started)
 
@@ -119,9 +122,9 @@ class Agent:
         """The running OpenSM (None when none), its start options recorded when first seen."""
         try:
             process: SmProcess | None = self.host.process()
+            self.sm_problem = ""
         except SmError as error:
-            self.say(f"OpenSM: {error}")
-            process = None
+            process, self.sm_problem = None, str(error)
         if observe(process, self.state):
             save_state(self.settings.conf_dir, self.state)
         return process
@@ -183,8 +186,8 @@ class Agent:
             return Report(
                 "failed",
                 deployment.digest,
-                "OpenSM is not running: the verified files are installed in "
-                f"{self.settings.conf_dir} but nothing enforces them",
+                f"{self.sm_problem or 'OpenSM is not running'}: the verified files are "
+                f"installed in {self.settings.conf_dir} but nothing enforces them",
             )
         role, self_guid = self.host.role(deployment.m_key)
         if role == "standby":

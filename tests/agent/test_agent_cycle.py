@@ -392,3 +392,17 @@ def test_plan_of_a_fail_open_file_says_it_would_be_refused(conf_dir, server, hos
 
     assert plan(settings(conf_dir, KEY), server, lines.append) == 1
     assert "refused" in lines[0] and installed(conf_dir) == {}
+
+
+def test_a_file_that_cannot_be_written_is_failed_and_reported(conf_dir, server, host, monkeypatch):
+    server.publish(bundle(partitions(ACME)))
+
+    def full_disk(target: Path, content: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("api.agent.opensm.install_file", full_disk)
+
+    result = agent_for(conf_dir, server, host).cycle()
+
+    assert result.outcome == "failed" and "No space left" in result.detail
+    assert server.states == ["failed"] and host.hups == 0
