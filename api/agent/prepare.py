@@ -31,6 +31,9 @@ from policies.infiniband.opensm_conf import (
 )
 from policies.infiniband.parse_partitions import parse_partitions_conf
 
+# btime's resolution (1 s) plus a clock tick: the error bound of `SmProcess.started_at`.
+START_TIME_SLACK = 1.01
+
 
 def prepare(
     manifest: Manifest,
@@ -119,7 +122,9 @@ def observe(process: SmProcess | None, state: AgentState) -> bool:
     if process is None or (known and (known.pid, known.start_ticks) == identity(process)):
         return False
     conf = resolve(process, opensm_file_paths(process.argv, {})[OPTIONS])
-    newer = conf.exists() and conf.stat().st_mtime > process.started_at
+    # /proc/stat's btime is whole seconds (rounded down), so `started_at` can be up to a second
+    # early: a file written just before the start must not look newer than it.
+    newer = conf.exists() and conf.stat().st_mtime > process.started_at + START_TIME_SLACK
     options = restart_only_options(read_text(conf))
     state.started_with = StartedWith(process.pid, process.start_ticks, options, newer)
     return True

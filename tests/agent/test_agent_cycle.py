@@ -247,6 +247,23 @@ def test_an_options_file_newer_than_the_process_is_noted(conf_dir, server, host)
     assert started is not None and started.conf_newer is True
 
 
+def test_an_options_file_written_within_a_second_before_the_start_is_not_newer(
+    conf_dir, server, host
+):
+    # /proc/stat's btime is whole seconds, so a start time computed from it can be up to a
+    # second early: a file written 0.6 s before the real start looks 0.4 s "after" it.
+    conf = conf_dir / "opensm.conf"
+    conf.write_text(OPTIONS)
+    host.started_at = conf.stat().st_mtime - 0.4
+    server.publish(bundle(partitions(ACME)))
+
+    agent_for(conf_dir, server, host).cycle()
+
+    assert "modified after OpenSM" not in server.reports[0]["detail"]
+    started = load_state(conf_dir).started_with
+    assert started is not None and started.conf_newer is False
+
+
 # ----------------------------------------------------------------------------- rolled back
 
 
