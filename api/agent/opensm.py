@@ -52,6 +52,7 @@ from api.agent.master import Master, Verification
 from api.agent.prepare import check_opensm, identity, observe, prepare
 from api.agent.sm import SmError, SmProcess
 from api.agent.state import AgentState, Pending, Settled, load_state, save_state
+from policies.infiniband.opensm_conf import management_keys
 
 
 class Agent:
@@ -73,6 +74,7 @@ class Agent:
         self.master = Master(settings, host, clock, rng or random.Random())
         self.throttle = Throttle(settings.min_interval, clock)
         self.unsent: list[dict[str, Any]] = []
+        self.last_report: dict[str, Any] | None = None  # the body last queued for the server
         self.held: dict[str, str] = {}  # snapshot digest or envelope hash -> state
         self.state: AgentState = load_state(settings.conf_dir)
         self.sm_problem = ""  # why there is no running OpenSM, as last seen
@@ -101,6 +103,7 @@ class Agent:
             return CycleResult(self.held[manifest.digest], f"{manifest.digest} was tried")
         process = self._process()
         if self._settled(manifest, process):
+            self._heartbeat(manifest.digest)
             return CycleResult("nothing", f"{manifest.digest} is installed and settled")
         if coalesce and self.throttle.remaining() > 0:
             return CycleResult("waiting", f"next apply in {self.throttle.remaining():.1f} s")
@@ -142,9 +145,40 @@ class Agent:
     def _finish(self, report: Report, started: float) -> CycleResult:
         report.durations["total"] = self.clock() - started
         self.say(f"{report.state}: {report.digest or '-'}: {report.detail}")
-        self.unsent.append(report.body())
-        self._send_unsent()
+        self._queue(report.body())
         return CycleResult(report.state, report.detail, report)
+
+    def _queue(self, body: dict[str, Any]) -> None:
+        self.last_report = body
+        self.unsent.append(body)
+        self._send_unsent()
+
+    def _heartbeat(self, digest: str) -> None:
+        """Report the settled state again: the server then only moves the target's last-seen time.
+
+        Without it an idle, healthy agent and a dead one look the same to the service. A new
+        process that finds its deployment settled reports it once with the role it reads now.
+        """
+        body = self.last_report
+        settled = self.state.settled
+        if body is None or body.get("digest") != digest:
+            if settled is None or settled.digest != digest:
+                return
+            detail = "up to date: the installed files equal the signed manifest"
+            role = self._role()
+            # A master's settled deployment was read back (`_sweep_and_verify`); a standby's not.
+            observed = digest if role == "master" else None
+            body = Report(settled.state, digest, detail, role, observed).body()
+        if not self.unsent:
+            self._queue(body)
+
+    def _role(self) -> str:
+        options = self.settings.conf_dir / "opensm.conf"
+        try:
+            m_key, _ = management_keys(options.read_text())
+            return self.host.role(m_key)[0]
+        except (OSError, SmError):
+            return "unknown"
 
     def _send_unsent(self) -> None:
         while self.unsent:

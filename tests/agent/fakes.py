@@ -68,6 +68,7 @@ class FakeServer:
     snapshots: dict[str, dict[str, bytes]] = field(default_factory=dict)
     envelope: dict[str, Any] = field(default_factory=dict)
     reports: list[dict[str, Any]] = field(default_factory=list)
+    heartbeats: int = 0  # reports that repeated the last one (the server only moves last-seen)
     tamper: dict[str, bytes] = field(default_factory=dict)
     down: bool = False
     reports_down: bool = False
@@ -91,6 +92,9 @@ class FakeServer:
     def post_report(self, report: dict[str, Any]) -> dict[str, Any]:
         if self.reports_down:
             raise ServerError("503 Service Unavailable", 503)
+        if self.reports and _same_state(self.reports[-1], report):
+            self.heartbeats += 1  # as the service does: a repeat changes no state
+            return {"id": len(self.reports), **report, "changed_state": False}
         self.reports.append(report)
         return {"id": len(self.reports), **report}
 
@@ -180,3 +184,8 @@ class Clock:
 def settings(conf_dir: Path, key: Ed25519PrivateKey, **changes: Any) -> AgentSettings:
     base = AgentSettings(conf_dir=conf_dir, fabric=FABRIC, keys=(key.public_key(),), full=True)
     return AgentSettings(**{**base.__dict__, **changes})
+
+
+def _same_state(last: dict[str, Any], report: dict[str, Any]) -> bool:
+    fields = ("state", "digest", "observed_digest", "role", "mismatches")
+    return all(last.get(name) == report.get(name) for name in fields)

@@ -93,14 +93,29 @@ def test_a_second_cycle_with_the_same_manifest_has_nothing_to_do(conf_dir, serve
 
     assert result.outcome == "nothing" and result.ok
     assert host.hups == 1 and len(server.reports) == 1
+    assert server.heartbeats == 1  # the same report again: the service moves last-seen only
 
 
 def test_a_new_agent_process_sees_the_installed_files_and_does_nothing(conf_dir, server, host):
-    server.publish(bundle(partitions(ACME)))
+    digest = server.publish(bundle(partitions(ACME)))
     agent_for(conf_dir, server, host).cycle()
 
     assert agent_for(conf_dir, server, host).cycle().outcome == "nothing"
     assert host.hups == 1
+    # ...but it says it is alive, with the state it finds settled and the role it reads now
+    assert server.heartbeats == 1
+    assert (server.reports[-1]["state"], server.reports[-1]["digest"]) == ("applied", digest)
+
+
+def test_an_idle_agent_reports_its_settled_state_every_cycle(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+
+    for _ in range(3):
+        assert agent.cycle().outcome == "nothing"
+
+    assert server.states == ["applied"] and server.heartbeats == 3
 
 
 def test_only_changed_files_are_downloaded_and_the_previous_generation_is_kept(
