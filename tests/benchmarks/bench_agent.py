@@ -52,6 +52,7 @@ from tests.benchmarks.ibsim_fabric import (
     BENCH_TREE,
     GRANTED_TENANTS,
     STORAGE_SERVICE,
+    start_opensm,
     tenant_hosts,
 )
 from tests.benchmarks.timing import measure
@@ -63,7 +64,6 @@ from tests.live_server import live_server
 REQUIRE_ENV = "ISOFABRIC_REQUIRE_CONFORMANCE"
 FABRIC = "ib-bench"
 TARGET = "sm01"
-START_TIMEOUT = 900.0
 TOOL_TIMEOUT = 600.0
 AGENT_TIMEOUT = 1800.0
 HTTP_TIMEOUT = 600.0
@@ -401,15 +401,7 @@ def run(tools: IbTools, workdir: Path, concurrency: int, sample: int) -> None:
         )["token"]
 
         files = artifacts(api)  # before any tenant: what the SM host was set up with
-        sm = OpenSM(
-            fabric,
-            workdir / "opensm",
-            files[OpenSM.OPTIONS],
-            files[OpenSM.PARTITIONS],
-            files[OpenSM.QOS_POLICY],
-        )
-        measure("OpenSM start to first SUBNET UP", lambda: sm.start(timeout=START_TIMEOUT))
-        stack.callback(sm.stop)
+        sm = start_opensm(fabric, workdir, files, stack)
         assert sm.proc is not None
         pid_file = workdir / "opensm.pid"
         pid_file.write_text(f"{sm.proc.pid}\n")

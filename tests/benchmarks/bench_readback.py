@@ -37,13 +37,19 @@ from api.cli import collect
 from policies.infiniband.model import IbSnapshot
 from policies.infiniband.observations import intended_tables
 from policies.infiniband.render import render_opensm_artifacts
-from tests.benchmarks.ibsim_fabric import BENCH_TREE, KEYS, snapshot_from_discovery, tenant_hosts
+from tests.benchmarks.ibsim_fabric import (
+    BENCH_TREE,
+    KEYS,
+    START_TIMEOUT,
+    snapshot_from_discovery,
+    start_opensm,
+    tenant_hosts,
+)
 from tests.benchmarks.timing import measure
 from tests.conformance.harness import IbTools, OpenSM, SimFabric, ToolsMissingError
 from tests.fabricgen import render
 
 REQUIRE_ENV = "ISOFABRIC_REQUIRE_CONFORMANCE"
-START_TIMEOUT = 900.0
 TOOL_TIMEOUT = 600.0
 Ports = Sequence[tuple[int, int]]  # (port GUID, LID)
 Reader = Callable[[Ports, int], dict[int, list[int]]]
@@ -135,18 +141,7 @@ def run(tools: IbTools, workdir: Path, concurrencies: Sequence[int]) -> None:
             f"rendered: {len(snapshot.partitions)} partitions, partitions.conf "
             f"{len(files[OpenSM.PARTITIONS]):,} bytes"
         )
-        sm = OpenSM(
-            fabric,
-            workdir / "opensm",
-            files[OpenSM.OPTIONS],
-            files[OpenSM.PARTITIONS],
-            files[OpenSM.QOS_POLICY],
-        )
-        measure("OpenSM start to first SUBNET UP", lambda: sm.start(timeout=START_TIMEOUT))
-        stack.callback(sm.stop)
-        rejected = sm.option_errors() + sm.config_errors()
-        if rejected:
-            raise SystemExit(f"OpenSM rejected the configuration: {rejected}")
+        sm = start_opensm(fabric, workdir, files, stack)
         measure(
             "ibnetdiscover (swept)",
             lambda: fabric.run([tools.ibnetdiscover], timeout=TOOL_TIMEOUT),

@@ -17,13 +17,20 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
 
 from policies.infiniband.intent import plan_partitions
 from policies.infiniband.model import IbPort, IbSettings, IbSnapshot, QosClass
 from policies.infiniband.parse_ibnetdiscover import parse_ibnetdiscover
 from policies.infiniband.render import SubnetManagerKeys
 from policies.model import Grant, Node, NodeRole, Owner
+from tests.benchmarks.timing import measure
+from tests.conformance.harness import OpenSM, SimFabric
 from tests.fabricgen import FatTree, render
+
+# OpenSM's first sweep of 1,024 HCAs takes seconds, many more on a loaded 2-core host.
+START_TIMEOUT = 900.0
 
 BENCH_TREE = FatTree(
     leaves=58,
@@ -104,6 +111,25 @@ def snapshot_from_discovery(
     partitions = plan_partitions(nodes, ports, tenant_keys, {STORAGE_SERVICE: STORAGE_PKEY}, grants)
     settings = IbSettings(FABRIC, pkey_first=STORAGE_PKEY, pkey_last=0x01FF)
     return IbSnapshot(settings, nodes, ports, partitions, grants, (BRONZE, GOLD))
+
+
+def start_opensm(
+    fabric: SimFabric, workdir: Path, files: Mapping[str, str], stack: ExitStack
+) -> OpenSM:
+    """OpenSM on the lab fabric with `files`, its start timed; stopped when `stack` closes."""
+    sm = OpenSM(
+        fabric,
+        workdir / "opensm",
+        files[OpenSM.OPTIONS],
+        files[OpenSM.PARTITIONS],
+        files[OpenSM.QOS_POLICY],
+    )
+    measure("OpenSM start to first SUBNET UP", lambda: sm.start(timeout=START_TIMEOUT))
+    stack.callback(sm.stop)
+    rejected = sm.option_errors() + sm.config_errors()
+    if rejected:
+        raise SystemExit(f"OpenSM rejected the configuration: {rejected}")
+    return sm
 
 
 def main(argv: list[str] | None = None) -> int:
