@@ -14,6 +14,8 @@ import zlib
 from collections.abc import Sequence
 
 from sqlalchemy import delete, func
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from policies.artifacts import Artifact
@@ -129,13 +131,7 @@ def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) ->
     if _files_of(tx.session, fabric_id, digest):
         return  # a concurrent fetch kept them first
     for artifact in files:
-        if tx.session.get(m.ArtifactBlob, artifact.sha256) is None:
-            compressed = zlib.compress(artifact.content, 6)
-            tx.session.add(
-                m.ArtifactBlob(
-                    sha256=artifact.sha256, size=len(artifact.content), content=compressed
-                )
-            )
+        _store_blob(tx.session, artifact)
         tx.session.add(
             m.SnapshotFile(
                 fabric_id=fabric_id,
@@ -149,6 +145,22 @@ def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) ->
     _prune(tx.session, fabric_id, tx.settings.snapshot_retain)
 
 
+def _store_blob(session: Session, artifact: Artifact) -> None:
+    """Store the file's bytes once; another fabric's snapshot may be storing the same ones now.
+
+    INSERT … ON CONFLICT DO NOTHING (PostgreSQL and SQLite): two transactions that both find
+    the blob missing must not make one of them fail on the primary key.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    values = {
+        "sha256": artifact.sha256,
+        "size": len(artifact.content),
+        "content": zlib.compress(artifact.content, 6),
+    }
+    session.execute(insert(m.ArtifactBlob).values(**values).on_conflict_do_nothing())
+
+
 def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
     """Drop retained snapshots beyond the most recent `keep_recent`, except targets' own."""
     targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
@@ -156,13 +168,13 @@ def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
     stale = [d for d in _retained_digests(session, fabric_id)[keep_recent:] if d not in pinned]
     if not stale:
         return
-    session.exec(
-        delete(m.SnapshotFile).where(
-            col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
-        )
-    )
+    rows = col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
+    dropped = set(session.exec(select(m.SnapshotFile.sha256).where(*rows)))
+    session.exec(delete(m.SnapshotFile).where(*rows))
+    # Only blobs the dropped files used, and only when no other file uses them.
     used = select(m.SnapshotFile.sha256)
-    session.exec(delete(m.ArtifactBlob).where(col(m.ArtifactBlob.sha256).not_in(used)))
+    unused = col(m.ArtifactBlob.sha256).in_(dropped), col(m.ArtifactBlob.sha256).not_in(used)
+    session.exec(delete(m.ArtifactBlob).where(*unused))
 
 
 def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: str) -> Artifact:

@@ -18,6 +18,7 @@ from tests.builders import (
     ARTIFACT_PATHS,
     FABRIC,
     Onboarded,
+    api_create_fabric,
     assert_problem,
     created,
     ok,
@@ -478,3 +479,23 @@ def test_removing_the_last_target_ends_every_drain(client, onboarded):
 
     assert node_state(client, FREE_NODE) == "free"
     assert ok(client.get(f"{IB}/targets"))["data"] == []
+
+
+def test_pruning_one_fabrics_history_leaves_other_fabrics_and_no_orphan_blobs(
+    make_client, onboarded, engine
+):
+    client = make_client(snapshot_retain=1)
+    api_create_fabric(client, "ib-west")
+    west = ok(client.get("/v1/fabrics/ib-west/signed-manifest"))
+    west_digest = manifest_digest(west)
+    signed_manifest(client)
+    allocate(client, "acme", FREE_NODE)
+    signed_manifest(client)  # prunes ib-east's first snapshot
+
+    for path in ARTIFACT_PATHS:
+        url = f"/v1/fabrics/ib-west/snapshots/{west_digest}/artifacts/{path}"
+        assert client.get(url).status_code == 200, path
+    orphans = (
+        "SELECT count(*) FROM artifact_blob WHERE sha256 NOT IN (SELECT sha256 FROM snapshot_file)"
+    )
+    assert rows(engine, orphans) == [(0,)]
