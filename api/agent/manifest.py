@@ -2,8 +2,10 @@
 
 The service signs ``GET /v1/fabrics/{fabric}/signed-manifest``: a DSSE envelope whose payload is
 the RFC 8785 JSON of ``{"_type", "fabric", "snapshot_digest", "files": [{"path", "sha256",
-"bytes"}]}`` and whose Ed25519 signature covers DSSE PAE(payloadType, payload). The agent trusts
-nothing else the server says: the files it installs must have these sha256 digests.
+"bytes"}], "sequence"}`` and whose Ed25519 signature covers DSSE PAE(payloadType, payload). The
+agent trusts nothing else the server says: the files it installs must have these sha256 digests.
+``sequence`` (the audit index of the snapshot's change) orders the fabric's manifests: the agent
+refuses one older than the manifest it installed last (a replay, or a stale server).
 """
 
 from __future__ import annotations
@@ -48,11 +50,12 @@ class ManifestFile:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """A verified manifest: the snapshot digest and the files, sorted by name."""
+    """A verified manifest: the snapshot digest, the files sorted by name, and its sequence."""
 
     fabric: str
     digest: str
     files: tuple[ManifestFile, ...]
+    sequence: int
 
     def file(self, name: str) -> ManifestFile | None:
         """The file installed as `name`, if the manifest has one."""
@@ -101,7 +104,7 @@ def verify_manifest(
     names = [f.name for f in files]
     if len(set(names)) != len(names) or PARTITIONS not in names:
         raise ManifestError(f"the manifest must list {PARTITIONS} and each file once: {names}")
-    return Manifest(signed.fabric, signed.snapshot_digest, files)
+    return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence)
 
 
 def _installable(entry: evidence_manifest.ManifestFile) -> ManifestFile:

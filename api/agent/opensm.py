@@ -13,7 +13,8 @@ Report states:
 
 * ``applied``: on the master, the read-back matched the signed model; on a standby, the files
   are installed, parsed and equal to the manifest;
-* ``refused``: the manifest's signature, fabric or type, a file's sha256, or a critical finding in
+* ``refused``: the manifest's signature, fabric or type, a sequence older than the installed
+  manifest's (a replay or a stale server), a file's sha256, or a critical finding in
   partitions.conf; nothing installed;
 * ``failed``: OpenSM not running, not reading the files in the conf dir, no sweep, a tool
   failing, a download failing; never claims the files are enforced;
@@ -95,6 +96,14 @@ class Agent:
         except ManifestError as error:
             self.held[envelope_id] = "refused"
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
+        installed = self.state.installed_sequence
+        if installed is not None and manifest.sequence < installed:
+            self.held[envelope_id] = "refused"
+            detail = (
+                f"manifest refused: its sequence {manifest.sequence} is older than the installed "
+                f"one ({installed}): a replayed manifest or a stale server; nothing installed"
+            )
+            return self._finish(Report("refused", manifest.digest, detail), started)
         pause_point("fetched")
         return self._cycle_for(manifest, started, coalesce)
 
@@ -103,6 +112,7 @@ class Agent:
             return CycleResult(self.held[manifest.digest], f"{manifest.digest} was tried")
         process = self._process()
         if self._settled(manifest, process):
+            self._installed_sequence(manifest)
             self._heartbeat(manifest.digest)
             return CycleResult("nothing", f"{manifest.digest} is installed and settled")
         if coalesce and self.throttle.remaining() > 0:
@@ -214,6 +224,14 @@ class Agent:
             save_state(self.settings.conf_dir, self.state)
         for name in deployment.changed:
             install_file(self.settings.conf_dir / name, deployment.contents[name])
+        self._installed_sequence(deployment.manifest)
+
+    def _installed_sequence(self, manifest: Manifest) -> None:
+        """Remember `manifest`'s sequence, its files being installed: older ones are refused."""
+        known = self.state.installed_sequence
+        if known is None or manifest.sequence > known:
+            self.state.installed_sequence = manifest.sequence
+            save_state(self.settings.conf_dir, self.state)
 
     def _enforce(self, deployment: Deployment) -> Report:
         if deployment.process is None:

@@ -4,8 +4,8 @@ Prints a unified diff per file whose sha256 differs from the installed one (the 
 ``m_key``, ``sm_key`` and ``sa_key`` replaced by a short sha256 fingerprint: opensm.conf holds
 the subnet's secrets), then the owners whose reachability changes (``tenant:acme``,
 ``service:storage``), parsed from the installed and the signed partitions.conf. The files are
-downloaded and checked exactly as a cycle does (signature, sha256, strict parse), so a plan
-that would be refused says so.
+downloaded and checked exactly as a cycle does (signature, sequence, sha256, strict parse), so a
+plan that would be refused says so.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from api.agent.client import ServerError
 from api.agent.cycle import AgentSettings, FailedError, RefusedError, Server
 from api.agent.manifest import PARTITIONS, ManifestError, verify_manifest
 from api.agent.prepare import prepare, read_text, text_of
+from api.agent.state import load_state
 from policies.infiniband.deploy import reachability_changes
 from policies.infiniband.parse_partitions import parse_partitions_conf
 
@@ -33,6 +34,12 @@ def plan(settings: AgentSettings, server: Server, out: Callable[[str], None]) ->
     try:
         envelope = server.signed_manifest()
         manifest = verify_manifest(envelope, settings.keys, settings.fabric)
+        installed = load_state(settings.conf_dir).installed_sequence
+        if installed is not None and manifest.sequence < installed:
+            raise RefusedError(
+                f"the manifest's sequence {manifest.sequence} is older than the installed one "
+                f"({installed}): a replayed manifest or a stale server"
+            )
         deployment = prepare(manifest, server, settings.conf_dir, None, lambda: 0.0)
     except (ServerError, ManifestError, RefusedError, FailedError) as error:
         out(f"refused or failed, nothing would be installed: {error}")

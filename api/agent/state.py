@@ -11,6 +11,8 @@
 * ``settled``: the files (by sha256) and the OpenSM process a deployment finished with, and how:
   nothing is left to do until the manifest or the process changes.
 * ``applied_digest``: the last deployment whose read-back matched its model.
+* ``installed_sequence``: the highest manifest ``sequence`` whose files were all installed (or
+  found installed); a manifest with a lower one is refused (a replay, or a stale server).
 
 Whether the installed files equal the manifest is never taken from here: the agent hashes them.
 The file is written atomically; an unreadable one counts as empty (the agent re-verifies).
@@ -67,6 +69,7 @@ class AgentState:
     pending: Pending | None = None
     settled: Settled | None = None
     applied_digest: str | None = None
+    installed_sequence: int | None = None
 
 
 def load_state(conf_dir: Path) -> AgentState:
@@ -85,6 +88,7 @@ def _from_document(document: dict[str, Any]) -> AgentState:
         pending=Pending(**pending) if pending else None,
         settled=Settled(**settled) if settled else None,
         applied_digest=document.get("applied_digest"),
+        installed_sequence=document.get("installed_sequence"),
     )
 
 

@@ -51,18 +51,30 @@ def sign(document: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
     return sign_envelope(document, key, PAYLOAD_TYPE)
 
 
-def manifest_document(files: dict[str, bytes], fabric: str = FABRIC) -> dict[str, Any]:
+def manifest_document(
+    files: dict[str, bytes], fabric: str = FABRIC, sequence: int = 1
+) -> dict[str, Any]:
     digest = "sha256:" + hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
     listed = [
         {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         for path, data in sorted(files.items())
     ]
-    return {"_type": MANIFEST_TYPE, "fabric": fabric, "snapshot_digest": digest, "files": listed}
+    return {
+        "_type": MANIFEST_TYPE,
+        "fabric": fabric,
+        "snapshot_digest": digest,
+        "files": listed,
+        "sequence": sequence,
+    }
 
 
 @dataclass
 class FakeServer:
-    """Serves one signed snapshot at a time; keeps every snapshot's files by digest."""
+    """Serves one signed snapshot at a time; keeps every snapshot's files by digest.
+
+    Each `publish` signs with the next `sequence` (the service's audit index of the change), unless
+    the test names one.
+    """
 
     key: Ed25519PrivateKey
     snapshots: dict[str, dict[str, bytes]] = field(default_factory=dict)
@@ -72,9 +84,17 @@ class FakeServer:
     tamper: dict[str, bytes] = field(default_factory=dict)
     down: bool = False
     reports_down: bool = False
+    sequence: int = 0
 
-    def publish(self, files: dict[str, bytes], *, key: Ed25519PrivateKey | None = None) -> str:
-        document = manifest_document(files)
+    def publish(
+        self,
+        files: dict[str, bytes],
+        *,
+        key: Ed25519PrivateKey | None = None,
+        sequence: int | None = None,
+    ) -> str:
+        self.sequence = self.sequence + 1 if sequence is None else sequence
+        document = manifest_document(files, sequence=self.sequence)
         self.snapshots[document["snapshot_digest"]] = dict(files)
         self.envelope = sign(document, key or self.key)
         return str(document["snapshot_digest"])

@@ -203,6 +203,52 @@ def test_a_refused_snapshot_is_not_tried_again_by_the_same_agent(conf_dir, serve
     assert len(server.reports) == 1
 
 
+def test_a_replayed_older_manifest_is_refused_and_nothing_installed(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    old = dict(server.envelope)  # signed, so a tampered server can serve it again later
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions()))  # acme offboarded
+    assert agent.cycle().outcome == "applied"
+    server.envelope = old
+
+    result = agent.cycle()
+
+    assert result.outcome == "refused" and host.hups == 2
+    assert "older than the installed one" in server.reports[-1]["detail"]
+    assert installed(conf_dir)["partitions.conf"] == partitions()
+    assert 0x8101 not in host.programmed[0xA1]
+    # a new process remembers it too (the sequence is in the state file)
+    assert agent_for(conf_dir, server, host).cycle().outcome == "refused"
+    assert installed(conf_dir)["partitions.conf"] == partitions()
+
+
+def test_a_manifest_with_the_installed_sequence_is_accepted(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)), sequence=7)
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)), sequence=7)  # e.g. re-signed, same index
+
+    assert agent.cycle().outcome == "applied"
+    assert load_state(conf_dir).installed_sequence == 7
+
+
+def test_an_up_to_date_cycle_remembers_a_newer_sequence(conf_dir, server, host):
+    # A -> B -> A while the agent slept: the files equal the newest manifest, so B (older) is a
+    # replay even though this agent never installed B.
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    stale = dict(server.envelope)
+    server.publish(bundle(partitions(ACME)))
+    assert agent.cycle().outcome == "nothing"
+    server.envelope = stale
+
+    assert agent.cycle().outcome == "refused"
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
 # ------------------------------------------------------------------------ failed, restarts
 
 
@@ -438,3 +484,15 @@ def test_a_file_that_cannot_be_written_is_failed_and_reported(conf_dir, server, 
 
     assert result.outcome == "failed" and "No space left" in result.detail
     assert server.states == ["failed"] and host.hups == 0
+
+
+def test_plan_of_an_older_manifest_says_it_would_be_refused(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    old = dict(server.envelope)
+    server.publish(bundle(partitions()))
+    agent_for(conf_dir, server, host).cycle()
+    server.envelope = old
+    lines: list[str] = []
+
+    assert plan(settings(conf_dir, KEY), server, lines.append) == 1
+    assert "older than the installed one" in lines[0]

@@ -33,6 +33,10 @@ def test_a_manifest_signed_with_a_pinned_key_gives_its_files_by_conf_dir_name():
     assert manifest.digest.startswith("sha256:")
 
 
+def test_the_manifest_carries_its_signed_sequence():
+    assert verify_manifest(envelope(sequence=42), [KEY.public_key()], FABRIC).sequence == 42
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -43,6 +47,8 @@ def test_a_manifest_signed_with_a_pinned_key_gives_its_files_by_conf_dir_name():
         ({"files": [{"path": "etc/passwd", "sha256": "0" * 64, "bytes": 1}]}, "not one of"),
         ({"files": [{"path": "opensm.conf", "sha256": "0" * 64, "bytes": 1}]}, "partitions.conf"),
         ({"files": "x"}, "not a list"),
+        ({"sequence": None}, "sequence"),
+        ({"sequence": -1}, "sequence"),
     ],
 )
 def test_a_signed_manifest_this_agent_cannot_act_on_is_refused(changes, message):

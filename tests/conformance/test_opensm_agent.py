@@ -264,13 +264,18 @@ def test_tampered_files_and_manifests_are_refused_and_nothing_installed(lab: Lab
     assert isinstance(service_key, Ed25519PrivateKey)
 
     wrong_sha = {**files, partitions_path: files[partitions_path].replace(b"=full", b"=limited", 1)}
+    sequence = document["sequence"]
     other_key = sign_manifest(
-        FABRIC, document["snapshot_digest"], _artifacts(files), Ed25519PrivateKey.generate()
+        FABRIC,
+        document["snapshot_digest"],
+        _artifacts(files),
+        Ed25519PrivateKey.generate(),
+        sequence=sequence,
     )
     open_text = _fail_open(files[partitions_path].decode())
     fail_open = {**files, partitions_path: open_text.encode()}
     signed_fail_open = sign_manifest(
-        FABRIC, document["snapshot_digest"], _artifacts(fail_open), service_key
+        FABRIC, document["snapshot_digest"], _artifacts(fail_open), service_key, sequence=sequence
     )
     cases = {
         "wrong sha256": TamperServer(envelope, wrong_sha),
