@@ -215,16 +215,36 @@ class Agent:
         return report
 
     def _install(self, deployment: Deployment) -> None:
-        """Record the deployment as pending (it names its ``.prev`` files), then install."""
-        pending = self.state.pending
-        if deployment.changed or pending is None or pending.digest != deployment.digest:
-            self.state.pending = Pending(
-                deployment.digest, deployment.changed, self.state.applied_digest
-            )
-            save_state(self.settings.conf_dir, self.state)
+        """Record the deployment as pending (it names its ``.prev`` files), then install.
+
+        The previous digest is the snapshot whose files ``.prev`` receives: the one installed
+        now (not the last applied one). A resumed install (a crash, or OpenSM down) keeps what
+        its first attempt recorded: some of its files may be in place already.
+        """
+        state, conf_dir = self.state, self.settings.conf_dir
+        pending = state.pending
+        if pending is not None and pending.digest == deployment.digest:
+            files, previous = sorted({*pending.files, *deployment.changed}), pending.previous_digest
+        else:
+            files, previous = list(deployment.changed), self._installed_now()
+        state.pending = Pending(deployment.digest, files, previous)
+        state.installed_digest, state.installed_files = None, None  # mixed until all are in place
+        save_state(conf_dir, state)
         for name in deployment.changed:
-            install_file(self.settings.conf_dir / name, deployment.contents[name])
+            install_file(conf_dir / name, deployment.contents[name])
+        state.installed_digest = deployment.digest
+        state.installed_files = {f.name: f.sha256 for f in deployment.manifest.files}
+        save_state(conf_dir, state)
         self._installed_sequence(deployment.manifest)
+
+    def _installed_now(self) -> str | None:
+        """The snapshot whose files are installed, if known and they still have its hashes."""
+        files = self.state.installed_files
+        if files is None or any(
+            sha256_of(self.settings.conf_dir / name) != sha for name, sha in files.items()
+        ):
+            return None
+        return self.state.installed_digest
 
     def _installed_sequence(self, manifest: Manifest) -> None:
         """Remember `manifest`'s sequence, its files being installed: older ones are refused."""
@@ -275,9 +295,15 @@ class Agent:
         previous = pending.previous_digest if pending is not None and same else None
         self.held[deployment.digest] = "rolled_back"
         report = self.master.roll_back(deployment, found, files, previous, self_guid)
-        if report.state == "rolled_back":
+        if report.state == "rolled_back":  # the files of `previous` (None: unknown) are back
+            conf_dir = self.settings.conf_dir
+            hashes = {f.name: sha256_of(conf_dir / f.name) for f in deployment.manifest.files}
+            self.state.installed_digest = previous
+            self.state.installed_files = None
+            if previous is not None:
+                self.state.installed_files = {n: h for n, h in hashes.items() if h is not None}
             self.state.pending = None
-            save_state(self.settings.conf_dir, self.state)
+            save_state(conf_dir, self.state)
         return report
 
     def _state(self, deployment: Deployment) -> str:
@@ -290,7 +316,6 @@ class Agent:
         pid, ticks = identity(deployment.process)
         self.state.settled = Settled(manifest.digest, files, pid, ticks, report.state)
         self.state.pending = None
-        self.state.applied_digest = manifest.digest
         save_state(self.settings.conf_dir, self.state)
         report.digest = manifest.digest
         parts = [report.detail]

@@ -5,12 +5,19 @@
   are what it runs with. If the file was modified after OpenSM started (``conf_newer``), nobody
   can know what it was started with: the file at first sight is the best evidence, and reports
   say so.
-* ``pending``: the deployment being installed (digest, the files replaced, the digest before),
-  written before the first rename: after a crash the next cycle finishes it, and knows which
-  ``.prev`` files belong to it if it must roll back.
-* ``settled``: the files (by sha256) and the OpenSM process a deployment finished with, and how:
-  nothing is left to do until the manifest or the process changes.
-* ``applied_digest``: the last deployment whose read-back matched its model.
+* ``pending``: the deployment being installed (digest, the files replaced, the digest of the
+  files they replaced, whose generation ``.prev`` now holds), written before the first rename:
+  after a crash the next cycle finishes it, and knows which ``.prev`` files belong to it if it
+  must roll back.
+* ``settled``: the files (by sha256), the OpenSM process and the role a deployment finished
+  with, and how: nothing is left to do until the manifest, the process or the role changes.
+* ``installed_digest`` and ``installed_files``: the snapshot whose files are installed now (set
+  once all of a deployment's files are in place, or restored by a rollback; None while an
+  install is under way or after a rollback to files of unknown origin), with their sha256 by
+  name. It becomes a deployment's previous digest only if the files still have those hashes (an
+  operator may have put other files in place by hand); a rollback reports what it restored as
+  observed only when that digest is known. Not the last *applied* snapshot: files installed
+  while OpenSM was down were never applied, yet OpenSM reads them when it starts.
 * ``installed_sequence``: the highest manifest ``sequence`` whose files were all installed (or
   found installed); a manifest with a lower one is refused (a replay, or a stale server).
 
@@ -68,7 +75,8 @@ class AgentState:
     started_with: StartedWith | None = None
     pending: Pending | None = None
     settled: Settled | None = None
-    applied_digest: str | None = None
+    installed_digest: str | None = None
+    installed_files: dict[str, str] | None = None
     installed_sequence: int | None = None
 
 
@@ -87,7 +95,8 @@ def _from_document(document: dict[str, Any]) -> AgentState:
         started_with=StartedWith(**started) if started else None,
         pending=Pending(**pending) if pending else None,
         settled=Settled(**settled) if settled else None,
-        applied_digest=document.get("applied_digest"),
+        installed_digest=document.get("installed_digest"),
+        installed_files=document.get("installed_files"),
         installed_sequence=document.get("installed_sequence"),
     )
 

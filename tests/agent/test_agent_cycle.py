@@ -351,6 +351,46 @@ def test_a_read_back_mismatch_restores_the_previous_files_and_reports_rolled_bac
     assert agent.cycle().outcome == "rolled_back" and host.hups == 3  # not retried
 
 
+def test_a_rollback_reports_the_digest_whose_files_it_restored_not_the_last_applied(
+    conf_dir, server, host
+):
+    # B is installed while OpenSM is down (failed, never applied); OpenSM restarts and programs
+    # B. Then A comes back: its .prev files are B's, and B is what the fabric has after a rollback.
+    first = server.publish(bundle(partitions()))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    second = server.publish(bundle(partitions(ACME)))
+    host.running = False
+    assert agent.cycle().outcome == "failed"
+    host.running, host.start_ticks = True, 200
+    host.program()
+    assert server.publish(bundle(partitions())) == first
+    host.lie_for, host.lie_times = 0xA2, 1
+
+    assert agent.cycle().outcome == "rolled_back"
+
+    assert server.reports[-1]["observed_digest"] == second
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+    assert 0x8101 in host.programmed[0xA1]
+    assert load_state(conf_dir).installed_digest == second
+
+
+def test_a_rollback_to_files_changed_by_hand_reports_no_observed_digest(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    agent.cycle()
+    (conf_dir / "partitions.conf.prev").replace(conf_dir / "partitions.conf")  # README's way
+    server.publish(bundle(partitions(GLOBEX)))
+    host.lie_for, host.lie_times = 0xB1, 1
+
+    assert agent.cycle().outcome == "rolled_back"
+
+    assert server.reports[-1]["observed_digest"] is None  # nobody knows which snapshot that is
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
 def test_a_configuration_error_in_the_log_rolls_back(conf_dir, server, host):
     server.publish(bundle(partitions(ACME)))
     agent = agent_for(conf_dir, server, host)
@@ -399,6 +439,30 @@ def test_a_crash_at_any_install_step_leaves_whole_files_and_the_next_cycle_conve
     assert result.outcome == "applied" and server.reports[-1]["digest"] == digest
     assert installed(conf_dir)["partitions.conf"] == partitions(ACME, GLOBEX)
     assert host.programmed[0xB1] == {0x7FFF, 0x8102}
+
+
+def test_a_rollback_after_a_resumed_install_restores_every_file_of_the_first_attempt(
+    conf_dir, server, host, monkeypatch
+):
+    first = server.publish(bundle(partitions(ACME)))
+    agent_for(conf_dir, server, host).cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX), options=OPTIONS.replace("00ab", "00cd")))
+
+    def crash(at: str) -> None:
+        if at == "renamed":  # opensm.conf is in place, partitions.conf not yet
+            raise SystemExit("killed")
+
+    monkeypatch.setattr(install, "pause_point", crash)
+    with pytest.raises(SystemExit):
+        agent_for(conf_dir, server, host).cycle()
+    monkeypatch.undo()
+    host.lie_for, host.lie_times = 0xB1, 1
+
+    assert agent_for(conf_dir, server, host).cycle().outcome == "rolled_back"
+
+    assert installed(conf_dir)["opensm.conf"] == OPTIONS
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+    assert server.reports[-1]["observed_digest"] == first
 
 
 def test_changes_within_the_min_interval_coalesce_into_one_apply(conf_dir, server, host, clock):

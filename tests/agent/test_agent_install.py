@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -124,3 +125,15 @@ def test_the_state_file_round_trips_and_an_unreadable_one_is_empty(tmp_path: Pat
 
 def tmp_path_exists(target: Path) -> bool:
     return tmp_path(target).exists()
+
+
+def test_a_state_file_written_before_installed_digest_and_sequence_loads(tmp_path: Path):
+    digest = "sha256:" + "1" * 64
+    settled = {"digest": digest, "files": {"partitions.conf": "0" * 64}, "pid": 7}
+    old = {"applied_digest": digest, "settled": {**settled, "start_ticks": 9, "state": "applied"}}
+    (tmp_path / ".isofabric-agent.json").write_text(json.dumps(old))
+
+    state = load_state(tmp_path)
+
+    assert state.settled is not None and state.settled.digest == digest
+    assert state.installed_digest is None and state.installed_sequence is None
