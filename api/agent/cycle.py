@@ -140,7 +140,16 @@ class Throttle:
 
 
 class RefusedError(Exception):
-    """The manifest or a file may not be installed (report ``refused``)."""
+    """The manifest or a file may not be installed (report ``refused``).
+
+    `lasting`: the signed manifest itself is at fault (a fail-open file), so the same envelope
+    would be refused again; False when the transport is (a download whose sha256 differs from
+    the manifest's), which the next cycle tries again.
+    """
+
+    def __init__(self, message: str, *, lasting: bool = True) -> None:
+        super().__init__(message)
+        self.lasting = lasting
 
 
 class FailedError(Exception):

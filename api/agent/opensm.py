@@ -22,8 +22,12 @@ Report states:
 * ``restart_required``: installed (on the master also swept and verified), but an option only a
   restart applies differs from what the running OpenSM was started with.
 
-A refused or rolled-back snapshot is not tried again by the same agent process (a loop would
-otherwise SIGHUP OpenSM every ``--min-interval``); a new snapshot, or a new process, tries again.
+The same agent process does not try again a refused signed manifest (held by the envelope's
+hash: the same envelope would be refused again), except a download whose sha256 differed (the
+transport's fault, tried again next cycle), nor a rolled-back snapshot with the same files (held
+by digest and file hashes: a loop would otherwise SIGHUP OpenSM every ``--min-interval``). A new
+envelope (the service re-signs a snapshot with another opensm.conf when the M_Key changes), new
+files, or a new process try again.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ class Agent:
         self.throttle = Throttle(settings.min_interval, clock)
         self.unsent: list[dict[str, Any]] = []
         self.last_report: dict[str, Any] | None = None  # the body last queued for the server
-        self.held: dict[str, str] = {}  # snapshot digest or envelope hash -> state
+        self.held: dict[str, str] = {}  # envelope hash (refused), files hash (rolled back)
         self.state: AgentState = load_state(settings.conf_dir)
         self.sm_problem = ""  # why there is no running OpenSM, as last seen
 
@@ -105,11 +109,14 @@ class Agent:
             )
             return self._finish(Report("refused", manifest.digest, detail), started)
         pause_point("fetched")
-        return self._cycle_for(manifest, started, coalesce)
+        return self._cycle_for(manifest, envelope_id, started, coalesce)
 
-    def _cycle_for(self, manifest: Manifest, started: float, coalesce: bool) -> CycleResult:
-        if manifest.digest in self.held:
-            return CycleResult(self.held[manifest.digest], f"{manifest.digest} was tried")
+    def _cycle_for(
+        self, manifest: Manifest, envelope_id: str, started: float, coalesce: bool
+    ) -> CycleResult:
+        files_id = _files_hash(manifest)
+        if files_id in self.held:
+            return CycleResult(self.held[files_id], f"{manifest.digest} was rolled back")
         process = self._process()
         if self._settled(manifest, process):
             self._installed_sequence(manifest)
@@ -122,7 +129,8 @@ class Agent:
         try:
             report = self._apply(manifest, process)
         except RefusedError as error:
-            self.held[manifest.digest] = "refused"
+            if error.lasting:
+                self.held[envelope_id] = "refused"
             report = Report("refused", manifest.digest, str(error))
         except FailedError as error:
             report = Report("failed", manifest.digest, str(error))
@@ -293,7 +301,7 @@ class Agent:
         same = pending is not None and pending.digest == deployment.digest
         files = pending.files if pending is not None and same else []
         previous = pending.previous_digest if pending is not None and same else None
-        self.held[deployment.digest] = "rolled_back"
+        self.held[_files_hash(deployment.manifest)] = "rolled_back"
         report = self.master.roll_back(deployment, found, files, previous, self_guid)
         if report.state == "rolled_back":  # the files of `previous` (None: unknown) are back
             conf_dir = self.settings.conf_dir
@@ -328,6 +336,12 @@ class Agent:
 
 def _envelope_hash(envelope: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(envelope, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _files_hash(manifest: Manifest) -> str:
+    """The snapshot digest and its files' sha256: what a rollback holds."""
+    files = sorted((f.name, f.sha256) for f in manifest.files)
+    return hashlib.sha256(json.dumps([manifest.digest, files]).encode()).hexdigest()
 
 
 def run_loop(

@@ -92,7 +92,9 @@ def _checked(manifest: Manifest, name: str, data: bytes) -> bytes:
     if actual != entry.sha256 or len(data) != entry.size:
         raise RefusedError(
             f"{entry.path}: sha256 {actual} ({len(data)} bytes) does not match the signed "
-            f"manifest's {entry.sha256} ({entry.size} bytes); nothing installed"
+            f"manifest's {entry.sha256} ({entry.size} bytes); nothing installed, tried again "
+            "next cycle",
+            lasting=False,
         )
     return data
 

@@ -52,9 +52,9 @@ def sign(document: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
 
 
 def manifest_document(
-    files: dict[str, bytes], fabric: str = FABRIC, sequence: int = 1
+    files: dict[str, bytes], fabric: str = FABRIC, sequence: int = 1, digest: str | None = None
 ) -> dict[str, Any]:
-    digest = "sha256:" + hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
+    digest = digest or "sha256:" + hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
     listed = [
         {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
         for path, data in sorted(files.items())
@@ -73,7 +73,8 @@ class FakeServer:
     """Serves one signed snapshot at a time; keeps every snapshot's files by digest.
 
     Each `publish` signs with the next `sequence` (the service's audit index of the change), unless
-    the test names one.
+    the test names one. `digest` names the snapshot (default: a hash of the files): the service
+    re-signs a snapshot with another opensm.conf when the M_Key changes.
     """
 
     key: Ed25519PrivateKey
@@ -92,9 +93,10 @@ class FakeServer:
         *,
         key: Ed25519PrivateKey | None = None,
         sequence: int | None = None,
+        digest: str | None = None,
     ) -> str:
         self.sequence = self.sequence + 1 if sequence is None else sequence
-        document = manifest_document(files, sequence=self.sequence)
+        document = manifest_document(files, sequence=self.sequence, digest=digest)
         self.snapshots[document["snapshot_digest"]] = dict(files)
         self.envelope = sign(document, key or self.key)
         return str(document["snapshot_digest"])

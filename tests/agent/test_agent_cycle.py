@@ -183,6 +183,20 @@ def test_a_download_with_the_wrong_sha256_is_refused_and_nothing_installed(conf_
     assert installed(conf_dir) == {}
 
 
+def test_a_download_corrupted_once_is_tried_again_with_the_same_manifest(conf_dir, server, host):
+    server.publish(bundle(partitions()))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    digest = server.publish(bundle(partitions(ACME)))
+    server.tamper["opensm/partitions.conf"] = b"garbage"
+    assert agent.cycle().outcome == "refused"
+    server.tamper.clear()  # the server (or the proxy) serves the right bytes again
+
+    assert agent.cycle().outcome == "applied"
+    assert server.reports[-1]["digest"] == digest
+    assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
 def test_a_signed_fail_open_partitions_file_is_refused(conf_dir, server, host):
     (conf_dir / "partitions.conf").write_text(partitions(ACME))
     digest = server.publish(bundle("Default=0x7fff : ALL=full ;\n"))
@@ -389,6 +403,23 @@ def test_a_rollback_to_files_changed_by_hand_reports_no_observed_digest(conf_dir
 
     assert server.reports[-1]["observed_digest"] is None  # nobody knows which snapshot that is
     assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
+def test_a_snapshot_re_signed_with_other_files_is_tried_again_after_a_rollback(
+    conf_dir, server, host
+):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    digest = server.publish(bundle(partitions(ACME, GLOBEX)))
+    host.lie_for, host.lie_times = 0xB1, 1
+    assert agent.cycle().outcome == "rolled_back"
+    # the M_Key changes: the service re-signs the same snapshot with another opensm.conf
+    new_key = OPTIONS.replace("00ab", "00cd")
+    server.publish(bundle(partitions(ACME, GLOBEX), options=new_key), digest=digest)
+
+    assert agent.cycle().outcome == "applied"
+    assert installed(conf_dir)["opensm.conf"] == new_key and host.hups == 4
 
 
 def test_a_configuration_error_in_the_log_rolls_back(conf_dir, server, host):
