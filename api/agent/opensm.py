@@ -80,13 +80,16 @@ class Agent:
         self.throttle = Throttle(settings.min_interval, clock)
         self.unsent: list[dict[str, Any]] = []
         self.last_report: dict[str, Any] | None = None  # the body last queued for the server
-        self.held: dict[str, str] = {}  # envelope hash (refused), files hash (rolled back)
+        # The report of a held outcome, by envelope hash (refused) or files hash (rolled back).
+        self.held: dict[str, dict[str, Any]] = {}
+        self.hold_as: str | None = None  # the key this cycle's report is to be held under
         self.state: AgentState = load_state(settings.conf_dir)
         self.sm_problem = ""  # why there is no running OpenSM, as last seen
 
     def cycle(self, *, coalesce: bool = False) -> CycleResult:
         """Run one cycle; with `coalesce`, apply only once `min_interval` has passed."""
         self._send_unsent()
+        self.hold_as = None
         started = self.clock()
         try:
             envelope = self.server.signed_manifest()
@@ -94,15 +97,15 @@ class Agent:
             return CycleResult("unreachable", str(error))
         envelope_id = _envelope_hash(envelope)
         if envelope_id in self.held:
-            return CycleResult(self.held[envelope_id], "this manifest was refused before")
+            return self._repeat_held(envelope_id, "this manifest was refused before")
         try:
             manifest = verify_manifest(envelope, self.settings.keys, self.settings.fabric)
         except ManifestError as error:
-            self.held[envelope_id] = "refused"
+            self.hold_as = envelope_id
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
         installed = self.state.installed_sequence
         if installed is not None and manifest.sequence < installed:
-            self.held[envelope_id] = "refused"
+            self.hold_as = envelope_id
             detail = (
                 f"manifest refused: its sequence {manifest.sequence} is older than the installed "
                 f"one ({installed}): a replayed manifest or a stale server; nothing installed"
@@ -116,7 +119,7 @@ class Agent:
     ) -> CycleResult:
         files_id = _files_hash(manifest)
         if files_id in self.held:
-            return CycleResult(self.held[files_id], f"{manifest.digest} was rolled back")
+            return self._repeat_held(files_id, f"{manifest.digest} with these files was tried")
         process = self._process()
         if self._settled(manifest, process):
             self._installed_sequence(manifest)
@@ -130,7 +133,7 @@ class Agent:
             report = self._apply(manifest, process)
         except RefusedError as error:
             if error.lasting:
-                self.held[envelope_id] = "refused"
+                self.hold_as = envelope_id
             report = Report("refused", manifest.digest, str(error))
         except FailedError as error:
             report = Report("failed", manifest.digest, str(error))
@@ -163,13 +166,27 @@ class Agent:
     def _finish(self, report: Report, started: float) -> CycleResult:
         report.durations["total"] = self.clock() - started
         self.say(f"{report.state}: {report.digest or '-'}: {report.detail}")
-        self._queue(report.body())
+        body = report.body()
+        if self.hold_as is not None:
+            self.held[self.hold_as] = body
+        self._queue(body)
         return CycleResult(report.state, report.detail, report)
 
     def _queue(self, body: dict[str, Any]) -> None:
         self.last_report = body
         self.unsent.append(body)
         self._send_unsent()
+
+    def _repeat(self, body: dict[str, Any]) -> None:
+        """Send `body` again (unless a report is waiting): the server moves last-seen only."""
+        if not self.unsent:
+            self._queue(body)
+
+    def _repeat_held(self, key: str, why: str) -> CycleResult:
+        """A held outcome: report it again, so a live agent does not look dead; do nothing."""
+        body = self.held[key]
+        self._repeat(body)
+        return CycleResult(str(body["state"]), f"{why}: {body['detail']}")
 
     def _heartbeat(self, digest: str) -> None:
         """Report the settled state again: the server then only moves the target's last-seen time.
@@ -179,16 +196,17 @@ class Agent:
         """
         body = self.last_report
         settled = self.state.settled
-        if body is None or body.get("digest") != digest:
-            if settled is None or settled.digest != digest:
+        if settled is None:
+            return
+        if body is None or body.get("digest") != digest or body.get("state") != settled.state:
+            if settled.digest != digest:
                 return
             detail = "up to date: the installed files equal the signed manifest"
             role = self._role()
             # A master's settled deployment was read back (`_sweep_and_verify`); a standby's not.
             observed = digest if role == "master" else None
             body = Report(settled.state, digest, detail, role, observed).body()
-        if not self.unsent:
-            self._queue(body)
+        self._repeat(body)
 
     def _role(self) -> str:
         options = self.settings.conf_dir / "opensm.conf"
@@ -301,7 +319,7 @@ class Agent:
         same = pending is not None and pending.digest == deployment.digest
         files = pending.files if pending is not None and same else []
         previous = pending.previous_digest if pending is not None and same else None
-        self.held[_files_hash(deployment.manifest)] = "rolled_back"
+        self.hold_as = _files_hash(deployment.manifest)  # also a failed one: not tried again
         report = self.master.roll_back(deployment, found, files, previous, self_guid)
         if report.state == "rolled_back":  # the files of `previous` (None: unknown) are back
             conf_dir = self.settings.conf_dir

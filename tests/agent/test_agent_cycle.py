@@ -263,6 +263,39 @@ def test_an_up_to_date_cycle_remembers_a_newer_sequence(conf_dir, server, host):
     assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
 
 
+def test_a_held_refusal_is_reported_again_every_cycle(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)), key=Ed25519PrivateKey.generate())
+    assert agent.cycle().outcome == "refused"
+
+    for _ in range(3):
+        assert agent.cycle().outcome == "refused"
+
+    # the same report again: the service moves last_seen_at, so the agent does not look dead
+    assert server.states == ["applied", "refused"] and server.heartbeats == 3
+
+
+def test_after_a_replay_of_the_same_snapshot_the_agent_reports_its_settled_state_again(
+    conf_dir, server, host
+):
+    server.publish(bundle(partitions(ACME)))
+    old = dict(server.envelope)
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    agent.cycle()
+    current = server.publish(bundle(partitions(ACME)))  # the state recurs: same digest
+    agent.cycle()
+    envelope, server.envelope = server.envelope, old
+    assert agent.cycle().outcome == "refused" and server.reports[-1]["digest"] == current
+    server.envelope = envelope
+
+    assert agent.cycle().outcome == "nothing"
+    assert (server.reports[-1]["state"], server.reports[-1]["digest"]) == ("applied", current)
+
+
 # ------------------------------------------------------------------------ failed, restarts
 
 
@@ -420,6 +453,21 @@ def test_a_snapshot_re_signed_with_other_files_is_tried_again_after_a_rollback(
 
     assert agent.cycle().outcome == "applied"
     assert installed(conf_dir)["opensm.conf"] == new_key and host.hups == 4
+
+
+def test_a_held_rollback_is_reported_again_every_cycle(conf_dir, server, host):
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    server.publish(bundle(partitions(ACME, GLOBEX)))
+    host.lie_for, host.lie_times = 0xB1, 1
+    assert agent.cycle().outcome == "rolled_back"
+
+    for _ in range(3):
+        assert agent.cycle().outcome == "rolled_back"
+
+    assert server.states == ["applied", "rolled_back"] and server.heartbeats == 3
+    assert host.hups == 3  # reported again, not tried again
 
 
 def test_a_configuration_error_in_the_log_rolls_back(conf_dir, server, host):
