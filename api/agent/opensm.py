@@ -85,11 +85,12 @@ class Agent:
         self.hold_as: str | None = None  # the key this cycle's report is to be held under
         self.state: AgentState = load_state(settings.conf_dir)
         self.sm_problem = ""  # why there is no running OpenSM, as last seen
+        self.role_seen: str | None = None  # this cycle's answer of sminfo, once asked
 
     def cycle(self, *, coalesce: bool = False) -> CycleResult:
         """Run one cycle; with `coalesce`, apply only once `min_interval` has passed."""
         self._send_unsent()
-        self.hold_as = None
+        self.hold_as, self.role_seen = None, None
         started = self.clock()
         try:
             envelope = self.server.signed_manifest()
@@ -154,14 +155,21 @@ class Agent:
         return process
 
     def _settled(self, manifest: Manifest, process: SmProcess | None) -> bool:
-        """Installed files equal the manifest, and that deployment settled with this OpenSM."""
+        """Installed files equal the manifest, and that deployment settled with this OpenSM.
+
+        A deployment settled as a standby is not settled once this OpenSM is master: the new
+        master's tables were never read back (nor swept with certainty). The role is asked (an
+        sminfo call) only then.
+        """
         conf_dir, settled = self.settings.conf_dir, self.state.settled
         if not all(sha256_of(conf_dir / f.name) == f.sha256 for f in manifest.files):
             return False
         files = {f.name: f.sha256 for f in manifest.files}
         if settled is None or settled.files != files:
             return False
-        return identity(process) == (settled.pid, settled.start_ticks)
+        if identity(process) != (settled.pid, settled.start_ticks):
+            return False
+        return settled.role == "master" or self._role() != "master"
 
     def _finish(self, report: Report, started: float) -> CycleResult:
         report.durations["total"] = self.clock() - started
@@ -204,17 +212,20 @@ class Agent:
             detail = "up to date: the installed files equal the signed manifest"
             role = self._role()
             # A master's settled deployment was read back (`_sweep_and_verify`); a standby's not.
-            observed = digest if role == "master" else None
+            observed = digest if settled.role == "master" else None
             body = Report(settled.state, digest, detail, role, observed).body()
         self._repeat(body)
 
     def _role(self) -> str:
-        options = self.settings.conf_dir / "opensm.conf"
-        try:
-            m_key, _ = management_keys(options.read_text())
-            return self.host.role(m_key)[0]
-        except (OSError, SmError):
-            return "unknown"
+        """This OpenSM's role (asked once a cycle), with the M_Key of the installed opensm.conf."""
+        if self.role_seen is None:
+            options = self.settings.conf_dir / "opensm.conf"
+            try:
+                m_key, _ = management_keys(options.read_text())
+                self.role_seen = self.host.role(m_key)[0]
+            except (OSError, SmError):
+                self.role_seen = "unknown"
+        return self.role_seen
 
     def _send_unsent(self) -> None:
         while self.unsent:
@@ -340,7 +351,7 @@ class Agent:
         manifest = deployment.manifest
         files = {f.name: f.sha256 for f in manifest.files}
         pid, ticks = identity(deployment.process)
-        self.state.settled = Settled(manifest.digest, files, pid, ticks, report.state)
+        self.state.settled = Settled(manifest.digest, files, pid, ticks, report.state, report.role)
         self.state.pending = None
         save_state(self.settings.conf_dir, self.state)
         report.digest = manifest.digest

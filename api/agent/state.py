@@ -59,13 +59,18 @@ class Pending:
 
 @dataclass
 class Settled:
-    """A finished deployment: files by sha256, the OpenSM process, and the reported state."""
+    """A finished deployment: files by sha256, the OpenSM process, the reported state and role.
+
+    `role` is None in state files written before it was recorded (as good as a standby's: a
+    master verifies it again).
+    """
 
     digest: str
     files: dict[str, str]
     pid: int | None
     start_ticks: int | None
     state: str
+    role: str | None = None
 
 
 @dataclass

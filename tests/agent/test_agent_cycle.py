@@ -143,6 +143,31 @@ def test_a_standby_installs_without_a_sweep_and_reports_applied(conf_dir, server
     assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
 
 
+def test_a_standby_that_becomes_master_sweeps_and_reads_back(conf_dir, server, host):
+    host.role_name = "standby"
+    digest = server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    host.role_name = "master"  # the master died; this OpenSM took over
+
+    assert agent.cycle().outcome == "applied"
+
+    assert host.hups == 1 and host.reads == 5
+    report = server.reports[-1]
+    assert (report["role"], report["observed_digest"]) == ("master", digest)
+    assert agent.cycle().outcome == "nothing" and host.hups == 1  # settled as master now
+
+
+def test_a_new_process_on_a_standby_turned_master_reads_back_too(conf_dir, server, host):
+    host.role_name = "standby"
+    server.publish(bundle(partitions(ACME)))
+    agent_for(conf_dir, server, host).cycle()
+    host.role_name = "master"
+
+    assert agent_for(conf_dir, server, host).cycle().outcome == "applied"
+    assert host.hups == 1 and server.reports[-1]["role"] == "master"
+
+
 def test_the_changed_ports_and_a_sample_are_read_without_full(conf_dir, server, host):
     server.publish(bundle(partitions(ACME)))
     agent_for(conf_dir, server, host, full=False, sample=1).cycle()
