@@ -123,7 +123,7 @@ class Agent:
             return self._repeat_held(files_id, f"{manifest.digest} with these files was tried")
         process = self._process()
         if self._settled(manifest, process):
-            self._installed_sequence(manifest)
+            self._settled_for(manifest)
             self._heartbeat(manifest.digest)
             return CycleResult("nothing", f"{manifest.digest} is installed and settled")
         if coalesce and self.throttle.remaining() > 0:
@@ -289,6 +289,21 @@ class Agent:
         if known is None or manifest.sequence > known:
             self.state.installed_sequence = manifest.sequence
             save_state(self.settings.conf_dir, self.state)
+
+    def _settled_for(self, manifest: Manifest) -> None:
+        """The settled files are `manifest`'s: it is settled too, if it names another snapshot.
+
+        A change the OpenSM files do not show (a cable moved, a node renamed) makes a new
+        snapshot with the same files: what was read back for the old digest holds for the new.
+        """
+        state = self.state
+        assert state.settled is not None
+        if state.settled.digest != manifest.digest:
+            state.settled.digest = manifest.digest
+            state.installed_digest = manifest.digest
+            state.installed_files = dict(state.settled.files)
+            save_state(self.settings.conf_dir, state)
+        self._installed_sequence(manifest)
 
     def _enforce(self, deployment: Deployment) -> Report:
         if deployment.process is None:

@@ -118,6 +118,26 @@ def test_an_idle_agent_reports_its_settled_state_every_cycle(conf_dir, server, h
     assert server.states == ["applied"] and server.heartbeats == 3
 
 
+def test_a_new_snapshot_with_the_same_files_is_reported_without_a_sweep(conf_dir, server, host):
+    # e.g. a cable moved: the snapshot's digest changes, the rendered OpenSM files do not
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    moved = server.publish(bundle(partitions(ACME)), digest="sha256:" + "c" * 64)
+
+    assert agent.cycle().outcome == "nothing" and host.hups == 1
+
+    report = server.reports[-1]
+    assert (report["state"], report["digest"], report["observed_digest"]) == (
+        "applied",
+        moved,
+        moved,
+    )
+    assert load_state(conf_dir).installed_digest == moved
+    assert agent_for(conf_dir, server, host).cycle().outcome == "nothing"  # and after a restart
+    assert server.reports[-1]["digest"] == moved
+
+
 def test_only_changed_files_are_downloaded_and_the_previous_generation_is_kept(
     conf_dir, server, host
 ):
