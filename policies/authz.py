@@ -59,8 +59,8 @@ _TENANT_READS = (
 # opensm.conf holds the subnet's management keys: never an auditor's, live or from history.
 _SECRET_FILES = r"^/v1/fabrics/\{fabric\}/(snapshots/\{digest\}/)?artifacts/(.*/)?opensm\.conf$"
 _AGENT_READS = (
-    r"^/v1/fabrics/\{fabric\}(/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
-    r"|snapshots|snapshots/\{digest\}/artifacts/.+))?$"
+    r"^/v1/fabrics/\{fabric\}/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
+    r"|snapshots|snapshots/\{digest\}/artifacts/.+)$"
 )
 # Anchored regexes over route templates; the artifact route carries its file path (see
 # `object_for`). No regex may contain a comma: the policy text is CSV.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError
@@ -36,12 +37,14 @@ from tenancy.schemas import (
     TargetView,
 )
 from tenancy.snapshot_log import latest, newest_with
+from tenancy.tokens import revoke_agent_tokens
 from tenancy.uow import Tx, UnitOfWork
 
 # What a target of each kind deploys to: OpenSM reads InfiniBand partitions.
 _TARGET_FABRIC_KIND = {"opensm": FabricKind.INFINIBAND}
-# States after which the target enforces a known snapshot: the one it applied, or restored.
-_ENFORCING = {"applied": "digest", "rolled_back": "observed_digest"}
+# States after which the target holds a known snapshot's files: the one it installed (applied,
+# or installed awaiting a restart), or the one a rollback restored.
+_HOLDING = {"applied": "digest", "restart_required": "digest", "rolled_back": "observed_digest"}
 
 
 def put_target(
@@ -77,17 +80,22 @@ def put_target(
 
 
 def delete_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> list[str]:
-    """Forget a target (its reports stay); returns the nodes whose drain this completes."""
+    """Forget a target and revoke its agent tokens; returns the nodes whose drain this completes.
+
+    Its reports stay, under its name: they are deploy receipts.
+    """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         row = target_named(tx.session, fabric, name)
-        for report in tx.session.exec(
-            select(m.DeploymentReport).where(m.DeploymentReport.target_id == row.id)
-        ):
-            tx.session.delete(report)
+        tx.session.exec(
+            update(m.DeploymentReport)
+            .where(col(m.DeploymentReport.target_id) == row.id)
+            .values(target_id=None)
+        )
         tx.session.delete(row)
         tx.session.flush()
         audit_log.record(tx, "target.delete", f"fabrics/{fabric.name}/targets/{name}")
+        revoke_agent_tokens(tx, fabric=fabric.name, target=name)
         return _finish_drains(tx, fabric)
 
 
@@ -163,12 +171,13 @@ def post_report(
         target.last_seen_at = tx.now
         tx.session.add(target)
         last = _last_report(tx.session, m.pk(target))
-        if last is not None and _repeats(target, report):
-            return report_view(last, target.name, changed_state=False)
-        row = _store_report(tx, fabric, target, report)
-        _apply_to_target(tx, target, report)
+        repeat = last is not None and _repeats(target, report)
+        row = last if repeat and last is not None else _store_report(tx, fabric, target, report)
+        # A repeat changes no state, but its snapshot may have recurred since (allocate, then
+        # release): what it enforces is re-read, so a drain waiting on it can finish.
+        _apply_to_target(tx, target, report, changed=not repeat)
         _finish_drains(tx, fabric)
-        return report_view(row, target.name)
+        return report_view(row, changed_state=not repeat)
 
 
 def _repeats(target: m.DeployTarget, report: ReportCreate) -> bool:
@@ -189,6 +198,7 @@ def _store_report(
     row = m.DeploymentReport(
         fabric_id=m.pk(fabric),
         target_id=m.pk(target),
+        target=target.name,
         received_at=tx.now,
         principal=tx.principal.name,
         state=report.state,
@@ -206,31 +216,50 @@ def _store_report(
     return row
 
 
-def _apply_to_target(tx: Tx, target: m.DeployTarget, report: ReportCreate) -> None:
+def _apply_to_target(
+    tx: Tx, target: m.DeployTarget, report: ReportCreate, *, changed: bool
+) -> None:
+    if changed:
+        target.reported_at = tx.now
     target.state, target.role, target.digest = report.state, report.role, report.digest
     target.observed_digest = report.observed_digest
     target.mismatches, target.detail = _mismatch_text(report), report.detail
-    target.reported_at = tx.now
-    enforced = _enforced_digest(report)
-    if enforced is not None:
-        target.deployed = enforced
-        row = newest_with(tx.session, target.fabric_id, enforced)
-        target.applied_snapshot_id = row.id if row is not None else None
+    held = _held_digest(report)
+    if held is not None:
+        target.deployed = held
+        target.applied_snapshot_id = _snapshot_id(tx.session, target.fabric_id, held)
+    if report.role == "master" and report.observed_digest is not None:
+        observed = _snapshot_id(tx.session, target.fabric_id, report.observed_digest)
+        target.observed_snapshot_id = observed
     tx.session.add(target)
     tx.session.flush()
 
 
-def _enforced_digest(report: ReportCreate) -> str | None:
-    """The snapshot the target enforces after this report, if the report says so."""
-    field = _ENFORCING.get(report.state)
+def _snapshot_id(session: Session, fabric_id: int, digest: str) -> int | None:
+    row = newest_with(session, fabric_id, digest)
+    return row.id if row is not None else None
+
+
+def _held_digest(report: ReportCreate) -> str | None:
+    """The snapshot whose files the target holds after this report, if the report says so."""
+    field = _HOLDING.get(report.state)
     return getattr(report, field) if field is not None else None
 
 
 def _finish_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
+    """Free the draining nodes whose removal every target holds and a master read back.
+
+    Every target must hold a snapshot at or after the node's release (a standby that takes over
+    must not bring the old key back), and a master's read-back must have matched one: what the
+    fabric enforces is observed, never assumed from files alone (issue 11, item 6).
+    """
     targets = _targets(tx.session, m.pk(fabric))
-    applied = [t.applied_snapshot_id for t in targets]
-    oldest = None if not targets or None in applied else min(a for a in applied if a is not None)
-    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=oldest)
+    held = [t.applied_snapshot_id for t in targets]
+    observed = [t.observed_snapshot_id for t in targets if t.observed_snapshot_id is not None]
+    ready = None
+    if targets and None not in held and observed:
+        ready = min(min(h for h in held if h is not None), max(observed))
+    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready)
     if not targets:  # the last target is gone: nothing enforces the old keys any more
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
     for name in freed:
@@ -250,12 +279,12 @@ def _last_report(session: Session, target_id: int) -> m.DeploymentReport | None:
     return session.exec(query.order_by(col(m.DeploymentReport.id).desc())).first()
 
 
-def report_view(row: m.DeploymentReport, target: str, *, changed_state: bool = True) -> ReportView:
+def report_view(row: m.DeploymentReport, *, changed_state: bool = True) -> ReportView:
     """The API shape of a stored report."""
     durations: dict[str, Any] = json.loads(row.durations)
     return ReportView(
         id=m.pk(row),
-        target=target,
+        target=row.target,
         received_at=row.received_at,
         principal=row.principal,
         state=row.state,
@@ -277,12 +306,11 @@ def list_deployments(
     """The fabric's stored reports (state changes), oldest first."""
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        names = {t.id: t.name for t in _targets(tx.session, m.pk(fabric))}
         query = select(m.DeploymentReport).where(m.DeploymentReport.fabric_id == fabric.id)
         rows, total, following = page_rows(
             tx.session, query, col(m.DeploymentReport.id), limit, cursor
         )
-        views = [report_view(r, names.get(r.target_id, "")) for r in rows]
+        views = [report_view(r) for r in rows]
         return Page(data=views, count=total, next=following)
 
 

@@ -53,7 +53,8 @@ def list_snapshots(
 
 
 def _cursor_id(after: str) -> int:
-    if not after.isdigit():
+    """The history row id a cursor resumes after: ASCII digits that fit a BIGINT, else a 422."""
+    if not (after.isascii() and after.isdigit() and len(after) <= 18):
         raise InvalidValueError("cursor is not valid", parameter="cursor")
     return int(after)
 
@@ -95,8 +96,9 @@ def _retained_digests(session: Session, fabric_id: int) -> list[str]:
 def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
     """The current artifacts' manifest as a DSSE envelope signed with the service's key.
 
-    The snapshot's artifact bytes are retained on first use, so the files the manifest binds
-    stay downloadable by digest (`snapshot_artifact`) after the fabric moves on.
+    The snapshot's artifact bytes are retained on first use (and again if they changed under
+    the same digest: the management keys in opensm.conf are settings, not state), so the files
+    the manifest binds stay downloadable by digest (`snapshot_artifact`) after the fabric moves on.
 
     Raises:
         KeyUnavailableError: the signing key is not installed (503).
@@ -106,16 +108,14 @@ def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
         fabric = fabric_named(tx.session, fabric_name)
         snapshot, files = render_fabric(tx, fabric)
         _, key = key_store.signer(tx.session, tx.settings)
-        envelope = sign_manifest(fabric.name, snapshot.digest, files, key)
-        kept = _files_of(tx.session, m.pk(fabric), snapshot.digest)
-    if not kept:
+        newest = newest_with(tx.session, m.pk(fabric), snapshot.digest)
+        sequence = newest.audit_index if newest is not None else 0
+        envelope = sign_manifest(fabric.name, snapshot.digest, files, key, sequence=sequence)
+        kept = _kept_shas(tx.session, m.pk(fabric), snapshot.digest)
+    if kept != {f.path: f.sha256 for f in files}:
         with uow.transaction() as tx:
-            _retain(
-                tx,
-                lock_fabric(tx.session, fabric_named(tx.session, fabric_name)),
-                snapshot.digest,
-                files,
-            )
+            locked = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+            _retain(tx, locked, snapshot.digest, files)
     return DSSEEnvelope.model_validate(envelope)
 
 
@@ -126,10 +126,19 @@ def _files_of(session: Session, fabric_id: int, digest: str) -> list[m.SnapshotF
     return list(session.exec(query))
 
 
+def _kept_shas(session: Session, fabric_id: int, digest: str) -> dict[str, str]:
+    return {row.path: row.sha256 for row in _files_of(session, fabric_id, digest)}
+
+
 def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) -> None:
     fabric_id = m.pk(fabric)
-    if _files_of(tx.session, fabric_id, digest):
+    if _kept_shas(tx.session, fabric_id, digest) == {f.path: f.sha256 for f in files}:
         return  # a concurrent fetch kept them first
+    replaced = _files_of(tx.session, fabric_id, digest)  # the same state, other settings (keys)
+    for row in replaced:
+        tx.session.delete(row)
+    tx.session.flush()
+    _drop_unused_blobs(tx.session, {row.sha256 for row in replaced})
     for artifact in files:
         _store_blob(tx.session, artifact)
         tx.session.add(
@@ -171,10 +180,15 @@ def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
     rows = col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
     dropped = set(session.exec(select(m.SnapshotFile.sha256).where(*rows)))
     session.exec(delete(m.SnapshotFile).where(*rows))
-    # Only blobs the dropped files used, and only when no other file uses them.
-    used = select(m.SnapshotFile.sha256)
-    unused = col(m.ArtifactBlob.sha256).in_(dropped), col(m.ArtifactBlob.sha256).not_in(used)
-    session.exec(delete(m.ArtifactBlob).where(*unused))
+    _drop_unused_blobs(session, dropped)
+
+
+def _drop_unused_blobs(session: Session, shas: set[str]) -> None:
+    """Delete the blobs among `shas` that no retained file uses any more."""
+    if shas:
+        used = select(m.SnapshotFile.sha256)
+        unused = col(m.ArtifactBlob.sha256).in_(shas), col(m.ArtifactBlob.sha256).not_in(used)
+        session.exec(delete(m.ArtifactBlob).where(*unused))
 
 
 def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: str) -> Artifact:

@@ -8,12 +8,13 @@ from policies.errors import ConflictError
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.allocations import release_tenant_everywhere
-from tenancy.locks import lock_tenant, lock_token_lineage
+from tenancy.locks import lock_fabrics, lock_tenant, lock_token_lineage
 from tenancy.lookups import qos_class_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
 from tenancy.tokens import revoke_tenant_tokens
 from tenancy.uow import UnitOfWork
+from tenancy.verification import commit_gate, digest_changed
 
 # Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
 # gets its own SL, hence its own VL, weighted in the low-priority VL arbitration table.
@@ -72,16 +73,25 @@ def qos_view(row: m.QosClass) -> QosClassView:
 def create_qos_class(uow: UnitOfWork, *, spec: QosClassCreate) -> QosClassView:
     """Add a QoS class, audited; `ConflictError` if the name is taken.
 
-    No fabric is verified: fabrics are checked against the classes their tenants use, and no
-    tenant uses a new class yet.
+    Every fabric's snapshot holds the classes (InfiniBand's VL arbitration is derived from all
+    of them), so the class changes each fabric's verified state: each fabric whose digest
+    changes gets its own verified, audited entry and history row, as any change does; with no
+    such fabric, one entry records the class.
     """
     with uow.transaction() as tx:
         if tx.session.exec(select(m.QosClass).where(m.QosClass.name == spec.name)).first():
             raise ConflictError(f"QoS class '{spec.name}' already exists", name=spec.name)
+        fabrics = list(tx.session.exec(select(m.Fabric).order_by(col(m.Fabric.id))))
+        lock_fabrics(tx.session, fabrics)
         row = m.QosClass(**spec.model_dump())
         tx.session.add(row)
         tx.session.flush()
-        audit_log.record(tx, "qos-class.create", f"qos-classes/{row.name}")
+        target = f"qos-classes/{row.name}"
+        changed = [f for f in fabrics if digest_changed(tx, f)]
+        for fabric in changed:
+            commit_gate(tx, fabric, "qos-class.create", target)
+        if not changed:
+            audit_log.record(tx, "qos-class.create", target)
         return qos_view(row)
 
 

@@ -197,6 +197,18 @@ def revoke_lineages(tx: Tx, roots: Sequence[m.ApiToken]) -> None:
         )
 
 
+def revoke_agent_tokens(tx: Tx, *, fabric: str, target: str) -> None:
+    """Revoke the agent tokens of a deploy target that is being removed, and their lineages."""
+    lock_token_lineage(tx.session)
+    query = select(m.ApiToken).where(
+        m.ApiToken.role == "agent",
+        m.ApiToken.fabric == fabric,
+        m.ApiToken.target == target,
+        col(m.ApiToken.revoked_at).is_(None),
+    )
+    revoke_lineages(tx, list(tx.session.exec(query)))
+
+
 def tokens_exist(uow: UnitOfWork) -> bool:
     """Whether any token was ever created (then the API is closed to anonymous callers)."""
     with uow.transaction(read_only=True) as tx:
@@ -221,9 +233,20 @@ def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
             # Offboarding revokes the tenant's tokens; this also refuses those of tenants
             # offboarded before it did (issue 10, item 7).
             return None
+        if row.role == "agent" and not _target_exists(tx.session, row.fabric, row.target):
+            return None  # its target was removed (and the token revoked with it)
         return principal_of(row)
 
 
 def _tenant_active(session: Session, name: str) -> bool:
     status = session.exec(select(m.Tenant.status).where(m.Tenant.name == name)).first()
     return status == "active"
+
+
+def _target_exists(session: Session, fabric: str | None, target: str | None) -> bool:
+    query = (
+        select(m.DeployTarget.id)
+        .join(m.Fabric, col(m.Fabric.id) == col(m.DeployTarget.fabric_id))
+        .where(m.Fabric.name == fabric, m.DeployTarget.name == target)
+    )
+    return session.exec(query).first() is not None

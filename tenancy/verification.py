@@ -75,6 +75,13 @@ def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
     return verdict
 
 
+def digest_changed(tx: Tx, fabric: m.Fabric) -> bool:
+    """Whether the transaction's pending state of `fabric` differs from its last recorded one."""
+    newest = snapshot_log.latest(tx.session, m.pk(fabric))
+    current = load_snapshot(tx.session, fabric).digest
+    return newest is None or newest.digest != current
+
+
 def verify_fabric(uow: UnitOfWork, *, fabric_name: str) -> VerificationView:
     """The fabric's current verdict with counterexamples and the reachability relation."""
     with uow.transaction(read_only=True) as tx:

@@ -54,13 +54,28 @@ class SignedManifest:
     fabric: str
     snapshot_digest: str
     files: Mapping[str, ManifestFile]
+    sequence: int
 
 
 def sign_manifest(
-    fabric: str, snapshot_digest: str, files: Iterable[Artifact], key: Ed25519PrivateKey
+    fabric: str,
+    snapshot_digest: str,
+    files: Iterable[Artifact],
+    key: Ed25519PrivateKey,
+    *,
+    sequence: int,
 ) -> dict[str, Any]:
-    """A DSSE envelope over the manifest of `files` rendered from snapshot `snapshot_digest`."""
-    document = {"_type": MANIFEST_TYPE, **manifest(fabric, snapshot_digest, files)}
+    """A DSSE envelope over the manifest of `files` rendered from snapshot `snapshot_digest`.
+
+    `sequence` orders the fabric's snapshots (the audit index of the change that made this one,
+    so a state that recurs gets a higher one): an agent refuses a manifest older than the one it
+    installed, so a replayed envelope cannot bring back a removed key.
+    """
+    document = {
+        "_type": MANIFEST_TYPE,
+        **manifest(fabric, snapshot_digest, files),
+        "sequence": sequence,
+    }
     return sign_envelope(document, key, MANIFEST_PAYLOAD_TYPE)
 
 
@@ -91,7 +106,10 @@ def verify_manifest(
     files = [_file(entry) for entry in _list(document.get("files"))]
     if len({f.path for f in files}) != len(files):
         raise InvalidValueError("the manifest lists a path twice")
-    return SignedManifest(fabric, digest, {f.path: f for f in files})
+    sequence = document.get("sequence")
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
+        raise InvalidValueError("the manifest's sequence is not a whole number")
+    return SignedManifest(fabric, digest, {f.path: f for f in files}, sequence)
 
 
 def _list(value: Any) -> list[Any]:

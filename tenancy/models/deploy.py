@@ -57,8 +57,9 @@ class DeployTarget(SQLModel, table=True):
     """A host that enforces a fabric's artifacts (an OpenSM node), and what it last reported.
 
     `state` is the last reported outcome (null until the first report); `deployed` the snapshot
-    digest it last applied, and `applied_snapshot_id` that snapshot's newest history row (what the
-    drain of released nodes waits for).
+    digest whose files it holds (applied, or restored by a rollback) and `applied_snapshot_id`
+    that snapshot's newest history row; `observed_snapshot_id` the newest history row of what a
+    master's read-back last matched. The drain of released nodes waits for both.
     """
 
     __tablename__ = "deploy_target"
@@ -73,6 +74,7 @@ class DeployTarget(SQLModel, table=True):
     digest: str | None = Field(default=None, max_length=71)
     deployed: str | None = Field(default=None, max_length=71)
     applied_snapshot_id: int | None = None
+    observed_snapshot_id: int | None = None
     observed_digest: str | None = Field(default=None, max_length=71)
     mismatches: str = "[]"
     detail: str = ""
@@ -83,13 +85,15 @@ class DeployTarget(SQLModel, table=True):
 class DeploymentReport(SQLModel, table=True):
     """A report that changed its target's state (a deploy receipt, also in the audit log).
 
-    Reports that repeat the target's current state only move its `last_seen_at`.
+    Reports that repeat the target's current state only move its `last_seen_at`. A deleted
+    target's reports stay (`target_id` null, `target` keeps its name): they are receipts.
     """
 
     __tablename__ = "deployment_report"
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
-    target_id: int = Field(foreign_key="deploy_target.id", index=True)
+    target_id: int | None = Field(default=None, foreign_key="deploy_target.id", index=True)
+    target: str = Field(max_length=63)
     received_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     principal: str = Field(max_length=128)
     state: str = Field(max_length=24)

@@ -432,11 +432,11 @@ def test_a_released_node_drains_until_every_target_applied_its_removal(client, o
     assert node_state(client, FREE_NODE) == "draining"
     body = {"fabric": FABRIC, "nodes": [FREE_NODE]}
     assert_problem(client.post("/v1/tenants/globex/allocations", json=body), 409)
-    created(report(client, "applied", removal, name="sm-a"))
-    assert node_state(client, FREE_NODE) == "draining"
+    created(report(client, "applied", removal, name="sm-a", observed_digest=removal))
+    assert node_state(client, FREE_NODE) == "draining"  # the master read it back; sm-b not yet
     created(report(client, "rolled_back", removal, name="sm-b", observed_digest=holding))
     assert node_state(client, FREE_NODE) == "draining"
-    created(report(client, "applied", removal, name="sm-b"))
+    created(report(client, "applied", removal, name="sm-b", role="standby"))
     assert node_state(client, FREE_NODE) == "free"
     allocate(client, "globex", FREE_NODE)
     entries = ok(client.get("/v1/audit/entries", params={"limit": 1000}))["data"]
@@ -499,3 +499,158 @@ def test_pruning_one_fabrics_history_leaves_other_fabrics_and_no_orphan_blobs(
         "SELECT count(*) FROM artifact_blob WHERE sha256 NOT IN (SELECT sha256 FROM snapshot_file)"
     )
     assert rows(engine, orphans) == [(0,)]
+
+
+# --- found by a hostile review --------------------------------------------------------------------
+
+
+def test_a_new_qos_class_is_a_recorded_change_of_every_fabric_it_changes(client, onboarded):
+    register(client)
+    before = current_digest(client)
+    created(client.post("/v1/qos-classes", json={"name": "gold2", "ib_sl": 3, "ib_mtu": 5}))
+
+    envelope = signed_manifest(client)
+    history = ok(client.get(f"{IB}/snapshots"))["data"]
+    status = ok(client.get(f"{IB}/sync"))
+
+    assert manifest_digest(envelope) == current_digest(client) == status["desired"] != before
+    assert history[0]["digest"] == status["desired"] and history[0]["current"]
+    created(report(client, "applied", status["desired"], observed_digest=status["desired"]))
+    assert ok(client.get(f"{IB}/sync"))["in_sync"] is True
+
+
+def test_a_target_that_reported_can_be_deleted_and_its_receipts_stay(client, onboarded):
+    register(client)
+    digest = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", digest))
+
+    assert client.delete(f"{IB}/targets/sm-a").status_code == 204
+
+    [receipt] = ok(client.get(f"{IB}/deployments"))["data"]
+    assert (receipt["target"], receipt["state"], receipt["digest"]) == ("sm-a", "applied", digest)
+
+
+def test_a_removed_targets_agent_token_stops_working_even_for_a_new_target_of_that_name(agent):
+    client, headers = agent
+    assert client.delete(f"{IB}/targets/sm-a").status_code == 204
+
+    assert_problem(client.get(f"{IB}/signed-manifest", headers=headers), 401)
+    assert_problem(client.get(f"{IB}/artifacts/opensm/opensm.conf", headers=headers), 401)
+    register(client, "sm-a")
+    body = {"state": "failed", "digest": None}
+    response = client.post(f"{IB}/targets/sm-a/reports", json=body, headers=headers)
+    assert_problem(response, 401)
+    tokens = ok(client.get("/v1/tokens"))["data"]
+    assert [t["revoked_at"] is not None for t in tokens if t["role"] == "agent"] == [True]
+
+
+def drained_by(client: Any, *reports: dict[str, Any]) -> str:
+    """The node's state after a release on a fabric whose only target reports `reports`."""
+    register(client)
+    allocation = allocate(client, "acme", FREE_NODE)
+    release(client, "acme", allocation["id"])
+    digest = manifest_digest(signed_manifest(client))
+    for extra in reports:
+        response = report(client, **{"state": "applied", "digest": digest, **extra})
+        assert response.status_code in (200, 201), response.text
+    return node_state(client, FREE_NODE)
+
+
+def test_a_drain_needs_a_masters_read_back_not_files_alone(client, onboarded):
+    assert drained_by(client, {"role": "standby"}, {"role": "unknown"}) == "draining"
+
+
+def test_a_drain_ends_when_the_master_read_back_matched_the_removal(client, onboarded):
+    digest = current_digest(client)
+    assert digest  # the release below changes it
+    state = drained_by(client, {"role": "master", "observed_digest": None})
+    assert state == "draining"
+    desired = ok(client.get(f"{IB}/sync"))["desired"]
+    created(report(client, "applied", desired, role="master", observed_digest=desired))
+    assert node_state(client, FREE_NODE) == "free"
+
+
+def test_a_state_that_recurs_ends_the_drain_on_a_repeated_report(client, onboarded):
+    register(client)
+    a = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", a, observed_digest=a))
+    allocation = allocate(client, "acme", FREE_NODE)  # B, never deployed
+    release(client, "acme", allocation["id"])  # back to A, as a newer snapshot
+
+    repeat = report(client, "applied", a, observed_digest=a)
+
+    assert current_digest(client) == a
+    assert repeat.status_code == 200 and repeat.json()["changed_state"] is False
+    assert node_state(client, FREE_NODE) == "free"
+    assert ok(client.get(f"{IB}/sync"))["in_sync"] is True
+
+
+def test_a_rolled_back_report_frees_nothing_when_the_restored_state_still_holds_the_key(
+    client, onboarded
+):
+    register(client)
+    allocation = allocate(client, "acme", FREE_NODE)
+    holding = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", holding, observed_digest=holding))
+    release(client, "acme", allocation["id"])
+    removal = manifest_digest(signed_manifest(client))
+
+    created(report(client, "rolled_back", removal, observed_digest=holding))
+
+    assert node_state(client, FREE_NODE) == "draining"
+
+
+def test_a_repeat_with_a_new_detail_updates_the_targets_detail(client, onboarded):
+    register(client)
+    created(report(client, "failed", None, detail="OpenSM is not running"))
+    again = report(client, "failed", None, detail="no SUBNET UP within 60 s")
+
+    assert again.status_code == 200
+    assert ok(client.get(f"{IB}/targets/sm-a"))["detail"] == "no SUBNET UP within 60 s"
+
+
+@pytest.mark.parametrize("after", ["²", "9" * 30, "-1", "1.5", ""])
+def test_a_forged_history_cursor_is_a_422(client, onboarded, after):
+    raw = json.dumps({"after": after}).encode()
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    response = client.get(f"{IB}/snapshots", params={"cursor": cursor})
+
+    assert response.status_code in (200, 422), response.text
+    if after:
+        assert_problem(response, 422)
+
+
+def test_an_agent_cannot_read_the_fabric_resource(agent):
+    client, headers = agent
+
+    assert_problem(client.get(IB, headers=headers), 403, "forbidden")
+
+
+def test_a_settings_change_of_the_keys_re_signs_the_same_snapshot_with_its_new_files(
+    make_client, onboarded
+):
+    client = make_client()
+    old = verify_manifest(signed_manifest(client), trusted_keys(client), fabric=FABRIC)
+    rekeyed = make_client(opensm_m_key=0x1234)
+
+    new = verify_manifest(signed_manifest(rekeyed), trusted_keys(rekeyed), fabric=FABRIC)
+    path = "opensm/opensm.conf"
+    body = rekeyed.get(f"{IB}/snapshots/{new.snapshot_digest}/artifacts/{path}").content
+
+    assert new.snapshot_digest == old.snapshot_digest and new.sequence == old.sequence
+    assert new.files[path].sha256 != old.files[path].sha256
+    assert sha256_hex(body) == new.files[path].sha256
+
+
+def test_the_manifest_sequence_grows_with_every_change_even_back_to_a_known_state(
+    client, onboarded
+):
+    first = verify_manifest(signed_manifest(client), trusted_keys(client), fabric=FABRIC)
+    allocation = allocate(client, "acme", FREE_NODE)
+    second = verify_manifest(signed_manifest(client), trusted_keys(client), fabric=FABRIC)
+    release(client, "acme", allocation["id"])
+    third = verify_manifest(signed_manifest(client), trusted_keys(client), fabric=FABRIC)
+
+    assert third.snapshot_digest == first.snapshot_digest
+    assert first.sequence < second.sequence < third.sequence

@@ -113,6 +113,7 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "deployment_report.role": ("SmRole", max(map(len, get_args(SmRole)))),
     "deployment_report.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deployment_report.observed_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deployment_report.target": ("deploy_target.name (a Slug path parameter)", 63),
     "deployment_report.principal": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
 }
 
