@@ -5,9 +5,10 @@ It is registered in the ``isofabric`` command line (api/cli/agent.py) and runnab
 where the whole command line takes 2 s), which matters on an SM host and in the lab tests.
 
 Exit statuses with ``--once``: 0 when the cycle applied the snapshot or had nothing to do, 1 for
-any other outcome (refused, failed, rolled back, restart required, server unreachable), 2 for a
-usage error. ``--plan`` exits 0 when the snapshot could be applied, 1 when it would be refused.
-The loop (``--interval``) runs until stopped.
+any other outcome (refused, failed, rolled back, restart required, server unreachable: one line
+on stderr says which), 2 for a usage error (an option out of range, a missing key file or conf
+dir). ``--plan`` exits 0 when the snapshot could be applied, 1 when it would be refused. The loop
+(``--interval``) runs until stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import typer
 
 agent_app = typer.Typer(help="Deploy agents run on fabric hosts.", no_args_is_help=True)
 
+# smpquery processes at once. ibsim serves at most 10 clients in all (the SMs, the agent's
+# smpquery processes, an ibnetdiscover), and on a real fabric each smpquery is a stream of MADs
+# the SM host's HCA sends to one port's SMA: more than 10 at once gains little and makes MAD
+# timeouts (a failed read-back) likelier. DEFAULT_CONCURRENCY (4) leaves room for the SMs.
+MAX_CONCURRENCY = 10
+
 
 @agent_app.callback()
 def agent_group() -> None:
@@ -29,14 +36,31 @@ def _say(line: str) -> None:
     typer.echo(f"isofabric-agent: {line}", err=True)
 
 
+def _positive(value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"{value:g} is not greater than 0")
+    return value
+
+
 @agent_app.command("opensm")
 def opensm(
     server: Annotated[str, typer.Option("--server", help="The service's base URL")],
     fabric: Annotated[str, typer.Option("--fabric", help="Fabric name")],
     target: Annotated[str, typer.Option("--target", help="This SM host's target name")],
-    conf_dir: Annotated[Path, typer.Option("--conf-dir", help="Where OpenSM reads its files")],
+    conf_dir: Annotated[
+        Path,
+        typer.Option(
+            "--conf-dir", help="Where OpenSM reads its files", exists=True, file_okay=False
+        ),
+    ],
     public_key: Annotated[
-        Path, typer.Option("--public-key", help="Pinned Ed25519 public key PEM, or a keyring")
+        Path,
+        typer.Option(
+            "--public-key",
+            help="Pinned Ed25519 public key PEM, or a keyring",
+            exists=True,
+            dir_okay=False,
+        ),
     ],
     log_file: Annotated[Path, typer.Option("--log-file", help="OpenSM's log file")],
     token: Annotated[
@@ -48,21 +72,27 @@ def opensm(
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit")] = False,
     interval: Annotated[
-        float | None, typer.Option("--interval", help="Seconds between cycles (loop)")
+        float | None,
+        typer.Option("--interval", help="Seconds between cycles (loop)", callback=_positive),
     ] = None,
     min_interval: Annotated[
-        float, typer.Option("--min-interval", help="At most one apply per this many seconds")
+        float,
+        typer.Option("--min-interval", help="At most one apply per this many seconds", min=0),
     ] = 5.0,
     plan: Annotated[
         bool, typer.Option("--plan", help="Print what would change; do nothing")
     ] = False,
     full: Annotated[bool, typer.Option("--full", help="Read back every CA port")] = False,
-    sample: Annotated[int, typer.Option("--sample", help="Unchanged ports read back")] = 16,
+    sample: Annotated[int, typer.Option("--sample", help="Unchanged ports read back", min=0)] = 16,
     sweep_timeout: Annotated[
-        float, typer.Option("--sweep-timeout", help="Seconds to wait for SUBNET UP")
+        float,
+        typer.Option("--sweep-timeout", help="Seconds to wait for SUBNET UP", callback=_positive),
     ] = 60.0,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", help="smpquery processes at once")
+        int,
+        typer.Option(
+            "--concurrency", help="smpquery processes at once", min=1, max=MAX_CONCURRENCY
+        ),
     ] = 4,
 ) -> None:
     """Deploy the fabric's signed OpenSM files on this host, verify them, report the outcome."""
@@ -79,7 +109,7 @@ def opensm(
         raise typer.BadParameter("give exactly one of --once and --interval SECONDS")
     try:
         keys = tuple(load_trusted_keys(public_key))
-    except ManifestError as error:
+    except (ManifestError, OSError) as error:  # OSError: e.g. not readable
         raise typer.BadParameter(str(error), param_hint="--public-key") from error
     settings = AgentSettings(conf_dir, fabric, keys, full, sample, sweep_timeout, min_interval)
     client = ServerClient(server, token, fabric, target)

@@ -95,6 +95,8 @@ class Agent:
         try:
             envelope = self.server.signed_manifest()
         except ServerError as error:
+            what = "unreachable" if error.status is None else "answering with an error"
+            self.say(f"the service is {what}, nothing done: {error}")
             return CycleResult("unreachable", str(error))
         envelope_id = _envelope_hash(envelope)
         if envelope_id in self.held:

@@ -1,0 +1,71 @@
+"""The agent's command line: bad options are usage errors (exit 2, no traceback), and ``--once``
+says why it could not reach the service."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typer.testing import CliRunner
+
+from api.agent.command import agent_app
+from tenancy.key_store import public_pem
+
+runner = CliRunner()
+UNREACHABLE = "http://127.0.0.1:1"  # nothing listens on port 1
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> list[str]:
+    key = tmp_path / "service.pub"
+    key.write_text(public_pem(Ed25519PrivateKey.generate().public_key()))
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    return [
+        "opensm", "--server", UNREACHABLE, "--fabric", "ib-east", "--target", "sm01",
+        "--conf-dir", str(conf), "--public-key", str(key), "--log-file", str(conf / "opensm.log"),
+        "--pid-file", str(conf / "opensm.pid"), "--token", "isf_x",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--interval", "0"),
+        ("--interval", "-5"),
+        ("--min-interval", "-1"),
+        ("--sample", "-1"),
+        ("--concurrency", "0"),
+        ("--concurrency", "11"),
+        ("--sweep-timeout", "0"),
+    ],
+)
+def test_an_out_of_range_option_is_a_usage_error(base: list[str], option: str, value: str):
+    extra = [] if option == "--interval" else ["--once"]
+
+    result = runner.invoke(agent_app, [*base, *extra, option, value])
+
+    assert result.exit_code == 2, result.output
+    assert option in result.stderr and "Traceback" not in result.stderr
+    assert isinstance(result.exception, SystemExit)  # a usage error, not a crash
+
+
+def test_a_missing_public_key_or_conf_dir_is_a_usage_error(base: list[str], tmp_path: Path):
+    for option in ("--public-key", "--conf-dir"):
+        args = [*base, "--once"]
+        args[args.index(option) + 1] = str(tmp_path / "missing")
+
+        result = runner.invoke(agent_app, args)
+
+        assert result.exit_code == 2, (option, result.output)
+        assert option in result.stderr and "Traceback" not in result.stderr
+
+
+def test_once_against_an_unreachable_server_says_so_and_exits_1(base: list[str]):
+    result = runner.invoke(agent_app, [*base, "--once"])
+
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "unreachable" in lines[0] and UNREACHABLE in lines[0]
