@@ -1,13 +1,15 @@
 """One cycle of the OpenSM deploy agent, and its loop (issue 11, item 4).
 
-A cycle: fetch the signed manifest and verify it with the pinned keys; nothing to do when every
-installed file has the manifest's sha256 and that deployment settled with the running OpenSM;
-otherwise (in a loop at most once per ``--min-interval``, so changes in between coalesce)
-download and check the files (api/agent/prepare.py), check that OpenSM reads the conf dir,
-install atomically (api/agent/install.py), then on the master SIGHUP OpenSM, wait for the sweep
-and compare the P_Key tables read back with the model parsed from the signed partitions.conf,
-rolling back on a problem (api/agent/master.py). A standby only installs. Every outcome is
-reported; a report the server did not take is sent again on the next cycle.
+A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than
+the installed manifest's is refused); nothing to do when every installed file has the manifest's
+sha256 and that deployment settled with the running OpenSM (one settled as a standby is not
+settled once this OpenSM is master); otherwise (in a loop at most once per ``--min-interval``,
+so changes in between coalesce) download and check the files (api/agent/prepare.py), check that
+OpenSM reads the conf dir, install atomically (api/agent/install.py), then on the master SIGHUP
+OpenSM, wait for the sweep and compare the P_Key tables read back with the model parsed from the
+signed partitions.conf, rolling back on a problem (api/agent/master.py). A standby only
+installs. Every outcome is reported; a report the server did not take is sent again on the next
+cycle.
 
 Report states:
 
@@ -27,7 +29,8 @@ hash: the same envelope would be refused again), except a download whose sha256 
 transport's fault, tried again next cycle), nor a rolled-back snapshot with the same files (held
 by digest and file hashes: a loop would otherwise SIGHUP OpenSM every ``--min-interval``). A new
 envelope (the service re-signs a snapshot with another opensm.conf when the M_Key changes), new
-files, or a new process try again.
+files, or a new process try again. A held outcome, like a settled one, is reported again every
+cycle: the service takes the repeat as a sign of life (``last_seen_at``).
 """
 
 from __future__ import annotations
