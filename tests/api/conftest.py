@@ -19,6 +19,7 @@ HTTP_ONLY_MODULES = frozenset(
         "test_authz_matrix",
         "test_config_audits",
         "test_content_type",
+        "test_deploy_http",
         "test_event_loop",
         "test_history",
         "test_hostile_bodies",

@@ -83,24 +83,6 @@ def test_a_target_is_registered_once_and_listed_with_its_state(client, onboarded
     assert [t["name"] for t in ok(client.get(f"{IB}/targets"))["data"]] == ["sm-a"]
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "status"),
-    [
-        ("SM_A", {"kind": "opensm"}, 422),
-        ("sm-a", {"kind": "ufm"}, 422),
-        ("sm-a", {}, 422),
-        ("sm-a", {"kind": "opensm", "extra": 1}, 422),
-    ],
-)
-def test_bad_target_registrations_change_nothing(client, onboarded, db_dump, name, body, status):
-    before = db_dump()
-
-    response = client.put(f"{IB}/targets/{name}", json=body)
-
-    assert response.status_code == status, response.text
-    assert db_dump() == before
-
-
 def test_an_opensm_target_is_refused_on_a_roce_fabric(client, roce_onboarded, db_dump):
     before = db_dump()
 
@@ -176,20 +158,6 @@ def test_the_history_lists_every_committed_state_newest_first(client, onboarded)
     assert {e["index"] for e in changed} >= set(indices)
 
 
-def test_the_history_pages_with_a_cursor(client, onboarded):
-    pages, cursor = [], None
-    while True:
-        params = {"limit": 3, **({"cursor": cursor} if cursor else {})}
-        page = ok(client.get(f"{IB}/snapshots", params=params))
-        pages += page["data"]
-        cursor = page["next"]
-        if cursor is None:
-            break
-
-    assert pages == ok(client.get(f"{IB}/snapshots"))["data"]
-    assert_problem(client.get(f"{IB}/snapshots", params={"cursor": "bm9wZQ"}), 422)
-
-
 def test_pruned_snapshots_answer_410_and_unknown_ones_404(make_client, onboarded):
     client = make_client(snapshot_retain=1)
     old = manifest_digest(signed_manifest(client))
@@ -236,8 +204,8 @@ def agent_token(client: Any, target: str = "sm-a", fabric: str = FABRIC) -> dict
     return {"Authorization": f"Bearer {secret}"}
 
 
-@pytest.fixture
-def agent(make_client, onboarded) -> tuple[Any, dict[str, str]]:
+def agent_world(make_client: Any) -> tuple[Any, dict[str, str]]:
+    """A closed service (admin token) with targets sm-a and sm-b and sm-a's agent token."""
     client = make_client(admin_token="admin")
     admin = {"Authorization": "Bearer admin"}
     client.headers.update(admin)
@@ -245,6 +213,11 @@ def agent(make_client, onboarded) -> tuple[Any, dict[str, str]]:
     register(client, "sm-b")
     headers = agent_token(client)
     return client, headers
+
+
+@pytest.fixture
+def agent(make_client, onboarded) -> tuple[Any, dict[str, str]]:
+    return agent_world(make_client)
 
 
 def test_an_agent_reads_its_fabrics_files_and_reports_for_its_target(agent):
@@ -259,59 +232,6 @@ def test_an_agent_reads_its_fabrics_files_and_reports_for_its_target(agent):
     stored = created(client.post(f"{IB}/targets/sm-a/reports", json=body, headers=headers))
     assert stored["principal"].startswith("token:agent:")
     assert ok(client.get(f"{IB}/sync", headers=headers))["desired"] == digest
-
-
-@pytest.mark.parametrize(
-    ("method", "path"),
-    [
-        ("POST", f"{IB}/targets/sm-b/reports"),
-        ("GET", f"{IB}/targets/sm-b"),
-        ("PUT", f"{IB}/targets/sm-a"),
-        ("DELETE", f"{IB}/targets/sm-a"),
-        ("GET", "/v1/fabrics/other/signed-manifest"),
-        ("GET", "/v1/tenants"),
-        ("GET", f"{IB}/nodes"),
-        ("GET", f"{IB}/verification"),
-        ("PUT", f"{IB}/topology"),
-        ("POST", "/v1/tokens"),
-        ("GET", "/v1/audit/entries"),
-        ("POST", f"{IB}/nodes/gpu0001/force-drain"),
-    ],
-)
-def test_an_agent_may_do_nothing_else(agent, db_dump, method, path):
-    client, headers = agent
-    before = db_dump()
-    body = {"state": "failed", "digest": None, "role": "master", "kind": "opensm"}
-
-    response = client.request(method, path, headers=headers, json=body)
-
-    assert_problem(response, 403, "forbidden")
-    assert db_dump() == before
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"name": "a", "role": "agent", "fabric": FABRIC},
-        {"name": "a", "role": "agent", "target": "sm-a"},
-        {"name": "a", "role": "operator", "fabric": FABRIC, "target": "sm-a"},
-        {"name": "a", "role": "agent", "fabric": FABRIC, "target": "sm-a", "tenant": "acme"},
-    ],
-)
-def test_agent_tokens_need_exactly_a_fabric_and_a_target(client, onboarded, db_dump, body):
-    register(client)
-    before = db_dump()
-
-    assert_problem(client.post("/v1/tokens", json=body), 422)
-    assert db_dump() == before
-
-
-def test_an_agent_token_names_a_registered_target(client, onboarded, db_dump):
-    before = db_dump()
-    body = {"name": "a", "role": "agent", "fabric": FABRIC, "target": "sm-z"}
-
-    assert_problem(client.post("/v1/tokens", json=body), 404, "not-found")
-    assert db_dump() == before
 
 
 # --- reports, receipts and sync -----------------------------------------------------------------
@@ -379,34 +299,6 @@ def test_a_rolled_back_report_keeps_the_mismatches_and_what_the_target_enforces(
         "reported_at": None,
         "mismatches": [mismatch],
     }
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        {"state": "applied", "digest": None},
-        {"state": "done", "digest": None},
-        {"state": "applied", "digest": "sha256:xyz"},
-        {"state": "failed", "digest": None, "ports_read": "3"},
-        {"state": "failed", "digest": None, "ports_read": True},
-        {"state": "failed", "digest": None, "durations": {"total": -1}},
-        {"state": "failed", "digest": None, "detail": "x" * 5000},
-        {"state": "failed", "digest": None, "mismatches": [{"guid": "0x1", "missing": []}]},
-        {"state": "failed", "digest": None, "role": "primary"},
-    ],
-)
-def test_bad_reports_change_nothing(client, onboarded, db_dump, body):
-    register(client)
-    before = db_dump()
-
-    assert_problem(client.post(f"{IB}/targets/sm-a/reports", json=body), 422)
-    assert db_dump() == before
-
-
-def test_a_report_for_an_unknown_target_is_404(client, onboarded):
-    body = {"state": "failed", "digest": None}
-
-    assert_problem(client.post(f"{IB}/targets/sm-z/reports", json=body), 404, "not-found")
 
 
 # --- drain before reuse -------------------------------------------------------------------------
@@ -607,24 +499,6 @@ def test_a_repeat_with_a_new_detail_updates_the_targets_detail(client, onboarded
 
     assert again.status_code == 200
     assert ok(client.get(f"{IB}/targets/sm-a"))["detail"] == "no SUBNET UP within 60 s"
-
-
-@pytest.mark.parametrize("after", ["²", "9" * 30, "-1", "1.5", ""])
-def test_a_forged_history_cursor_is_a_422(client, onboarded, after):
-    raw = json.dumps({"after": after}).encode()
-    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    response = client.get(f"{IB}/snapshots", params={"cursor": cursor})
-
-    assert response.status_code in (200, 422), response.text
-    if after:
-        assert_problem(response, 422)
-
-
-def test_an_agent_cannot_read_the_fabric_resource(agent):
-    client, headers = agent
-
-    assert_problem(client.get(IB, headers=headers), 403, "forbidden")
 
 
 def test_a_settings_change_of_the_keys_re_signs_the_same_snapshot_with_its_new_files(

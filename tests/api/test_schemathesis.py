@@ -46,13 +46,13 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_operator_requests_never_fail_and_match_the_schema(case):
     case.call_and_validate(headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, checks=CHECKS)
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_tenant_admin_requests_never_fail_and_match_the_schema(case):
     """A tenant role gets its own data, 403 or a 404 for the rest, never a 5xx."""
     case.call_and_validate(headers={"Authorization": f"Bearer {TENANT_TOKEN}"}, checks=CHECKS)
