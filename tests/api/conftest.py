@@ -5,8 +5,8 @@ concerns (authorization, problem shapes, content types, headers, status codes an
 use cases the tenancy tier already runs on both backends: tests/tenancy/test_<subject>...) and
 run on SQLite alone; on PostgreSQL they would repeat that tier through HTTP and cost minutes of
 the suite's 10-minute budget. Modules whose behaviour depends on the database (column types and
-lengths, strict numbers at the column's limits, ordering and pagination, idempotency records,
-RoCE ids, deployment and drains, usage time arithmetic) are not listed and keep both backends.
+lengths, strict numbers at the column's limits, idempotency records, RoCE ids, deployment and
+drains) are not listed and keep both backends.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ HTTP_ONLY_MODULES = frozenset(
         "test_content_type",
         "test_deploy_http",
         "test_event_loop",
+        "test_fabrics",
         "test_history",
         "test_hostile_bodies",
         "test_node_state",
         "test_nodes",
         "test_offboarding",
         "test_open_mode",
+        "test_pagination",
         "test_port_identity",
         "test_problem_table",
         "test_problems_and_auth",
@@ -39,6 +41,8 @@ HTTP_ONLY_MODULES = frozenset(
         "test_tenants_and_qos",
         "test_token_lineage",
         "test_tokens",
+        "test_topology",
+        "test_usage",
         "test_verification_and_artifacts",
     }
 )
