@@ -52,16 +52,16 @@ from tests.benchmarks.ibsim_fabric import (
     BENCH_TREE,
     GRANTED_TENANTS,
     STORAGE_SERVICE,
+    lab_tools,
     start_opensm,
     tenant_hosts,
 )
 from tests.benchmarks.timing import measure
-from tests.conformance.harness import IbTools, OpenSM, SimFabric, ToolsMissingError
+from tests.conformance.harness import IbTools, OpenSM, SimFabric
 from tests.fabricgen import render
 from tests.keys import keys_create
 from tests.live_server import live_server
 
-REQUIRE_ENV = "ISOFABRIC_REQUIRE_CONFORMANCE"
 FABRIC = "ib-bench"
 TARGET = "sm01"
 TOOL_TIMEOUT = 600.0
@@ -469,12 +469,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
         parser.error(f"ibsim serves at most 10 clients: concurrency 1..{MAX_CONCURRENCY}")
-    try:
-        tools = IbTools.locate()
-    except ToolsMissingError as error:
-        if os.environ.get(REQUIRE_ENV, "").strip().lower() in {"1", "true", "yes"}:
-            raise
-        print(f"agent benchmark skipped: {error}")
+    tools = lab_tools("agent benchmark")
+    if tools is None:
         return
     if args.save_dir is not None:
         args.save_dir.mkdir(parents=True, exist_ok=True)

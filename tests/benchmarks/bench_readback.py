@@ -41,15 +41,15 @@ from tests.benchmarks.ibsim_fabric import (
     BENCH_TREE,
     KEYS,
     START_TIMEOUT,
+    lab_tools,
     snapshot_from_discovery,
     start_opensm,
     tenant_hosts,
 )
 from tests.benchmarks.timing import measure
-from tests.conformance.harness import IbTools, OpenSM, SimFabric, ToolsMissingError
+from tests.conformance.harness import IbTools, OpenSM, SimFabric
 from tests.fabricgen import render
 
-REQUIRE_ENV = "ISOFABRIC_REQUIRE_CONFORMANCE"
 TOOL_TIMEOUT = 600.0
 Ports = Sequence[tuple[int, int]]  # (port GUID, LID)
 Reader = Callable[[Ports, int], dict[int, list[int]]]
@@ -213,12 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     if not all(1 <= c <= 8 for c in concurrencies):
         parser.error("ibsim serves at most 10 clients, OpenSM included: concurrency 1..8")
-    try:
-        tools = IbTools.locate()
-    except ToolsMissingError as error:
-        if os.environ.get(REQUIRE_ENV, "").strip().lower() in {"1", "true", "yes"}:
-            raise
-        print(f"read-back benchmark skipped: {error}")
+    tools = lab_tools("read-back benchmark")
+    if tools is None:
         return
     if args.save_dir is not None:
         args.save_dir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -26,7 +27,7 @@ from policies.infiniband.parse_ibnetdiscover import parse_ibnetdiscover
 from policies.infiniband.render import SubnetManagerKeys
 from policies.model import Grant, Node, NodeRole, Owner
 from tests.benchmarks.timing import measure
-from tests.conformance.harness import OpenSM, SimFabric
+from tests.conformance.harness import IbTools, OpenSM, SimFabric, ToolsMissingError
 from tests.fabricgen import FatTree, render
 
 # OpenSM's first sweep of 1,024 HCAs takes seconds, many more on a loaded 2-core host.
@@ -111,6 +112,20 @@ def snapshot_from_discovery(
     partitions = plan_partitions(nodes, ports, tenant_keys, {STORAGE_SERVICE: STORAGE_PKEY}, grants)
     settings = IbSettings(FABRIC, pkey_first=STORAGE_PKEY, pkey_last=0x01FF)
     return IbSnapshot(settings, nodes, ports, partitions, grants, (BRONZE, GOLD))
+
+
+REQUIRE_ENV = "ISOFABRIC_REQUIRE_CONFORMANCE"
+
+
+def lab_tools(benchmark: str) -> IbTools | None:
+    """The lab's tools; None (said on stdout) when missing, unless the lab is required."""
+    try:
+        return IbTools.locate()
+    except ToolsMissingError as error:
+        if os.environ.get(REQUIRE_ENV, "").strip().lower() in {"1", "true", "yes"}:
+            raise
+        print(f"{benchmark} skipped: {error}")
+        return None
 
 
 def start_opensm(
