@@ -98,8 +98,9 @@ def opensm(
     """Deploy the fabric's signed OpenSM files on this host, verify them, report the outcome."""
     from api.agent.client import ServerClient
     from api.agent.cycle import AgentSettings
+    from api.agent.loop import run_loop
     from api.agent.manifest import ManifestError, load_trusted_keys
-    from api.agent.opensm import Agent, run_loop
+    from api.agent.opensm import Agent
     from api.agent.plan import plan as print_plan
     from api.agent.sm import LocalSmHost, SmLocator, SmLog
 

@@ -1,4 +1,4 @@
-"""One cycle of the OpenSM deploy agent, and its loop (issue 11, item 4).
+"""One cycle of the OpenSM deploy agent (issue 11, item 4); api/agent/loop.py repeats it.
 
 A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than
 the installed manifest's is refused); nothing to do when every installed file has the manifest's
@@ -391,29 +391,3 @@ def _files_hash(manifest: Manifest) -> str:
     """The snapshot digest and its files' sha256: what a rollback holds."""
     files = sorted((f.name, f.sha256) for f in manifest.files)
     return hashlib.sha256(json.dumps([manifest.digest, files]).encode()).hexdigest()
-
-
-def run_loop(
-    agent: Agent,
-    interval: float,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-    cycles: int | None = None,
-) -> None:
-    """Run cycles every `interval` seconds (sooner when a coalesced apply falls due), forever.
-
-    No exception of a cycle ends the loop: it is said and the next cycle tries again. `cycles`
-    bounds the loop (tests).
-    """
-    done = 0
-    while cycles is None or done < cycles:
-        try:
-            result = agent.cycle(coalesce=True)
-        except Exception as error:  # the loop must outlive any one cycle
-            agent.say(f"cycle failed, tried again: {type(error).__name__}: {error}")
-            result = CycleResult("failed", str(error))
-        done += 1
-        wait = interval
-        if result.outcome == "waiting":
-            wait = min(interval, max(agent.throttle.remaining(), 0.05))
-        sleep(wait)

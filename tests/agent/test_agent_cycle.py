@@ -9,7 +9,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from api.agent import install
-from api.agent.opensm import Agent, run_loop
+from api.agent.loop import run_loop
+from api.agent.opensm import Agent
 from api.agent.plan import plan
 from api.agent.state import load_state
 
