@@ -295,9 +295,12 @@ def _ca_record(state: _State, line: str, number: int) -> None:
     if not line.startswith("Ca"):
         _chassis_line(state, line, number)  # "Chassis N" under -g
         return
-    if _aggregation_node(state, line, number):
-        return
-    match = _CA_RE.fullmatch(line) or _refuse_ca(line, number)
+    match = _CA_RE.fullmatch(line)
+    if match is None:
+        # A SHARP aggregation node never matches: its NodeDescription has three spaces.
+        if _aggregation_node(state, line, number):
+            return
+        _refuse_ca(line, number)
     ports_text, guid_text, hostname, hca = match.groups()
     guid = int(guid_text, 16)
     hostname = hostname.lower()  # DNS names are case-insensitive (RFC 4343)
