@@ -17,8 +17,6 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
 from policies.errors import PortMovedError
-from policies.infiniband.model import format_guid
-from policies.infiniband.parse_ibnetdiscover import DiscoveredCaPort
 from policies.node_state import guards_its_ports
 from tenancy import models as m
 from tenancy.db import fetch_all
@@ -47,6 +45,8 @@ def settle_moves(session: Session, fabric_id: int, moves: Iterable[Move]) -> lis
             ``moved`` lists every such move, and nothing was written yet.
     """
     moves = sorted(moves, key=lambda move: (move.port, move.source))
+    if not moves:
+        return []  # the usual import: no need to read every node's role and state
     guarded = _guarded_hosts(session, fabric_id)
     refused = [move for move in moves if guarded.intersection(move.hosts)]
     if refused:
@@ -72,23 +72,12 @@ def _guarded_hosts(session: Session, fabric_id: int) -> set[str]:
     return {name for name, role, state in rows if guards_its_ports(role, state)}
 
 
-def ib_moves(session: Session, fabric_id: int, ports: Iterable[DiscoveredCaPort]) -> list[Move]:
-    """Known port GUIDs whose NodeDescription now names another host."""
-    known = dict(
-        fetch_all(
-            session,
-            core_select(col(m.Port.guid), col(m.Node.name))
-            .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
-            .where(col(m.Port.fabric_id) == fabric_id),
-        )
-    )
-    moves = []
-    for port in ports:
-        guid = format_guid(port.guid)
-        host = known.get(guid)
-        if host is not None and host != port.hostname:
-            moves.append(Move(guid, host, port.hostname, (host, port.hostname)))
-    return moves
+def ib_moves(hosts: Iterable[tuple[str, str, str]]) -> list[Move]:
+    """Known port GUIDs whose NodeDescription now names another host.
+
+    `hosts` holds (port GUID, recorded host, host the import claims) for known ports.
+    """
+    return [Move(guid, was, now, (was, now)) for guid, was, now in hosts if was != now]
 
 
 def roce_moves(session: Session, fabric_id: int, inventory: RoceInventory) -> list[Move]:

@@ -167,7 +167,7 @@ def test_healthz_and_reads_answer_while_an_import_holds_the_write_lock(served, m
     auditor = served.token("auditor")  # its requests are authenticated by a database lookup
     gate = Gate()
     # Inside the import's write transaction (BEGIN IMMEDIATE on SQLite), after the parse.
-    monkeypatch.setattr(topology_use_cases, "_reconcile", gate.wrap(topology_use_cases._reconcile))
+    monkeypatch.setattr(topology_use_cases, "reconcile", gate.wrap(topology_use_cases.reconcile))
     importing = served.in_background(put_topology(served, example_topology()))
     gate.wait_arrival()
 
@@ -187,7 +187,7 @@ def test_healthz_and_reads_answer_while_an_import_holds_the_write_lock(served, m
 
 def test_healthz_answers_before_a_large_import_finishes(served, monkeypatch):
     reconciling, finished = threading.Event(), threading.Event()
-    real = topology_use_cases._reconcile
+    real = topology_use_cases.reconcile
 
     def observed(*args: Any, **kwargs: Any) -> Any:
         reconciling.set()
@@ -196,7 +196,7 @@ def test_healthz_answers_before_a_large_import_finishes(served, monkeypatch):
         finally:
             finished.set()
 
-    monkeypatch.setattr(topology_use_cases, "_reconcile", observed)
+    monkeypatch.setattr(topology_use_cases, "reconcile", observed)
     text = ibnetdiscover_text(LARGE_FABRIC_NODES, LARGE_FABRIC_HCAS)
     importing = served.in_background(put_topology(served, text))
     assert reconciling.wait(CLIENT_TIMEOUT_SECONDS)

@@ -1,0 +1,349 @@
+"""InfiniBand topology reconcile: the fabric's switches, nodes and ports against a discovery.
+
+The rules are tenancy/topology.py's; this module makes their cost proportional to what changed.
+The file's claims are keyed and sorted as the records are (`Discovery`) before the write lock is
+taken. Under it, one bulk read of the ports (plain tuples, in GUID order) is compared with them:
+an unchanged file writes nothing and reads nothing more. Otherwise only the differences are
+read further and written, each kind of change in one executemany (tenancy/bulk.py), never
+through per-row ORM objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import BindParameter, bindparam, delete, insert, update
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col
+
+from policies.infiniband.model import format_guid
+from policies.infiniband.parse_ibnetdiscover import (
+    DiscoveredCaPort,
+    DiscoveredTopology,
+    is_reserved_guid,
+)
+from policies.node_state import keeps_ports
+from tenancy import models as m
+from tenancy.bulk import execute_many
+from tenancy.db import fetch_all
+from tenancy.fabrics import count_where
+from tenancy.node_states import count_listed_nodes, mark_presence
+from tenancy.port_identity import ib_moves, settle_moves
+from tenancy.schemas import PortMove, SwitchChange, TopologyImportResult, TopologyPortChange
+
+# A port's place, recorded or claimed: (host, HCA, port number, switch GUID, switch name, switch
+# port); the switch fields are None for a port that is not cabled to a switch.
+Place = tuple[str, str, int, str | None, str | None, int | None]
+# A switch's record: (name, ports, absent).
+SwitchValues = tuple[str, int, bool]
+# Port GUIDs per `IN (...)` query: well under SQLite's and PostgreSQL's limits of parameters.
+GUIDS_PER_QUERY = 500
+# Changes turned into API models per validation call: each call holds the GIL (a millisecond
+# or two), and the event loop of a server runs between them.
+CHANGES_PER_CALL = 1_000
+_CHANGES = TypeAdapter(list[TopologyPortChange])
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What an ibnetdiscover file claims, keyed as the records are (GUIDs formatted).
+
+    `ports` holds one ``(guid, *place)`` row per CA port, sorted by GUID: the order of the
+    recorded rows it is compared with.
+    """
+
+    switches: dict[str, SwitchValues]
+    ports: list[tuple[Any, ...]]
+    hostnames: frozenset[str]
+
+
+def discovery_of(topology: DiscoveredTopology) -> Discovery:
+    """Key and sort the parsed file's claims (pure: run it before the write lock)."""
+    switches = {format_guid(s.guid): (s.name, s.ports, False) for s in topology.switches}
+    ports = sorted(_port_row(port) for port in topology.ca_ports)
+    return Discovery(switches, ports, frozenset(p.hostname for p in topology.ca_ports))
+
+
+def _port_row(port: DiscoveredCaPort) -> tuple[Any, ...]:
+    switch = None if port.switch_guid is None else format_guid(port.switch_guid)
+    guid = format_guid(port.guid)
+    return (guid, port.hostname, port.hca, port.port, switch, port.switch_name, port.switch_port)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the reconcile did, as plain values; `result` builds the API model (after commit)."""
+
+    switches: int
+    nodes: int
+    ports: int
+    added: list[tuple[str, str, str, int]] = field(default_factory=list)
+    missing: list[tuple[str, str, str, int, bool, str]] = field(default_factory=list)
+    moved: list[PortMove] = field(default_factory=list)
+    absent_nodes: list[str] = field(default_factory=list)
+    absent_switches: list[SwitchChange] = field(default_factory=list)
+
+    def result(self) -> TopologyImportResult:
+        """The API model; `added` and `missing` are built a thousand changes at a time."""
+        added = [dict(zip(("guid", "node", "hca", "port"), row, strict=True)) for row in self.added]
+        names = ("guid", "node", "hca", "port", "allocated", "action")
+        missing = [dict(zip(names, row, strict=True)) for row in self.missing]
+        return TopologyImportResult(
+            switches=self.switches,
+            nodes=self.nodes,
+            ports=self.ports,
+            added=_changes(added),
+            missing=_changes(missing),
+            moved=self.moved,
+            absent_nodes=self.absent_nodes,
+            absent_switches=self.absent_switches,
+        )
+
+
+def _changes(rows: list[dict[str, Any]]) -> list[TopologyPortChange]:
+    changes: list[TopologyPortChange] = []
+    for start in range(0, len(rows), CHANGES_PER_CALL):
+        changes += _CHANGES.validate_python(rows[start : start + CHANGES_PER_CALL])
+    return changes
+
+
+def reconcile(session: Session, fabric_id: int, discovery: Discovery) -> Outcome:
+    """Write the difference between the fabric's records and `discovery`; report it.
+
+    Raises:
+        PortMovedError: a known port GUID claims another host while either host guards its
+            ports; checked before anything is written.
+    """
+    plan = _Plan.of(_recorded_ports(session, fabric_id), discovery.ports)
+    moved = [] if plan is None else plan.settle_moves(session, fabric_id)
+    switches = _known_switches(session, fabric_id)
+    absent_switches = _upsert_switches(session, fabric_id, dict(switches), discovery.switches)
+    added = [] if plan is None else plan.write(session, fabric_id)
+    impossible = switches.keys() | discovery.switches.keys()
+    missing = [] if plan is None else plan.drop_missing(session, fabric_id, impossible)
+    absent_nodes = mark_presence(session, fabric_id, set(discovery.hostnames))
+    return Outcome(
+        switches=len(discovery.switches),
+        nodes=count_listed_nodes(session, fabric_id),
+        ports=count_where(session, m.Port, fabric_id),
+        added=added,
+        missing=missing,
+        moved=moved,
+        absent_nodes=absent_nodes,
+        absent_switches=absent_switches,
+    )
+
+
+def _recorded_ports(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
+    """The fabric's ports as ``(guid, *place)`` rows in GUID order, as `Discovery` has them."""
+    query = (
+        core_select(
+            col(m.Port.guid),
+            col(m.Node.name),
+            col(m.Port.hca),
+            col(m.Port.port_num),
+            col(m.Port.switch_guid),
+            col(m.Port.switch_name),
+            col(m.Port.switch_port),
+        )
+        .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
+        .where(col(m.Port.fabric_id) == fabric_id)
+        # The unique index on (fabric_id, guid) yields this order without a sort. Were a
+        # collation to order otherwise, the lists would differ and `_Plan` compares by GUID.
+        .order_by(col(m.Port.guid))
+    )
+    return fetch_all(session, query)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What differs, by port GUID: added (`new`), moved or re-cabled (`changed`), `gone`.
+
+    Each list is sorted; `recorded` and `claimed` hold each side's places by GUID.
+    """
+
+    recorded: dict[str, Place]
+    claimed: dict[str, Place]
+    new: list[str]
+    changed: list[str]
+    gone: list[str]
+
+    @classmethod
+    def of(cls, recorded: list[tuple[Any, ...]], claimed: list[tuple[Any, ...]]) -> _Plan | None:
+        """The plan from both sides' ``(guid, *place)`` rows; None when they are equal."""
+        if recorded == claimed:
+            return None
+        was = {row[0]: row[1:] for row in recorded}
+        now = {row[0]: row[1:] for row in claimed}
+        changed = sorted(guid for guid in was.keys() & now.keys() if was[guid] != now[guid])
+        new, gone = sorted(now.keys() - was.keys()), sorted(was.keys() - now.keys())
+        return cls(was, now, new, changed, gone)
+
+    def settle_moves(self, session: Session, fabric_id: int) -> list[PortMove]:
+        """The moves to apply (`tenancy.port_identity`'s rule); PortMovedError if refused."""
+        hosts = [(guid, self.recorded[guid][0], self.claimed[guid][0]) for guid in self.changed]
+        return settle_moves(session, fabric_id, ib_moves(hosts))
+
+    def write(self, session: Session, fabric_id: int) -> list[tuple[str, str, str, int]]:
+        """Insert the new ports, update the changed ones; the added (guid, node, hca, port)."""
+        places = [self.claimed[guid] for guid in self.new]
+        node_ids = _ensure_nodes(session, fabric_id, {p[0] for p in places} | self._movers())
+        inserts = [
+            (fabric_id, guid, node_ids[p[0]], *p[1:])
+            for guid, p in zip(self.new, places, strict=True)
+        ]
+        execute_many(session, _INSERT_PORT, _INSERT_PARAMS, inserts)
+        ids = _port_ids(session, fabric_id, self.changed)
+        updates = [
+            (node_ids[p[0]], *p[1:], ids[guid][0])
+            for guid, p in ((guid, self.claimed[guid]) for guid in self.changed)
+        ]
+        execute_many(session, _UPDATE_PORT, _UPDATE_PARAMS, updates)
+        return [(guid, p[0], p[1], p[2]) for guid, p in zip(self.new, places, strict=True)]
+
+    def _movers(self) -> set[str]:
+        return {self.claimed[guid][0] for guid in self.changed}
+
+    def drop_missing(
+        self, session: Session, fabric_id: int, impossible: Collection[str]
+    ) -> list[tuple[str, str, str, int, bool, str]]:
+        """Remove the ports no longer listed, keep a held node's; report each (`_missing`)."""
+        ids = _port_ids(session, fabric_id, self.gone)
+        corrected = {place[:3] for place in self.claimed.values()}
+        missing, doomed = [], []
+        for guid in self.gone:
+            port_id, state = ids[guid]
+            node, hca, port_num = self.recorded[guid][:3]
+            change = _missing(guid, node, hca, port_num, state, corrected, impossible)
+            missing.append(change)
+            doomed += [(port_id,)] if change[5] == "removed" else []
+        execute_many(session, _DELETE_PORT, ("port_id",), doomed)
+        return missing
+
+
+def _missing(
+    guid: str,
+    node: str,
+    hca: str,
+    port_num: int,
+    state: str,
+    corrected: Collection[tuple[str, str, int]],
+    impossible: Collection[str],
+) -> tuple[str, str, str, int, bool, str]:
+    """A port the import no longer lists: removed, or kept if its node is held.
+
+    A held node's port is removed all the same when it cannot be right: the import lists another
+    GUID in its place (same host, HCA and port number), or its GUID can identify no port
+    (reserved, or a switch's). So a corrected import always replaces a bad record (issue 10,
+    item 5).
+    """
+    held = keeps_ports(state)
+    wrong = (node, hca, port_num) in corrected or guid in impossible
+    kept = held and not (wrong or is_reserved_guid(int(guid, 16)))
+    return (guid, node, hca, port_num, held, "kept" if kept else "removed")
+
+
+def _port_ids(session: Session, fabric_id: int, guids: Sequence[str]) -> dict[str, tuple[int, str]]:
+    """(port id, node state) of the given recorded port GUIDs, a few hundred per query."""
+    found: dict[str, tuple[int, str]] = {}
+    for start in range(0, len(guids), GUIDS_PER_QUERY):
+        query = (
+            core_select(col(m.Port.guid), col(m.Port.id), col(m.Node.state))
+            .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
+            .where(
+                col(m.Port.fabric_id) == fabric_id,
+                col(m.Port.guid).in_(guids[start : start + GUIDS_PER_QUERY]),
+            )
+        )
+        found.update((guid, (port_id, state)) for guid, port_id, state in fetch_all(session, query))
+    return found
+
+
+def _new(names: Sequence[str]) -> dict[str, BindParameter[Any]]:
+    # A bind parameter may not share its column's name in an INSERT or UPDATE (SQLAlchemy
+    # reserves that name for itself).
+    return {name: bindparam(f"new_{name}") for name in names}
+
+
+def _params(names: Sequence[str]) -> tuple[str, ...]:
+    return tuple(f"new_{name}" for name in names)
+
+
+_PORT_FIELDS = ("node_id", "hca", "port_num", "switch_guid", "switch_name", "switch_port")
+_INSERT_PORT = insert(m.Port).values(_new(("fabric_id", "guid", *_PORT_FIELDS)))
+_INSERT_PARAMS = _params(("fabric_id", "guid", *_PORT_FIELDS))
+_UPDATE_PORT = (
+    update(m.Port).where(col(m.Port.id) == bindparam("port_id")).values(_new(_PORT_FIELDS))
+)
+_UPDATE_PARAMS = (*_params(_PORT_FIELDS), "port_id")
+_DELETE_PORT = delete(m.Port).where(col(m.Port.id) == bindparam("port_id"))
+
+
+def _ensure_nodes(session: Session, fabric_id: int, hostnames: set[str]) -> dict[str, int]:
+    """Node ids by name, after adding the given hosts the fabric does not know (free compute)."""
+    query = core_select(col(m.Node.name), col(m.Node.id)).where(col(m.Node.fabric_id) == fabric_id)
+    known: dict[str, int] = dict(fetch_all(session, query))
+    rows = [(fabric_id, name, "compute", "free") for name in sorted(hostnames - known.keys())]
+    if rows:
+        execute_many(session, _INSERT_NODE, _INSERT_NODE_PARAMS, rows)
+        known = dict(fetch_all(session, query))
+    return known
+
+
+_INSERT_NODE = insert(m.Node).values(_new(("fabric_id", "name", "role", "state")))
+_INSERT_NODE_PARAMS = _params(("fabric_id", "name", "role", "state"))
+
+
+def _known_switches(session: Session, fabric_id: int) -> dict[str, SwitchValues]:
+    """The fabric's switches by GUID: (name, ports, absent)."""
+    rows = fetch_all(
+        session,
+        core_select(
+            col(m.Switch.guid), col(m.Switch.name), col(m.Switch.ports), col(m.Switch.absent)
+        ).where(col(m.Switch.fabric_id) == fabric_id),
+    )
+    return {guid: (name, ports, bool(absent)) for guid, name, ports, absent in rows}
+
+
+def _upsert_switches(
+    session: Session,
+    fabric_id: int,
+    existing: dict[str, SwitchValues],
+    listed: dict[str, SwitchValues],
+) -> list[SwitchChange]:
+    """Insert new switches, update listed ones; those not listed are kept, marked absent.
+
+    `existing` (the records) is consumed. Returns the switches not listed, by GUID.
+    """
+    new_rows, updates = [], []
+    for guid, values in listed.items():
+        if guid not in existing:
+            new_rows.append((fabric_id, guid, *values))
+        elif existing.pop(guid) != values:
+            updates.append((*values, fabric_id, guid))
+    # What is left was not listed.
+    updates += [
+        (name, ports, True, fabric_id, guid)
+        for guid, (name, ports, absent) in existing.items()
+        if not absent
+    ]
+    execute_many(session, _INSERT_SWITCH, _INSERT_SWITCH_PARAMS, new_rows)
+    execute_many(session, _UPDATE_SWITCH, _UPDATE_SWITCH_PARAMS, updates)
+    return [SwitchChange(name=name, guid=guid) for guid, (name, *_) in sorted(existing.items())]
+
+
+_SWITCH_FIELDS = ("name", "ports", "absent")
+_INSERT_SWITCH = insert(m.Switch).values(_new(("fabric_id", "guid", *_SWITCH_FIELDS)))
+_INSERT_SWITCH_PARAMS = _params(("fabric_id", "guid", *_SWITCH_FIELDS))
+_UPDATE_SWITCH = (
+    update(m.Switch)
+    .where(
+        col(m.Switch.fabric_id) == bindparam("switch_fabric"),
+        col(m.Switch.guid) == bindparam("switch_guid"),
+    )
+    .values(_new(_SWITCH_FIELDS))
+)
+_UPDATE_SWITCH_PARAMS = (*_params(_SWITCH_FIELDS), "switch_fabric", "switch_guid")
