@@ -2,8 +2,9 @@
 
 Use cases do not test a fabric's kind themselves. They take the fabric's `Technology` and call
 what differs (claiming and showing an owner's segment, which rows are ports, how a segment is
-written, which topology documents the fabric takes), or hand a snapshot to `verify_snapshot` and
-`render_snapshot`. Adding a technology means adding one entry to `_TECHNOLOGIES`.
+written, which topology documents the fabric takes, what rendering reads besides the snapshot), or
+hand a snapshot to `verify_snapshot` and `render_snapshot`. Adding a technology means adding one
+entry to `_TECHNOLOGIES`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlmodel import Session
 from policies.artifacts import Artifact
 from policies.errors import InvalidValueError
 from policies.infiniband.model import format_pkey
-from policies.infiniband.render import render_opensm_artifacts
+from policies.infiniband.render import SubnetManagerKeys, render_opensm_artifacts
 from policies.infiniband.verify import verify_isolation
 from policies.model import FabricKind
 from policies.roce.bundle import render_roce_artifacts
@@ -59,6 +60,26 @@ class ViewSegment(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class RenderInputs:
+    """What rendering reads besides the snapshot: settings and secrets, never in its digest.
+
+    InfiniBand's OpenSM options file carries the subnet manager keys; RoCE reads nothing more.
+    Whatever caches rendered files must key them on these too (tenancy/read_cache.py), so that
+    rotating a key never serves a stale file: add a new input here, not inside a renderer.
+    """
+
+    subnet_manager_keys: SubnetManagerKeys | None = None
+
+
+def _no_render_inputs(_tx: Tx, _fabric: m.Fabric) -> RenderInputs:
+    return RenderInputs()
+
+
+def _opensm_render_inputs(tx: Tx, fabric: m.Fabric) -> RenderInputs:
+    return RenderInputs(subnet_manager_keys=subnet_manager_keys(fabric, tx.settings))
+
+
+@dataclass(frozen=True, slots=True)
 class Technology:
     """What one fabric technology does differently in the system of record."""
 
@@ -70,6 +91,7 @@ class Technology:
     segment_label: Callable[[int], str]
     ensure_segment: EnsureSegment
     segment_view: ViewSegment
+    render_inputs: Callable[[Tx, m.Fabric], RenderInputs]
 
     def accepts_topology(self, media_type: str) -> bool:
         """True when PUT .../topology with this media type fits the fabric."""
@@ -116,6 +138,7 @@ _TECHNOLOGIES = {
         segment_label=format_pkey,
         ensure_segment=_ensure_partition,
         segment_view=_partition_view,
+        render_inputs=_opensm_render_inputs,
     ),
     FabricKind.ROCE: Technology(
         kind=FabricKind.ROCE,
@@ -126,6 +149,7 @@ _TECHNOLOGIES = {
         segment_label=str,
         ensure_segment=_ensure_vrf_segment,
         segment_view=_vrf_segment_view,
+        render_inputs=_no_render_inputs,
     ),
 }
 
@@ -149,8 +173,26 @@ def verify_snapshot(snapshot: Snapshot) -> Verdict:
     return verify_isolation(snapshot)
 
 
+def render_inputs(tx: Tx, fabric: m.Fabric) -> RenderInputs:
+    """What rendering `fabric` reads besides its snapshot (see `RenderInputs`).
+
+    Raises:
+        KeyUnavailableError: an InfiniBand key is not configured and the OpenSM secret is
+            missing (503).
+    """
+    return technology_of(fabric.kind).render_inputs(tx, fabric)
+
+
 def render_snapshot(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> tuple[Artifact, ...]:
     """Render the artifacts of the snapshot's technology (OpenSM files, or SONiC and FRR)."""
+    return render_with(snapshot, render_inputs(tx, fabric))
+
+
+def render_with(snapshot: Snapshot, inputs: RenderInputs) -> tuple[Artifact, ...]:
+    """Render the snapshot's artifacts from exactly `inputs` (`render_inputs` of its fabric)."""
     if isinstance(snapshot, RoceSnapshot):
         return render_roce_artifacts(snapshot)
-    return render_opensm_artifacts(snapshot, subnet_manager_keys(fabric, tx.settings))
+    keys = inputs.subnet_manager_keys
+    if keys is None:  # a caller bug: the inputs of a RoCE fabric handed with an IB snapshot
+        raise TypeError(f"rendering fabric '{snapshot.fabric.name}' needs its OpenSM keys")
+    return render_opensm_artifacts(snapshot, keys)
