@@ -18,6 +18,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from policies.artifacts import Artifact, manifest
+from policies.digest import SNAPSHOT_DIGEST_PATTERN
 from policies.errors import InvalidValueError
 from policies.evidence.dsse import open_envelope, sign_envelope
 
@@ -33,7 +34,7 @@ __all__ = [
 MANIFEST_PAYLOAD_TYPE = "application/vnd.isofabric.artifact-manifest+json"
 MANIFEST_TYPE = "https://isofabric.dev/artifact-manifest/v1"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST = re.compile(SNAPSHOT_DIGEST_PATTERN)
 # Bundle paths: "partitions.conf", "leaf01/frr.conf"; no absolute path, no "..", no dot files.
 _PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 
@@ -102,7 +103,7 @@ def verify_manifest(
         )
     digest = document.get("snapshot_digest")
     if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
-        raise InvalidValueError("the manifest's snapshot_digest is not sha256:<hex>")
+        raise InvalidValueError("the manifest's snapshot_digest is not v2:<hex> (or sha256:<hex>)")
     files = [_file(entry) for entry in _list(document.get("files"))]
     if len({f.path for f in files}) != len(files):
         raise InvalidValueError("the manifest lists a path twice")

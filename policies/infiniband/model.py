@@ -7,11 +7,8 @@ compare, and have a content digest that verdicts, artifacts and proofs carry.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from policies.model import FabricKind, Grant, Node, Owner
 
@@ -122,43 +119,10 @@ class IbSnapshot:
 
     @cached_property
     def digest(self) -> str:
-        """``sha256:<hex>`` over a canonical JSON serialisation of the whole snapshot."""
-        return "sha256:" + hashlib.sha256(canonical_bytes(self)).hexdigest()
+        """The v2 digest (``v2:<hex>``, policies/digest): a multiset hash of its groups."""
+        from policies.infiniband.digest import ib_digest  # the digest module reads this one
 
-
-def canonical_bytes(snapshot: IbSnapshot) -> bytes:
-    """Serialise a snapshot deterministically: sorted collections, sorted keys, no whitespace."""
-    document = {
-        "fabric": _fabric_doc(snapshot.fabric),
-        "nodes": sorted(
-            [n.name, n.role.value, sorted(str(o) for o in n.owners)] for n in snapshot.nodes
-        ),
-        "ports": sorted(
-            [p.guid, p.node, p.hca, p.port, p.switch, p.switch_port] for p in snapshot.ports
-        ),
-        "partitions": sorted(_partition_doc(p) for p in snapshot.partitions),
-        "grants": sorted([g.tenant, g.service] for g in snapshot.grants),
-        "qos_classes": sorted(
-            [q.name, q.ib_sl, q.ib_rate, q.ib_mtu, q.vlarb_weight] for q in snapshot.qos_classes
-        ),
-        "default_full": sorted(snapshot.default_full),
-    }
-    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _fabric_doc(fabric: IbSettings) -> list[Any]:
-    return [
-        fabric.name,
-        fabric.kind.value,
-        fabric.pkey_first,
-        fabric.pkey_last,
-        fabric.pkeys_per_port,
-    ]
-
-
-def _partition_doc(partition: Partition) -> list[Any]:
-    members = sorted([m.guid, m.full] for m in partition.members)
-    return [partition.pkey, str(partition.owner), partition.qos_class or "", members]
+        return ib_digest(self)
 
 
 def format_pkey(pkey: int) -> str:

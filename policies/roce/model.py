@@ -8,9 +8,8 @@ its subnet. VLAN IDs are fabric-wide (the same ID on every leaf). Route targets 
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
 from ipaddress import IPv4Address, IPv4Network
@@ -163,19 +162,10 @@ class RoceSnapshot:
 
     @cached_property
     def digest(self) -> str:
-        """``sha256:<hex>`` over a canonical JSON serialisation of the whole snapshot."""
-        document = {
-            "fabric": _plain(asdict(self.fabric)),
-            "switches": sorted(_plain(asdict(s)) for s in self.switches),
-            "links": sorted(_plain(asdict(x)) for x in self.links),
-            "nodes": sorted([n.name, n.role.value, sorted(map(str, n.owners))] for n in self.nodes),
-            "nics": sorted(_plain(asdict(n)) for n in self.nics),
-            "segments": sorted(_plain(asdict(s)) for s in self.segments),
-            "grants": sorted([g.tenant, g.service] for g in self.grants),
-            "qos": sorted(_plain(asdict(q)) for q in self.qos_classes),
-        }
-        raw = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
-        return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+        """The v2 digest (``v2:<hex>``, policies/digest): a multiset hash of its groups."""
+        from policies.roce.digest import roce_digest  # the digest module reads this one
+
+        return roce_digest(self)
 
     def leaves(self) -> tuple[Switch, ...]:
         """Leaf switches sorted by name."""

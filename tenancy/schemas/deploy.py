@@ -7,10 +7,11 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, Field, StrictFloat, StrictInt, model_validator
 
+from policies.digest import SNAPSHOT_DIGEST_PATTERN as SNAPSHOT_DIGEST
 from tenancy.schemas.common import Strict
 
-SNAPSHOT_DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
-SnapshotDigest = Annotated[str, Field(pattern=SNAPSHOT_DIGEST_PATTERN, examples=["sha256:5d22…"])]
+SNAPSHOT_DIGEST_PATTERN = f"^{SNAPSHOT_DIGEST}$"
+SnapshotDigest = Annotated[str, Field(pattern=SNAPSHOT_DIGEST_PATTERN, examples=["v2:5d22…"])]
 GUID_TEXT_PATTERN = r"^0x[0-9a-f]{16}$"
 PKEY_TEXT_PATTERN = r"^0x[0-9a-f]{4}$"
 

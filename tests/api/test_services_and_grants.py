@@ -240,5 +240,5 @@ def test_a_grant_that_overflows_a_ports_pkey_table_is_a_409_isolation_violation(
         "0x0000000000100003",
         "0x0000000000100005",
     }
-    assert body["snapshot_digest"].startswith("sha256:")
+    assert body["snapshot_digest"].startswith("v2:")
     assert db_dump() == before

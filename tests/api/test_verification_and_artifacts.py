@@ -17,7 +17,7 @@ from tests.builders import (
 VERIFICATION = "/v1/fabrics/ib-east/verification"
 ARTIFACTS = "/v1/fabrics/ib-east/artifacts"
 PARTITIONS = f"{ARTIFACTS}/opensm/partitions.conf"
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"^v2:[0-9a-f]{64}$")
 
 
 def test_the_onboarded_fabric_verifies_with_only_the_granted_edge(client, onboarded):
@@ -110,7 +110,7 @@ def test_a_grant_rewrites_partitions_conf_only_and_no_file_names_the_snapshot(cl
 
     for responses in (before, after):
         for response in responses.values():
-            digest = response.headers["x-snapshot-digest"].removeprefix("sha256:")
+            digest = response.headers["x-snapshot-digest"].removeprefix("v2:")
             assert digest not in response.text
     old, new = before["opensm/partitions.conf"], after["opensm/partitions.conf"]
     assert new.headers["x-snapshot-digest"] != old.headers["x-snapshot-digest"]

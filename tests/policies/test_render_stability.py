@@ -25,7 +25,7 @@ def by_path(files: tuple[Artifact, ...]) -> dict[str, bytes]:
 
 
 def digest_hex(digest: str) -> bytes:
-    return digest.removeprefix("sha256:").encode()
+    return digest.removeprefix("v2:").encode()
 
 
 def test_no_opensm_file_carries_the_snapshot_digest():

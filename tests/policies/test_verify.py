@@ -201,7 +201,7 @@ def test_verdict_carries_the_snapshot_digest_which_changes_with_state():
     a, b = two_tenant_snapshot(), two_tenant_snapshot(grants=())
 
     assert verify_isolation(a).snapshot_digest == a.digest
-    assert a.digest.startswith("sha256:") and len(a.digest) == 7 + 64
+    assert a.digest.startswith("v2:") and len(a.digest) == 3 + 64
     assert a.digest == two_tenant_snapshot().digest
     assert a.digest != b.digest
 

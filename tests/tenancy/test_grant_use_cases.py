@@ -251,7 +251,7 @@ def test_a_grant_that_overflows_a_ports_pkey_table_is_an_isolation_violation(tig
     examples = refused.value.extensions["counterexamples"]
     assert {e["rule"] for e in examples} == {"pkey-budget-exceeded"}
     assert {e["a"]["guid"] for e in examples} <= set(PORT_GUIDS["gpu0001"])
-    assert refused.value.extensions["snapshot_digest"].startswith("sha256:")
+    assert refused.value.extensions["snapshot_digest"].startswith("v2:")
     assert db_dump() == before
 
 

@@ -49,7 +49,7 @@ def test_the_snapshot_digest_is_stable_until_the_state_changes(uow, onboarded):
     )
 
     assert first == second
-    assert first.startswith("sha256:") and len(first) == len("sha256:") + 64
+    assert first.startswith("v2:") and len(first) == len("v2:") + 64
     assert digest(uow) != first
 
 
@@ -75,7 +75,7 @@ def test_partitions_conf_holds_the_default_line_and_every_key_but_not_the_snapsh
 
     assert DEFAULT_PARTITION_LINE in lines
     # The signed manifest binds the file to the snapshot; the body changes only with its content.
-    assert digest(uow).removeprefix("sha256:") not in text
+    assert digest(uow).removeprefix("v2:") not in text
     for tenant, pkey in TENANT_PKEYS.items():
         assert any(line.startswith(f"tenant_{tenant}={pkey},") for line in lines)
     assert any(line.startswith("service_storage=0x0100,") for line in lines)

@@ -1,0 +1,148 @@
+"""The groups of an InfiniBand snapshot's v2 digest (policies/digest).
+
+``fabric``: settings, QoS classes, the default partition's full members, the planner version and
+deviations on ports nobody holds. ``node:<name>``: the host's role and ports. ``owner:<owner>``:
+the nodes it holds, its partition keys (with QoS class), its grants, and deviations of its ports'
+memberships from `plan_partitions`. Memberships themselves are derived, so a tenant's allocation
+changes its own group only, never the group of a service it was granted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from policies.digest import FABRIC_GROUP, Groups, canonical, digest_of, node_key, owner_key
+from policies.infiniband.intent import plan_partitions
+from policies.infiniband.model import IbSnapshot, Partition
+from policies.model import Owner, OwnerKind
+
+# Bump when plan_partitions derives different memberships from the same inputs.
+PLANNER_VERSION = "ib-partitions/1"
+
+Deviation = tuple[str, int, int, bool]  # "+" extra / "-" missing, P_Key, port GUID, full
+
+
+def ib_digest(snapshot: IbSnapshot) -> str:
+    """The v2 digest of the whole snapshot."""
+    return digest_of(ib_groups(snapshot))
+
+
+def ib_groups(
+    snapshot: IbSnapshot,
+    *,
+    owners: Iterable[Owner] | None = None,
+    nodes: Iterable[str] | None = None,
+) -> Groups:
+    """The snapshot's digest groups, or only those of `owners` and `nodes` when either is given.
+
+    An owner or node with nothing to say has no group (it is absent from the result), so a
+    scoped call tells the caller which groups to drop. Groups of a sub-snapshot equal the whole
+    snapshot's for every owner whose nodes, keys and grants the sub-snapshot holds in full.
+    """
+    everything = owners is None and nodes is None
+    wanted_owners = None if owners is None else set(owners)
+    groups: Groups = {}
+    if everything:
+        groups[FABRIC_GROUP] = _fabric_group(snapshot)
+    wanted_nodes = None if nodes is None else set(nodes)
+    if everything or wanted_nodes:
+        groups.update(_node_groups(snapshot, wanted_nodes))
+    if everything or wanted_owners:
+        groups.update(_owner_groups(snapshot, wanted_owners))
+    return groups
+
+
+def _fabric_group(snapshot: IbSnapshot) -> bytes:
+    fabric = snapshot.fabric
+    unowned = _deviations(snapshot).get(None, [])
+    return canonical(
+        {
+            "planner": PLANNER_VERSION,
+            "settings": [fabric.name, fabric.kind.value, fabric.pkey_first, fabric.pkey_last],
+            "pkeys_per_port": fabric.pkeys_per_port,
+            "qos": sorted(
+                [q.name, q.ib_sl, q.ib_rate, q.ib_mtu, q.vlarb_weight] for q in snapshot.qos_classes
+            ),
+            "default_full": sorted(snapshot.default_full),
+            "deviations": sorted(unowned),
+        }
+    )
+
+
+def _node_groups(snapshot: IbSnapshot, wanted: set[str] | None) -> Groups:
+    roles = {n.name: n.role.value for n in snapshot.nodes}
+    ports: dict[str, list[list[object]]] = defaultdict(list)
+    for p in snapshot.ports:
+        if wanted is None or p.node in wanted:
+            ports[p.node].append([p.guid, p.hca, p.port, p.switch, p.switch_port])
+    names = set(ports) | {n for n in roles if wanted is None or n in wanted}
+    return {
+        node_key(name): canonical({"role": roles.get(name), "ports": sorted(ports[name])})
+        for name in names
+    }
+
+
+def _owner_groups(snapshot: IbSnapshot, wanted: set[Owner] | None) -> Groups:
+    facts: dict[Owner, dict[str, list[object]]] = defaultdict(lambda: defaultdict(list))
+
+    def keep(owner: Owner) -> bool:
+        return wanted is None or owner in wanted
+
+    for node in snapshot.nodes:
+        for owner in filter(keep, node.owners):
+            facts[owner]["nodes"].append(node.name)
+    for partition in snapshot.partitions:
+        if keep(partition.owner):
+            facts[partition.owner]["keys"].append([partition.pkey, partition.qos_class])
+    for grant in snapshot.grants:
+        if keep(Owner.tenant(grant.tenant)):
+            facts[Owner.tenant(grant.tenant)]["grants"].append(grant.service)
+    for holder, deviations in _deviations(snapshot).items():
+        if holder is not None and keep(holder):
+            facts[holder]["deviations"].extend(list(d) for d in deviations)
+    return {
+        owner_key(owner): canonical({k: sorted(v, key=str) for k, v in sorted(found.items())})
+        for owner, found in facts.items()
+    }
+
+
+def _deviations(snapshot: IbSnapshot) -> dict[Owner | None, list[Deviation]]:
+    """Memberships that differ from what `plan_partitions` derives, by the port's holder."""
+    planned = {(p.pkey, p.owner): p for p in _replan(snapshot)}
+    holder = _port_holders(snapshot)
+    found: dict[Owner | None, list[Deviation]] = defaultdict(list)
+    for partition in snapshot.partitions:
+        expected = planned.pop((partition.pkey, partition.owner), None)
+        for deviation in _member_changes(partition, expected):
+            found[holder.get(deviation[2])].append(deviation)
+    for leftover in planned.values():
+        for member in leftover.members:
+            found[holder.get(member.guid)].append(("-", leftover.pkey, member.guid, member.full))
+    return found
+
+
+def _replan(snapshot: IbSnapshot) -> tuple[Partition, ...]:
+    tenant_keys: dict[str, tuple[int, str | None]] = {}
+    service_keys: dict[str, int] = {}
+    for p in snapshot.partitions:
+        if p.owner.kind is OwnerKind.TENANT:
+            tenant_keys.setdefault(p.owner.name, (p.pkey, p.qos_class))
+        elif p.owner.kind is OwnerKind.SERVICE:
+            service_keys.setdefault(p.owner.name, p.pkey)
+    return plan_partitions(
+        snapshot.nodes, snapshot.ports, tenant_keys, service_keys, snapshot.grants
+    )
+
+
+def _member_changes(actual: Partition, expected: Partition | None) -> list[Deviation]:
+    have = set(actual.members)
+    want = set(expected.members) if expected is not None else set()
+    extra = [("+", actual.pkey, m.guid, m.full) for m in have - want]
+    missing = [("-", actual.pkey, m.guid, m.full) for m in want - have]
+    return extra + missing
+
+
+def _port_holders(snapshot: IbSnapshot) -> dict[int, Owner]:
+    holders = {n.name: n.owners[0] for n in snapshot.nodes if n.owners}
+    return {p.guid: holders[p.node] for p in snapshot.ports if p.node in holders}
