@@ -21,6 +21,7 @@ from policies.model import NodeRole
 from policies.node_state import NodeEvent, NodeState
 from tenancy import models as m
 from tenancy import usage
+from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
 from tenancy.history import AllocationState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric, lock_fabrics
@@ -100,7 +101,11 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
         assign_nodes(tx.session, nodes, allocation_id=allocation.id)
         usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
         commit_gate(
-            tx, fabric, "allocation.create", f"tenants/{tenant.name}/allocations/{allocation.id}"
+            tx,
+            fabric,
+            "allocation.create",
+            f"tenants/{tenant.name}/allocations/{allocation.id}",
+            ChangeScope.tenant(tenant.name),
         )
         segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
         return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
@@ -276,7 +281,11 @@ def release_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str)
             raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
         _release(tx, tenant, allocation)
         commit_gate(
-            tx, fabric, "allocation.delete", f"tenants/{tenant.name}/allocations/{allocation.id}"
+            tx,
+            fabric,
+            "allocation.delete",
+            f"tenants/{tenant.name}/allocations/{allocation.id}",
+            ChangeScope.tenant(tenant.name),
         )
 
 
@@ -332,7 +341,8 @@ def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
     lock_fabrics(tx.session, fabrics)
     _release_everything(tx, tenant)
     for fabric in fabrics:
-        commit_gate(tx, fabric, "tenant.release", f"tenants/{tenant.name}")
+        scope = ChangeScope.tenant(tenant.name)
+        commit_gate(tx, fabric, "tenant.release", f"tenants/{tenant.name}", scope)
 
 
 def _release_everything(tx: Tx, tenant: m.Tenant) -> None:

@@ -16,6 +16,7 @@ from policies.errors import ConflictError
 from policies.model import NodeRole
 from policies.node_state import NodeState
 from tenancy import models as m
+from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named
@@ -160,5 +161,6 @@ def set_node_role(
             )
         node.role = patch.role
         tx.session.add(node)
-        commit_gate(tx, fabric, "node.update", f"fabrics/{fabric.name}/nodes/{node.name}")
+        target = f"fabrics/{fabric.name}/nodes/{node.name}"
+        commit_gate(tx, fabric, "node.update", target, ChangeScope.of(nodes=[node.name]))
     return get_node(uow, fabric_name=fabric_name, node_name=node_name)

@@ -20,6 +20,7 @@ DEFAULT_HEAVY_CONCURRENCY = 2
 # Snapshots whose artifact bytes stay fetchable per fabric (besides each deploy target's current
 # one): the most recently fetched ones (tenancy/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
+DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 # Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
@@ -54,6 +55,10 @@ class Settings:
     keyring_file: str | None = None
     opensm_secret_file: str | None = None
     opensm_secret: str | None = None
+    # Seconds between full re-verifications of every fabric by `serve` (0: never).
+    full_verify_interval_seconds: int = DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
+    # Tests: the gate also verifies the whole fabric and fails if the incremental verdict differs.
+    verify_cross_check: bool = False
 
     def __repr__(self) -> str:
         # Tokens, the signing key and subnet keys must never reach a log line.
@@ -124,6 +129,13 @@ def _positive_env(name: str, default: int) -> int:
     return value
 
 
+def _non_negative_env(name: str, default: int) -> int:
+    value = _int_env(name, default)
+    if value is None or value < 0:
+        raise ValueError(f"{name} must be a whole number of at least 0, not {value}")
+    return value
+
+
 def _idempotency_ttl_hours() -> int:
     name = "ISOFABRIC_IDEMPOTENCY_TTL_HOURS"
     hours = _int_env(name, MIN_IDEMPOTENCY_TTL_HOURS)
@@ -155,4 +167,8 @@ def load_settings() -> Settings:
         keyring_file=env("ISOFABRIC_KEYRING_FILE") or None,
         opensm_secret_file=env("ISOFABRIC_OPENSM_SECRET_FILE") or None,
         opensm_secret=env("ISOFABRIC_OPENSM_SECRET") or None,
+        full_verify_interval_seconds=_non_negative_env(
+            "ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS", DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
+        ),
+        verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
     )

@@ -13,10 +13,11 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, NotFoundError
-from policies.model import NodeRole
+from policies.model import NodeRole, Owner
 from tenancy import models as m
 from tenancy import usage
 from tenancy.allocations import assign_nodes, ensure_segment, segment_view
+from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
 from tenancy.history import GrantState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric
@@ -43,7 +44,9 @@ def create_service(uow: UnitOfWork, *, fabric_name: str, spec: ServiceCreate) ->
         tx.session.flush()
         assign_nodes(tx.session, nodes, service_id=m.pk(service))
         ensure_segment(tx, fabric, service_id=m.pk(service))
-        commit_gate(tx, fabric, "service.create", f"fabrics/{fabric.name}/services/{service.name}")
+        target = f"fabrics/{fabric.name}/services/{service.name}"
+        scope = ChangeScope.of([Owner.service(service.name)])
+        commit_gate(tx, fabric, "service.create", target, scope)
         return _service_view(tx.session, service, fabric)
 
 
@@ -120,7 +123,10 @@ def grant_service(uow: UnitOfWork, *, tenant_name: str, spec: GrantCreate) -> Gr
         tx.session.add(grant)
         tx.session.flush()
         usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
-        commit_gate(tx, fabric, "grant.create", f"tenants/{tenant.name}/grants/{grant.id}")
+        # The tenant's group holds its grants; the service's partition or VRF gains only derived
+        # memberships or imports, and `widen` brings the service into the verified context.
+        target = f"tenants/{tenant.name}/grants/{grant.id}"
+        commit_gate(tx, fabric, "grant.create", target, ChangeScope.tenant(tenant.name))
         return _grant_view(tx.session, grant)
 
 
@@ -189,4 +195,5 @@ def revoke_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> None:
         grant.revoked_at = tx.now
         tx.session.add(grant)
         usage.close_grant_interval(tx, grant.id)
-        commit_gate(tx, fabric, "grant.delete", f"tenants/{tenant_name}/grants/{grant.id}")
+        target = f"tenants/{tenant_name}/grants/{grant.id}"
+        commit_gate(tx, fabric, "grant.delete", target, ChangeScope.tenant(tenant_name))

@@ -16,6 +16,7 @@ from policies.model import FabricKind, Owner
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Verdict
 from tenancy import audit_log, snapshot_log
 from tenancy import models as m
+from tenancy.change_check import ChangeScope, check_change
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.node_states import stamp_drains
 from tenancy.schemas import (
@@ -42,9 +43,12 @@ def _refusal(detail: str, verdict: Verdict, kind: str) -> IsolationViolationErro
     )
 
 
-def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
-    """Verify the transaction's pending state; raise `IsolationViolationError` unless isolated."""
-    verdict = verify_snapshot(load_snapshot(tx.session, fabric))
+def ensure_isolated(tx: Tx, fabric: m.Fabric, scope: ChangeScope | None = None) -> Verdict:
+    """Verify the transaction's pending state; raise `IsolationViolationError` unless isolated.
+
+    With a `scope`, only what the change touched is verified (tenancy/change_check.py).
+    """
+    verdict = check_change(tx, fabric, scope)
     if not verdict.holds:
         raise _refusal(
             f"the change would break isolation on fabric '{fabric.name}' "
@@ -55,8 +59,13 @@ def ensure_isolated(tx: Tx, fabric: m.Fabric) -> Verdict:
     return verdict
 
 
-def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
+def commit_gate(
+    tx: Tx, fabric: m.Fabric, action: str, target: str, scope: ChangeScope | None = None
+) -> Verdict:
     """Verify the pending change (`ensure_isolated`), then audit it with the verified digest.
+
+    `scope` names the owners and nodes the change touched; without one the whole fabric is
+    verified (changes to the topology, the fabric or QoS classes).
 
     Both happen in the change's own transaction, so a refused change leaves no audit entry. The
     snapshot log gets the new digest, and nodes this change started draining learn the snapshot
@@ -66,7 +75,7 @@ def commit_gate(tx: Tx, fabric: m.Fabric, action: str, target: str) -> Verdict:
         IsolationViolationError: the pending state is not isolated; the caller's transaction
             rolls back whole.
     """
-    verdict = ensure_isolated(tx, fabric)
+    verdict = ensure_isolated(tx, fabric, scope)
     entry = audit_log.record(
         tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest
     )

@@ -75,7 +75,11 @@ def seed_empty(engine: Engine) -> None:
 
 def seed_onboarded(engine: Engine) -> Onboarded:
     """The standard onboarding (`api_onboard`) through the API, on the test clock's start time."""
-    settings = key_settings(Settings(database_url=engine.url.render_as_string(hide_password=False)))
+    settings = key_settings(
+        Settings(
+            database_url=engine.url.render_as_string(hide_password=False), verify_cross_check=True
+        )
+    )
     prepare_database(engine)
     register_key(engine)
     app = create_app(settings, engine=engine, clock=FakeClock())
@@ -88,7 +92,11 @@ def seed_roce_onboarded(engine: Engine) -> RoceOnboarded:
     clock's start time."""
     prepare_database(engine)
     register_key(engine)
-    settings = key_settings(Settings(database_url=engine.url.render_as_string(hide_password=False)))
+    settings = key_settings(
+        Settings(
+            database_url=engine.url.render_as_string(hide_password=False), verify_cross_check=True
+        )
+    )
     return uow_onboard_roce(UnitOfWork(engine, settings, FakeClock()))
 
 
@@ -345,7 +353,9 @@ def clock() -> FakeClock:
 def settings(database_url: str, tmp_path: Path) -> Settings:
     # Copies of the session's key files (a test may rotate the key): signing and OpenSM
     # rendering need them, and the seeds recorded the key in every test database (tests/keys.py).
-    return key_settings(Settings(database_url=database_url), copy_to=tmp_path / "keys")
+    # Every change is verified incrementally and, as a cross-check, on the whole fabric too.
+    settings = Settings(database_url=database_url, verify_cross_check=True)
+    return key_settings(settings, copy_to=tmp_path / "keys")
 
 
 @pytest.fixture

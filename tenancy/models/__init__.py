@@ -12,6 +12,7 @@ from tenancy.models.deploy import (
     SnapshotFile,
     SnapshotRecord,
 )
+from tenancy.models.digest import DigestGroup, FabricDigest
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
 from tenancy.models.records import (
     ApiToken,
@@ -33,7 +34,9 @@ __all__ = [
     "AuditEntry",
     "DeployTarget",
     "DeploymentReport",
+    "DigestGroup",
     "Fabric",
+    "FabricDigest",
     "Grant",
     "HasId",
     "IdempotencyRecord",

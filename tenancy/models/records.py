@@ -18,6 +18,8 @@ class AuditEntry(SQLModel, table=True):
     """
 
     __tablename__ = "audit_entry"
+    # A change reads its fabric's previous digest: the newest entry of that fabric.
+    __table_args__ = (Index("ix_audit_entry_fabric_index", "fabric", "index"),)
     index: int = Field(primary_key=True)
     time: datetime = Field(sa_column=ts_column())
     principal: str = Field(max_length=128)

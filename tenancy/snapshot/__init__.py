@@ -15,6 +15,7 @@ from policies.infiniband.model import IbSnapshot
 from policies.model import FabricKind
 from policies.roce.model import RoceSnapshot
 from tenancy import models as m
+from tenancy.snapshot.common import Context
 from tenancy.snapshot.infiniband import load_ib_snapshot
 from tenancy.snapshot.roce import load_roce_snapshot
 
@@ -22,12 +23,15 @@ __all__ = ["Snapshot", "load_ib_snapshot", "load_roce_snapshot", "load_snapshot"
 
 Snapshot = IbSnapshot | RoceSnapshot
 
-_LOADERS: dict[FabricKind, Callable[[Session, m.Fabric], Snapshot]] = {
+_LOADERS: dict[FabricKind, Callable[[Session, m.Fabric, Context | None], Snapshot]] = {
     FabricKind.INFINIBAND: load_ib_snapshot,
     FabricKind.ROCE: load_roce_snapshot,
 }
 
 
-def load_snapshot(session: Session, fabric: m.Fabric) -> Snapshot:
-    """The engine's view of `fabric`, InfiniBand or RoCE, including this transaction's changes."""
-    return _LOADERS[FabricKind(fabric.kind)](session, fabric)
+def load_snapshot(session: Session, fabric: m.Fabric, context: Context | None = None) -> Snapshot:
+    """The engine's view of `fabric`, InfiniBand or RoCE, including this transaction's changes.
+
+    With a `context`, the scoped snapshot of its owners and nodes (tenancy/change_check.py).
+    """
+    return _LOADERS[FabricKind(fabric.kind)](session, fabric, context)

@@ -12,16 +12,24 @@ from policies.infiniband.model import QosClass as QosClassValue
 from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.db import fetch_all
-from tenancy.snapshot.common import grants_of, nodes_of
+from tenancy.snapshot.common import Context, grants_of, node_rows, owner_filter
 
 
-def load_ib_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
-    """Read the fabric's current state (including this transaction's uncommitted changes)."""
+def load_ib_snapshot(
+    session: Session, fabric: m.Fabric, context: Context | None = None
+) -> IbSnapshot:
+    """Read the fabric's current state (including this transaction's uncommitted changes).
+
+    With a `context`, only its owners' nodes, ports, partitions and grants between them (and
+    its nodes): a scoped snapshot whose rules and digest groups match the whole fabric's for
+    those owners (tenancy/snapshot/common.py `widen`).
+    """
     session.flush()
-    nodes = nodes_of(session, fabric)
-    ports = _ports(session, fabric)
-    tenant_keys, service_keys = _segments(session, fabric)
-    grants = grants_of(session, fabric)
+    rows = node_rows(session, fabric, context)
+    nodes = tuple(node for _, node in rows)
+    ports = _ports(session, fabric, None if context is None else [i for i, _ in rows])
+    tenant_keys, service_keys = _segments(session, fabric, context)
+    grants = grants_of(session, fabric, context)
     return IbSnapshot(
         fabric=IbSettings(
             name=fabric.name,
@@ -38,9 +46,8 @@ def load_ib_snapshot(session: Session, fabric: m.Fabric) -> IbSnapshot:
     )
 
 
-def _ports(session: Session, fabric: m.Fabric) -> tuple[IbPort, ...]:
-    rows = fetch_all(
-        session,
+def _ports(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tuple[IbPort, ...]:
+    query = (
         select(
             col(m.Port.guid),
             col(m.Node.name),
@@ -50,25 +57,31 @@ def _ports(session: Session, fabric: m.Fabric) -> tuple[IbPort, ...]:
             col(m.Port.switch_port),
         )
         .join(m.Node, col(m.Node.id) == m.Port.node_id)
-        .where(col(m.Port.fabric_id) == fabric.id),
+        .where(
+            col(m.Port.fabric_id) == fabric.id
+            if node_ids is None
+            else col(m.Port.node_id).in_(node_ids)  # the node ids are the fabric's
+        )
     )
     return tuple(
         IbPort(int(guid, 16), node, hca, port, switch, switch_port)
-        for guid, node, hca, port, switch, switch_port in rows
+        for guid, node, hca, port, switch, switch_port in sorted(fetch_all(session, query))
     )
 
 
 def _segments(
-    session: Session, fabric: m.Fabric
+    session: Session, fabric: m.Fabric, context: Context | None
 ) -> tuple[dict[str, tuple[int, str | None]], dict[str, int]]:
-    rows = fetch_all(
-        session,
+    query = (
         select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
         .where(col(m.Segment.fabric_id) == fabric.id, col(m.Segment.state) == "active")
         .outerjoin(m.Tenant, col(m.Tenant.id) == m.Segment.tenant_id)
         .outerjoin(m.QosClass, col(m.QosClass.id) == m.Tenant.qos_class_id)
-        .outerjoin(m.Service, col(m.Service.id) == m.Segment.service_id),
+        .outerjoin(m.Service, col(m.Service.id) == m.Segment.service_id)
     )
+    if context is not None:
+        query = query.where(owner_filter(context))
+    rows = fetch_all(session, query)
     tenant_keys: dict[str, tuple[int, str | None]] = {
         t: (value, q) for value, t, q, _ in rows if t is not None
     }

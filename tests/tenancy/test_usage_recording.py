@@ -104,7 +104,7 @@ def test_a_new_grant_and_allocation_open_intervals_at_the_transaction_time(uow, 
 def test_a_refused_allocation_records_no_interval(uow, onboarded, engine, monkeypatch, db_dump):
     before = db_dump()
 
-    def refuse(tx, fabric, action, target):
+    def refuse(tx, fabric, action, target, scope=None):
         raise IsolationViolationError("refused by the verifier", counterexamples=[])
 
     monkeypatch.setattr(allocations, "commit_gate", refuse)
@@ -122,7 +122,7 @@ def test_a_refused_allocation_records_no_interval(uow, onboarded, engine, monkey
 
 
 def test_a_refused_grant_records_no_interval(uow, onboarded, engine, monkeypatch):
-    def refuse(tx, fabric, action, target):
+    def refuse(tx, fabric, action, target, scope=None):
         raise IsolationViolationError("refused by the verifier", counterexamples=[])
 
     monkeypatch.setattr(shared_services, "commit_gate", refuse)

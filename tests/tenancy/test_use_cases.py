@@ -146,7 +146,7 @@ def test_a_use_case_that_fails_after_writing_rolls_back_every_row(
     tenants.create_tenant(uow, spec=TenantCreate(name="initech", kind="internal"))
     before = db_dump()
 
-    def explode(tx, fabric, action, target):
+    def explode(tx, fabric, action, target, scope=None):
         raise RuntimeError("the verifier crashed")
 
     monkeypatch.setattr(allocations, "commit_gate", explode)

@@ -1,0 +1,248 @@
+"""The incremental verifier against the whole-fabric one (issue 12, item 1).
+
+Random sequences of mutations run through the use cases, on InfiniBand and RoCE. Every change
+goes through the commit gate with `verify_cross_check` on: the gate verifies the touched part,
+then the whole fabric, and raises `IncrementalDivergenceError` unless the verdict, the
+counterexamples and the digest agree, refused changes included. After every step the stored
+digest must equal the whole snapshot's, and the committed state must verify.
+
+The InfiniBand fabric allows 3 P_Keys per port (the default partition, the tenant's own, one
+service), so granting a tenant a second service must be refused as a `pkey-budget-exceeded`
+violation: the sequences reach refusals, and a fixed case below checks one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine
+from sqlmodel import col, select
+
+from policies.errors import IsofabricError, IsolationViolationError
+from tenancy import allocations, nodes, shared_services, tenants
+from tenancy import models as m
+from tenancy.bootstrap import prepare_database
+from tenancy.db import make_engine
+from tenancy.lookups import fabric_named
+from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, ServiceCreate, TenantCreate
+from tenancy.settings import Settings
+from tenancy.snapshot import load_snapshot
+from tenancy.technology import verify_snapshot
+from tenancy.uow import UnitOfWork
+from tests.builders import (
+    FABRIC,
+    ROCE_FABRIC,
+    ROCE_STORAGE_NODES,
+    SERVICE,
+    SERVICE_NODES,
+    FakeClock,
+    uow_create_fabric,
+    uow_create_roce_fabric,
+)
+from tests.keys import key_settings, register_key
+
+TENANTS = ("t0", "t1", "t2", "t3")
+SECOND_SERVICE = "telemetry"
+
+
+@dataclass
+class World:
+    """One seeded database and what the sequence did so far."""
+
+    uow: UnitOfWork
+    fabric: str
+    free_nodes: tuple[str, ...]
+    allocations: dict[str, list[str]] = field(default_factory=dict)
+    grants: dict[tuple[str, str], str] = field(default_factory=dict)
+    refused: int = 0
+
+
+def _seed_ib(uow: UnitOfWork) -> tuple[str, tuple[str, ...]]:
+    uow_create_fabric(uow, pkeys_per_port=3)
+    for node in SERVICE_NODES:
+        nodes.set_node_role(
+            uow, fabric_name=FABRIC, node_name=node, patch=NodePatch(role="storage")
+        )
+    nodes.set_node_role(
+        uow, fabric_name=FABRIC, node_name="sm01", patch=NodePatch(role="management")
+    )
+    _services(uow, FABRIC, SERVICE_NODES, "gpu0008")
+    return FABRIC, tuple(f"gpu000{i}" for i in range(1, 8))
+
+
+def _seed_roce(uow: UnitOfWork) -> tuple[str, tuple[str, ...]]:
+    uow_create_roce_fabric(uow)
+    for node in ROCE_STORAGE_NODES:
+        nodes.set_node_role(
+            uow, fabric_name=ROCE_FABRIC, node_name=node, patch=NodePatch(role="storage")
+        )
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, ROCE_FABRIC)
+        computes = tx.session.exec(
+            select(m.Node.name)
+            .where(m.Node.fabric_id == fabric.id, m.Node.role == "compute")
+            .order_by(col(m.Node.name))
+        ).all()
+    _services(uow, ROCE_FABRIC, ROCE_STORAGE_NODES, computes[-1])
+    return ROCE_FABRIC, tuple(computes[:-1])
+
+
+def _services(uow: UnitOfWork, fabric: str, storage: tuple[str, ...], telemetry: str) -> None:
+    nodes.set_node_role(
+        uow, fabric_name=fabric, node_name=telemetry, patch=NodePatch(role="storage")
+    )
+    for name, held in ((SERVICE, list(storage)), (SECOND_SERVICE, [telemetry])):
+        shared_services.create_service(
+            uow, fabric_name=fabric, spec=ServiceCreate(name=name, nodes=held)
+        )
+    for tenant in TENANTS:
+        tenants.create_tenant(
+            uow, spec=TenantCreate(name=tenant, kind="external", qos_class="gold")
+        )
+
+
+Seeder = Callable[[UnitOfWork], tuple[str, tuple[str, ...]]]
+SEEDERS: dict[str, Seeder] = {"infiniband": _seed_ib, "roce": _seed_roce}
+
+
+@pytest.fixture(scope="module")
+def seeded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[Path, str, tuple[str, ...]]]:
+    """One seeded SQLite file per technology; each example works on a copy."""
+    found = {}
+    for kind, seeder in SEEDERS.items():
+        path = tmp_path_factory.mktemp(kind) / "seed.db"
+        engine = make_engine(f"sqlite:///{path}")
+        prepare_database(engine)
+        register_key(engine)
+        fabric, free = seeder(_uow(engine))
+        engine.dispose()
+        found[kind] = (path, fabric, free)
+    return found
+
+
+def _uow(engine: Engine) -> UnitOfWork:
+    url = engine.url.render_as_string(hide_password=False)
+    return UnitOfWork(
+        engine, key_settings(Settings(database_url=url, verify_cross_check=True)), FakeClock()
+    )
+
+
+@pytest.fixture
+def world_of(seeded, tmp_path: Path) -> Iterator[Callable[[str], World]]:
+    engines: list[Engine] = []
+
+    def make(kind: str) -> World:
+        source, fabric, free = seeded[kind]
+        copy = tmp_path / f"{kind}-{len(engines)}.db"
+        shutil.copy(source, copy)
+        engines.append(make_engine(f"sqlite:///{copy}"))
+        return World(_uow(engines[-1]), fabric, free)
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+# --- the operations ----------------------------------------------------------------------------
+
+
+def allocate(world: World, tenant: str, count: int) -> None:
+    view = allocations.allocate(
+        world.uow, tenant_name=tenant, spec=AllocationCreate(fabric=world.fabric, count=count)
+    )
+    world.allocations.setdefault(tenant, []).append(view.id)
+
+
+def release(world: World, tenant: str, _: int) -> None:
+    held = world.allocations.get(tenant)
+    if held:
+        allocations.release_allocation(world.uow, tenant_name=tenant, allocation_id=held.pop(0))
+
+
+def grant(world: World, tenant: str, which: int) -> None:
+    service = (SERVICE, SECOND_SERVICE)[which % 2]
+    spec = GrantCreate(fabric=world.fabric, service=service)
+    world.grants[tenant, service] = shared_services.grant_service(
+        world.uow, tenant_name=tenant, spec=spec
+    ).id
+
+
+def revoke(world: World, tenant: str, which: int) -> None:
+    grant_id = world.grants.pop((tenant, (SERVICE, SECOND_SERVICE)[which % 2]), None)
+    if grant_id is not None:
+        shared_services.revoke_grant(world.uow, tenant_name=tenant, grant_id=grant_id)
+
+
+def offboard(world: World, tenant: str, _: int) -> None:
+    tenants.offboard_tenant(world.uow, name=tenant)
+    world.allocations.pop(tenant, None)
+
+
+def set_role(world: World, _: str, which: int) -> None:
+    node = world.free_nodes[which % len(world.free_nodes)]
+    role = ("compute", "storage")[which // len(world.free_nodes) % 2]
+    nodes.set_node_role(
+        world.uow, fabric_name=world.fabric, node_name=node, patch=NodePatch(role=role)
+    )
+
+
+OPERATIONS = {f.__name__: f for f in (allocate, release, grant, revoke, offboard, set_role)}
+WEIGHTED = ["allocate"] * 4 + ["release"] * 2 + ["grant"] * 3 + ["revoke", "offboard", "set_role"]
+
+steps = st.lists(
+    st.tuples(st.sampled_from(WEIGHTED), st.sampled_from(TENANTS), st.integers(0, 13)),
+    min_size=1,
+    max_size=12,
+)
+
+
+def run(world: World, name: str, tenant: str, number: int) -> None:
+    """One operation; refusals and other domain errors are outcomes, not failures."""
+    try:
+        OPERATIONS[name](world, tenant, number if name != "allocate" else 1 + number % 2)
+    except IsolationViolationError:
+        world.refused += 1
+    except IsofabricError:
+        pass
+
+
+def assert_committed_state_is_the_stored_one(world: World) -> None:
+    with world.uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, world.fabric)
+        whole = verify_snapshot(load_snapshot(tx.session, fabric))
+        stored = tx.session.get(m.FabricDigest, fabric.id)
+    assert whole.holds, whole.counterexamples
+    assert stored is not None and stored.digest == whole.snapshot_digest
+
+
+@pytest.mark.parametrize("kind", sorted(SEEDERS))
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(sequence=steps)
+def test_incremental_verdicts_and_digests_equal_the_whole_fabrics(world_of, kind, sequence):
+    world = world_of(kind)
+    for name, tenant, number in sequence:
+        run(world, name, tenant, number)  # the gate's cross-check raises on any divergence
+        assert_committed_state_is_the_stored_one(world)
+
+
+def test_a_refused_change_has_the_whole_fabrics_counterexamples(world_of):
+    world = world_of("infiniband")
+    allocate(world, "t0", 1)
+    grant(world, "t0", 0)
+
+    with pytest.raises(IsolationViolationError) as refused:
+        grant(world, "t0", 1)  # a fourth P_Key on t0's port: over the fabric's budget of 3
+
+    rules = {e["rule"] for e in refused.value.extensions["counterexamples"]}
+    assert rules == {"pkey-budget-exceeded"}
+    assert_committed_state_is_the_stored_one(world)
