@@ -13,6 +13,7 @@ from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme, require_json_body
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
+from api.periodic import full_verification_schedule
 from api.problems import install_problem_handlers
 from api.request_id import RequestId
 from api.routes import (
@@ -77,9 +78,10 @@ def create_app(
     settings = settings or load_settings()
     engine = engine or make_engine(settings.database_url)
     prepare_database(engine)
-    lifespan = checkpointing(engine)
+    uow = UnitOfWork(engine, settings, clock)
+    lifespan = checkpointing(engine, uow)
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
-    app.state.uow = UnitOfWork(engine, settings, clock)
+    app.state.uow = uow
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
     for router in AUTHORIZED_ROUTERS:
@@ -117,8 +119,13 @@ def create_app(
     return app
 
 
-def checkpointing(engine: Engine) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: on shutdown, fold SQLite's write-ahead log into the database file.
+def checkpointing(
+    engine: Engine, uow: UnitOfWork
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: periodic full re-verification; SQLite's log folded on shutdown.
+
+    While the app runs, api/periodic.py re-verifies every fabric on its schedule. On shutdown,
+    SQLite's write-ahead log is folded into the database file.
 
     After a clean stop the database file alone then holds every committed transaction (a copy
     of it is a complete backup, the -wal file is empty). The engine stays open: an in-memory
@@ -128,7 +135,8 @@ def checkpointing(engine: Engine) -> Callable[[FastAPI], AbstractAsyncContextMan
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
-            yield
+            async with full_verification_schedule(uow):
+                yield
         finally:
             if not checkpoint_wal(engine):
                 log.warning(

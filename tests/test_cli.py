@@ -52,7 +52,7 @@ def test_render_writes_the_three_files_and_a_manifest_with_their_digests(demo_db
         content = (out / entry["path"]).read_bytes()
         assert hashlib.sha256(content).hexdigest() == entry["sha256"]
         assert len(content) == entry["bytes"]
-    assert manifest["snapshot_digest"].startswith("sha256:")
+    assert manifest["snapshot_digest"].startswith("v2:")
     assert (out / "opensm" / "opensm.conf").stat().st_mode & 0o077 == 0  # holds the keys
 
 
@@ -68,6 +68,15 @@ def test_verify_prints_the_verdict_and_exits_zero_when_isolated(demo_db):
         "segment": "0x0100",
         "allowed": True,
     } in verdict["reachability"]
+
+
+def test_verify_full_reproduces_the_committed_digest_and_exits_zero(demo_db):
+    result = runner.invoke(app, ["verify", "--fabric", "ib-east", "--full", "--db", demo_db])
+
+    assert result.exit_code == 0, result.output
+    check = json.loads(result.output)
+    assert check["matches"] is True and check["holds"] is True
+    assert check["digest"] == check["stored_digest"] and check["digest"].startswith("v2:")
 
 
 def test_check_partitions_accepts_a_rendered_file(demo_db, tmp_path):

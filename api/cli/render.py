@@ -41,10 +41,26 @@ def _write_atomically(path: Path, content: bytes) -> None:
     temporary.replace(path)
 
 
-def verify(fabric: FabricOption, db: DbOption = None) -> None:
+def verify(
+    fabric: FabricOption,
+    db: DbOption = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Re-verify the whole fabric and compare verdict and digest with the committed "
+            "ones (the incremental gate's reference check); exit 1 on any disagreement.",
+        ),
+    ] = False,
+) -> None:
     """Print the fabric's verdict as JSON; exit 1 if isolation does not hold."""
+    from tenancy.full_check import full_check
     from tenancy.verification import verify_fabric
 
+    if full:
+        check = full_check(open_uow(db), fabric_name=fabric)
+        typer.echo(check.model_dump_json(indent=2))
+        raise typer.Exit(0 if check.matches and check.holds else 1)
     view = verify_fabric(open_uow(db), fabric_name=fabric)
     typer.echo(view.model_dump_json(indent=2, by_alias=True))
     raise typer.Exit(0 if view.holds else 1)
