@@ -6,6 +6,8 @@ committed, verified states; the same rule backfilled the log from the audit log 
 
 from __future__ import annotations
 
+from sqlalchemy import ScalarSelect
+from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from tenancy import models as m
@@ -32,6 +34,22 @@ def latest(session: Session, fabric_id: int) -> m.SnapshotRecord | None:
     """The fabric's newest history row (None before its first change)."""
     query = select(m.SnapshotRecord).where(m.SnapshotRecord.fabric_id == fabric_id)
     return session.exec(query.order_by(col(m.SnapshotRecord.id).desc())).first()
+
+
+def newest_digest() -> ScalarSelect[str]:
+    """`latest`'s digest as a scalar subquery correlated with the outer query's `Fabric` row.
+
+    ``select(Fabric, newest_digest()).where(...)`` reads a fabric and the digest of its current
+    committed state in one indexed query (NULL before the fabric's first change).
+    """
+    return (
+        core_select(col(m.SnapshotRecord.digest))
+        .where(col(m.SnapshotRecord.fabric_id) == col(m.Fabric.id))
+        .order_by(col(m.SnapshotRecord.id).desc())
+        .limit(1)
+        .correlate(m.Fabric)
+        .scalar_subquery()
+    )
 
 
 def newest_with(session: Session, fabric_id: int, digest: str) -> m.SnapshotRecord | None:

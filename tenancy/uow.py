@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
@@ -20,6 +20,7 @@ from sqlmodel import Session
 from policies.errors import ConflictError
 from tenancy.db import session_scope
 from tenancy.idempotency import IdempotencyClaim, claim_key
+from tenancy.read_cache import ReadCache
 from tenancy.settings import Settings
 
 Clock = Callable[[], datetime]
@@ -62,7 +63,8 @@ class UnitOfWork:
     """Factory of transactions; the clock is injectable so tests control time.
 
     `idempotency` is the claim of a keyed request (api/idempotency.py): its first write
-    transaction inserts it before anything else.
+    transaction inserts it before anything else. `reads` is the read cache of verdicts and
+    artifacts (tenancy/read_cache.py); the per-request copies of the app's unit of work share it.
     """
 
     engine: Engine
@@ -71,6 +73,7 @@ class UnitOfWork:
     principal: Principal = SYSTEM
     request_id: str | None = None
     idempotency: IdempotencyClaim | None = None
+    reads: ReadCache = field(default_factory=ReadCache, compare=False, repr=False)
 
     @contextmanager
     def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow
 from policies.authz import Role
-from tenancy import tenants, verification
+from tenancy import cached_reads, tenants
 from tenancy.schemas import (
     Page,
     TenantCreate,
@@ -67,7 +67,7 @@ def get_reachability(tenant: str, uow: Uow) -> TenantReachabilityView:
     """Per fabric where the tenant has segments: the reachability edges that involve it and
     whether the fabric's isolation verdict holds.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
-    return verification.tenant_reachability(uow, tenant_name=tenant)
+    return cached_reads.tenant_reachability(uow, tenant_name=tenant)
 
 
 @router.delete("/{tenant}")

@@ -1,35 +1,56 @@
-"""Routes under /v1/fabrics/{fabric}: the isolation verdict and the rendered artifacts."""
+"""Routes under /v1/fabrics/{fabric}: the isolation verdict and the rendered artifacts.
+
+Both are served from the read cache (tenancy/cached_reads.py): computed once per committed state
+of the fabric, then answered without loading, verifying or rendering it.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header, Response, status
 
 from api.deps import Uow
-from policies.artifacts import Artifact
-from tenancy import verification
+from tenancy import cached_reads
 from tenancy.schemas import ArtifactsView, VerificationView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+NOT_MODIFIED: dict[int | str, dict[str, Any]] = {304: {"description": "Not modified"}}
 
 
-@router.get("/{fabric}/verification")
-def get_verification(fabric: str, uow: Uow) -> VerificationView:
+class Servable(Protocol):
+    """A file to serve: its bytes and their hex sha256 (a rendered or a retained artifact)."""
+
+    @property
+    def content(self) -> bytes:
+        """The file's bytes."""
+        ...
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the bytes: the ETag."""
+        ...
+
+
+@router.get("/{fabric}/verification", response_model=VerificationView, responses=NOT_MODIFIED)
+def get_verification(
+    fabric: str, uow: Uow, if_none_match: Annotated[str | None, Header()] = None
+) -> Response:
     """Verify isolation now: verdict, counterexamples and the reachability relation."""
-    return verification.verify_fabric(uow, fabric_name=fabric)
+    verdict = cached_reads.verification_json(uow, fabric_name=fabric)
+    return _served(verdict, "application/json", {}, if_none_match)
 
 
 @router.get("/{fabric}/artifacts")
 def list_artifacts(fabric: str, uow: Uow) -> ArtifactsView:
     """Manifest of the rendered OpenSM files (sha256, size) and the snapshot digest."""
-    return verification.list_artifacts(uow, fabric_name=fabric)
+    return cached_reads.list_artifacts(uow, fabric_name=fabric)
 
 
 @router.get(
     "/{fabric}/artifacts/{path:path}",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}}}, 304: {"description": "Not modified"}},
+    responses={200: {"content": {"text/plain": {}}}, **NOT_MODIFIED},
 )
 def get_artifact(
     fabric: str,
@@ -38,17 +59,24 @@ def get_artifact(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One rendered file; ETag is its quoted sha256, X-Snapshot-Digest the verified snapshot."""
-    artifact, digest = verification.get_artifact(uow, fabric_name=fabric, path=path)
-    return artifact_response(artifact, digest, if_none_match)
+    read = cached_reads.get_artifact(uow, fabric_name=fabric, path=path)
+    return artifact_response(read.file, read.snapshot_digest, if_none_match)
 
 
-def artifact_response(artifact: Artifact, digest: str, if_none_match: str | None) -> Response:
+def artifact_response(artifact: Servable, digest: str, if_none_match: str | None) -> Response:
     """A file with its ETag (quoted sha256) and snapshot digest; 304 if the client has it."""
-    etag = f'"{artifact.sha256}"'
-    headers = {"ETag": etag, "X-Snapshot-Digest": digest, "Cache-Control": "no-cache"}
+    headers = {"X-Snapshot-Digest": digest}
+    return _served(artifact, "text/plain; charset=utf-8", headers, if_none_match)
+
+
+def _served(
+    file: Servable, media_type: str, headers: dict[str, str], if_none_match: str | None
+) -> Response:
+    etag = f'"{file.sha256}"'
+    headers = {"ETag": etag, **headers, "Cache-Control": "no-cache"}
     if if_none_match is not None and _matches(if_none_match, etag):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
-    return Response(artifact.content, media_type="text/plain; charset=utf-8", headers=headers)
+    return Response(file.content, media_type=media_type, headers=headers)
 
 
 def _matches(if_none_match: str, etag: str) -> bool:

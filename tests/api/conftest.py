@@ -17,6 +17,7 @@ HTTP_ONLY_MODULES = frozenset(
     {
         "test_allocations",
         "test_authz_matrix",
+        "test_cached_reads_http",
         "test_config_audits",
         "test_content_type",
         "test_deploy_http",
