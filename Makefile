@@ -30,7 +30,10 @@ test: $(STAMP)
 ## 500 tenants; partitions.conf parser on 100k members; /healthz latency under uvicorn during a
 ## 100k-port import; OpenSM and P_Key read-back on a 1,024-HCA ibsim fat tree; the deploy
 ## agent's cycles against a real service on that fabric; the last two skipped without the lab
-## tools); prints figures, asserts no timings
+## tools; issue 12's targets over HTTP, each printed MET / NOT MET: allocation (IB, RoCE), reads,
+## change set, sustained mutations, on SQLite and on PostgreSQL at ISOFABRIC_BENCH_POSTGRES_URL
+## (default postgres@127.0.0.1:5432; a database of its own, dropped after; skipped if it does
+## not answer), about 10-15 minutes); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce
@@ -38,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_healthz
 	$(BIN)/python -m tests.benchmarks.bench_readback
 	$(BIN)/python -m tests.benchmarks.bench_agent
+	$(BIN)/python -m tests.benchmarks.bench_changes
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)

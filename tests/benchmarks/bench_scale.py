@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from faker import Faker
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, Select, insert, select, update
 from sqlmodel import col
 
 from policies.infiniband.render import render_partitions_conf
@@ -59,103 +62,157 @@ def ibnetdiscover_text(nodes: int, hcas: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def populate(uow: UnitOfWork) -> None:
-    """2,000 seeded tenants with 6 nodes each; storage on 50 nodes granted to every other tenant."""
+SegmentRows = Callable[[int, int, datetime, int | None, int | None], list[dict[str, Any]]]
+
+
+def pkey_rows(
+    fabric_id: int, index: int, now: datetime, tenant_id: int | None, service_id: int | None
+) -> list[dict[str, Any]]:
+    """The partition row `claim_pkey` claims for the `index`-th owner: the lowest free P_Key."""
+    return [
+        {
+            "fabric_id": fabric_id,
+            "kind": "pkey",
+            "value": 0x0100 + index,
+            "state": "active",
+            "tenant_id": tenant_id,
+            "service_id": service_id,
+            "created_at": now,
+        }
+    ]
+
+
+def tenant_names(count: int, prefix: str = "t-") -> list[str]:
+    """`count` seeded, sorted tenant names (the same ones every run)."""
     Faker.seed(2026)
     fake = Faker()
-    names = sorted({fake.unique.slug()[:40].strip("-") for _ in range(TENANTS)})[:TENANTS]
+    names = sorted({fake.unique.slug()[:40].strip("-") for _ in range(count)})[:count]
+    return [f"{prefix}{n}" for n in names]
+
+
+def populate(
+    uow: UnitOfWork,
+    *,
+    fabric_name: str = "bench",
+    tenants: int = TENANTS,
+    nodes_per_tenant: int = NODES_PER_TENANT,
+    storage_nodes: int = STORAGE_NODES,
+    prefix: str = "t-",
+    segments: SegmentRows = pkey_rows,
+) -> None:
+    """Seeded tenants with a segment and `nodes_per_tenant` nodes each; storage for every other.
+
+    The tenants hold the fabric's first nodes in name order; a `storage` service holds the last
+    `storage_nodes` nodes and is granted to every other tenant. Bulk inserts of what the use
+    cases write: allocations, node assignments (held nodes are `allocated`), segments
+    (`segments`, P_Keys by default) and grants; no audit entries, no usage intervals.
+    """
     with uow.transaction() as tx:
-        s, now = tx.session, tx.now
-        fabric = s.exec(select(m.Fabric)).scalars().one()  # type: ignore[call-overload]
-        node_ids = [
-            row[0]
-            for row in s.connection().execute(select(col(m.Node.id)).order_by(col(m.Node.name)))
-        ]
-        gold = s.exec(select(m.QosClass).where(col(m.QosClass.name) == "gold")).scalars().one()  # type: ignore[call-overload]
-        conn = s.connection()
-        conn.execute(
-            insert(m.Tenant),
-            [
-                {
-                    "name": f"t-{n}",
-                    "kind": "external",
-                    "status": "active",
-                    "qos_class_id": gold.id,
-                    "created_at": now,
-                }
-                for n in names
-            ],
+        conn, now = tx.session.connection(), tx.now
+        fabric_id = _ids(conn, select(col(m.Fabric.id)).where(col(m.Fabric.name) == fabric_name))[0]
+        node_ids = _ids(
+            conn,
+            select(col(m.Node.id))
+            .where(col(m.Node.fabric_id) == fabric_id)
+            .order_by(col(m.Node.name)),
         )
-        tenant_ids = [
-            row[0] for row in conn.execute(select(col(m.Tenant.id)).order_by(col(m.Tenant.id)))
-        ]
-        conn.execute(
-            insert(m.Service), [{"fabric_id": fabric.id, "name": "storage", "created_at": now}]
-        )
-        service_id = conn.execute(select(col(m.Service.id))).scalar_one()
-        allocations, assignments = [], []
-        for index, tenant_id in enumerate(tenant_ids):
-            allocation = str(uuid.uuid4())
-            allocations.append(
-                {
-                    "id": allocation,
-                    "tenant_id": tenant_id,
-                    "fabric_id": fabric.id,
-                    "created_at": now,
-                }
-            )
-            for node_id in node_ids[index * NODES_PER_TENANT : (index + 1) * NODES_PER_TENANT]:
-                assignments.append(
-                    {"node_id": node_id, "allocation_id": allocation, "service_id": None}
-                )
-        assignments += [
-            {"node_id": n, "allocation_id": None, "service_id": service_id}
-            for n in node_ids[-STORAGE_NODES:]
-        ]
-        conn.execute(insert(m.Allocation), allocations)
-        conn.execute(insert(m.NodeAssignment), assignments)
-        # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
-        held_ids = [a["node_id"] for a in assignments]
-        conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
-        conn.execute(
-            insert(m.Segment),
-            [
-                {
-                    "fabric_id": fabric.id,
-                    "kind": "pkey",
-                    "value": 0x0100 + i,
-                    "state": "active",
-                    "tenant_id": t,
-                    "service_id": None,
-                    "created_at": now,
-                }
-                for i, t in enumerate(tenant_ids)
-            ]
-            + [
-                {
-                    "fabric_id": fabric.id,
-                    "kind": "pkey",
-                    "value": 0x0100 + len(tenant_ids),
-                    "state": "active",
-                    "tenant_id": None,
-                    "service_id": service_id,
-                    "created_at": now,
-                }
-            ],
-        )
-        conn.execute(
-            insert(m.Grant),
-            [
-                {
-                    "id": str(uuid.uuid4()),
-                    "tenant_id": t,
-                    "fabric_id": fabric.id,
-                    "service_id": service_id,
-                    "created_at": now,
-                }
-                for t in tenant_ids[::2]
-            ],
-        )
+        tenant_ids = _insert_tenants(conn, tenant_names(tenants, prefix), now)
+        conn.execute(insert(m.Service).values(fabric_id=fabric_id, name="storage", created_at=now))
+        service_id = _ids(
+            conn, select(col(m.Service.id)).where(col(m.Service.fabric_id) == fabric_id)
+        )[0]
+        held = [node_ids[i * nodes_per_tenant : (i + 1) * nodes_per_tenant] for i in range(tenants)]
+        _hold_nodes(conn, fabric_id, tenant_ids, held, now)
+        _hold_for_service(conn, service_id, node_ids[len(node_ids) - storage_nodes :])
+        rows = [r for i, t in enumerate(tenant_ids) for r in segments(fabric_id, i, now, t, None)]
+        rows += segments(fabric_id, len(tenant_ids), now, None, service_id)
+        conn.execute(insert(m.Segment), rows)
+        _grant(conn, fabric_id, service_id, tenant_ids[::2], now)
+
+
+def _ids(conn: Connection, query: Select[Any]) -> list[int]:
+    """The first column of `query`'s rows as ints (primary keys, never null)."""
+    return [int(row[0]) for row in conn.execute(query)]
+
+
+def _insert_tenants(conn: Connection, names: list[str], now: datetime) -> list[int]:
+    """Insert the tenants (QoS class gold); their ids in the order of `names`."""
+    gold = conn.execute(
+        select(col(m.QosClass.id)).where(col(m.QosClass.name) == "gold")
+    ).scalar_one()
+    conn.execute(
+        insert(m.Tenant),
+        [
+            {
+                "name": n,
+                "kind": "external",
+                "status": "active",
+                "qos_class_id": gold,
+                "created_at": now,
+            }
+            for n in names
+        ],
+    )
+    query = select(col(m.Tenant.id)).where(col(m.Tenant.name).in_(names))
+    return _ids(conn, query.order_by(col(m.Tenant.id)))  # insertion order: `names` order
+
+
+def _hold_nodes(
+    conn: Connection,
+    fabric_id: int,
+    tenant_ids: list[int],
+    held: list[list[int]],
+    now: datetime,
+) -> None:
+    """One allocation per tenant holding its nodes; held nodes are `allocated`."""
+    allocations = [str(uuid.uuid4()) for _ in tenant_ids]
+    conn.execute(
+        insert(m.Allocation),
+        [
+            {"id": a, "tenant_id": t, "fabric_id": fabric_id, "created_at": now}
+            for a, t in zip(allocations, tenant_ids, strict=True)
+        ],
+    )
+    conn.execute(
+        insert(m.NodeAssignment),
+        [
+            {"node_id": n, "allocation_id": a, "service_id": None}
+            for a, nodes in zip(allocations, held, strict=True)
+            for n in nodes
+        ],
+    )
+    _mark_allocated(conn, [n for nodes in held for n in nodes])
+
+
+def _hold_for_service(conn: Connection, service_id: int, node_ids: list[int]) -> None:
+    conn.execute(
+        insert(m.NodeAssignment),
+        [{"node_id": n, "allocation_id": None, "service_id": service_id} for n in node_ids],
+    )
+    _mark_allocated(conn, node_ids)
+
+
+def _mark_allocated(conn: Connection, node_ids: list[int]) -> None:
+    # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
+    conn.execute(update(m.Node).where(col(m.Node.id).in_(node_ids)).values(state="allocated"))
+
+
+def _grant(
+    conn: Connection, fabric_id: int, service_id: int, tenant_ids: list[int], now: datetime
+) -> None:
+    conn.execute(
+        insert(m.Grant),
+        [
+            {
+                "id": str(uuid.uuid4()),
+                "tenant_id": t,
+                "fabric_id": fabric_id,
+                "service_id": service_id,
+                "created_at": now,
+            }
+            for t in tenant_ids
+        ],
+    )
 
 
 def main() -> None:
