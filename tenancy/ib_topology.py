@@ -1,11 +1,13 @@
 """InfiniBand topology reconcile: the fabric's switches, nodes and ports against a discovery.
 
 The rules are tenancy/topology.py's; this module makes their cost proportional to what changed.
-The file's claims are keyed and sorted as the records are (`Discovery`) before the write lock is
-taken. Under it, one bulk read of the ports (plain tuples, in GUID order) is compared with them:
-an unchanged file writes nothing and reads nothing more. Otherwise only the differences are
-read further and written, each kind of change in one executemany (tenancy/bulk.py), never
-through per-row ORM objects.
+The file's claims are keyed as the records are (`Discovery`) before the write lock is taken.
+Under it, one bulk read of the ports (plain tuples) is compared with them: an unchanged file
+writes nothing. Otherwise only the differences are read further and written, each kind of
+change in one executemany (tenancy/bulk.py), never through per-row ORM objects.
+
+Nothing here sorts or compares tuples of 100,000 ports in one C call: such a call holds the GIL
+for 100 ms or more and stops a server's event loop; loops in Python let it run every few ms.
 """
 
 from __future__ import annotations
@@ -49,28 +51,23 @@ _CHANGES = TypeAdapter(list[TopologyPortChange])
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What an ibnetdiscover file claims, keyed as the records are (GUIDs formatted).
-
-    `ports` holds one ``(guid, *place)`` row per CA port, sorted by GUID: the order of the
-    recorded rows it is compared with.
-    """
+    """What an ibnetdiscover file claims, keyed as the records are (GUIDs formatted)."""
 
     switches: dict[str, SwitchValues]
-    ports: list[tuple[Any, ...]]
+    ports: dict[str, Place]
     hostnames: frozenset[str]
 
 
 def discovery_of(topology: DiscoveredTopology) -> Discovery:
-    """Key and sort the parsed file's claims (pure: run it before the write lock)."""
+    """Key the parsed file's claims (pure: run it before the write lock)."""
     switches = {format_guid(s.guid): (s.name, s.ports, False) for s in topology.switches}
-    ports = sorted(_port_row(port) for port in topology.ca_ports)
+    ports = {format_guid(port.guid): _place(port) for port in topology.ca_ports}
     return Discovery(switches, ports, frozenset(p.hostname for p in topology.ca_ports))
 
 
-def _port_row(port: DiscoveredCaPort) -> tuple[Any, ...]:
+def _place(port: DiscoveredCaPort) -> Place:
     switch = None if port.switch_guid is None else format_guid(port.switch_guid)
-    guid = format_guid(port.guid)
-    return (guid, port.hostname, port.hca, port.port, switch, port.switch_name, port.switch_port)
+    return (port.hostname, port.hca, port.port, switch, port.switch_name, port.switch_port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +134,8 @@ def reconcile(session: Session, fabric_id: int, discovery: Discovery) -> Outcome
     )
 
 
-def _recorded_ports(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
-    """The fabric's ports as ``(guid, *place)`` rows in GUID order, as `Discovery` has them."""
+def _recorded_ports(session: Session, fabric_id: int) -> dict[str, Place]:
+    """The fabric's ports' places by GUID, as `Discovery` has them."""
     query = (
         core_select(
             col(m.Port.guid),
@@ -151,11 +148,8 @@ def _recorded_ports(session: Session, fabric_id: int) -> list[tuple[Any, ...]]:
         )
         .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
         .where(col(m.Port.fabric_id) == fabric_id)
-        # The unique index on (fabric_id, guid) yields this order without a sort. Were a
-        # collation to order otherwise, the lists would differ and `_Plan` compares by GUID.
-        .order_by(col(m.Port.guid))
     )
-    return fetch_all(session, query)
+    return {row[0]: row[1:] for row in fetch_all(session, query)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +166,16 @@ class _Plan:
     gone: list[str]
 
     @classmethod
-    def of(cls, recorded: list[tuple[Any, ...]], claimed: list[tuple[Any, ...]]) -> _Plan | None:
-        """The plan from both sides' ``(guid, *place)`` rows; None when they are equal."""
-        if recorded == claimed:
+    def of(cls, recorded: dict[str, Place], claimed: dict[str, Place]) -> _Plan | None:
+        """The plan from both sides' places by GUID; None when they are equal."""
+        if recorded == claimed:  # 100k lookups in C: some 20 ms
             return None
-        was = {row[0]: row[1:] for row in recorded}
-        now = {row[0]: row[1:] for row in claimed}
-        changed = sorted(guid for guid in was.keys() & now.keys() if was[guid] != now[guid])
-        new, gone = sorted(now.keys() - was.keys()), sorted(was.keys() - now.keys())
-        return cls(was, now, new, changed, gone)
+        new = [guid for guid in claimed if guid not in recorded]
+        changed = [g for g, place in claimed.items() if recorded.get(g, place) != place]
+        gone = [guid for guid in recorded if guid not in claimed]
+        for guids in (new, changed, gone):
+            guids.sort()  # GUID strings alone: a first import's 100k sort in some 35 ms
+        return cls(recorded, claimed, new, changed, gone)
 
     def settle_moves(self, session: Session, fabric_id: int) -> list[PortMove]:
         """The moves to apply (`tenancy.port_identity`'s rule); PortMovedError if refused."""

@@ -15,7 +15,7 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
-from tenancy import fabrics, nodes, shared_services, topology
+from tenancy import fabrics, ib_topology, nodes, shared_services, topology
 from tenancy.schemas import NicChange, PortView, RoceFabricCreate, TopologyPortChange
 from tenancy.uow import UnitOfWork
 from tests.builders import (
@@ -213,6 +213,41 @@ def test_a_vanished_port_that_comes_back_is_added_again(uow, onboarded):
     ]
     assert result.missing == []
     assert (result.nodes, result.ports) == (11, 19)
+
+
+def test_a_port_recabled_to_another_switch_port_is_updated_in_place(ib_east, db_dump):
+    first = reimport(ib_east, example_topology())
+    ca_side = '[1](100003) \t"S-0000000000200000"[1]\t'
+    recabled = example_topology().replace(ca_side, ca_side.replace("[1]\t", "[30]\t"))
+    before = db_dump()
+
+    result = reimport(ib_east, recabled)
+
+    assert result == first.model_copy(update={"added": []})
+    node = nodes.get_node(ib_east, fabric_name="ib-east", node_name="gpu0001")
+    assert node.ports[0] == PortView(
+        guid="0x0000000000100003", hca="mlx5_0", port=1, switch="leaf01", switch_port=30
+    )
+    after = db_dump()
+    changed = set(after["port"]) - set(before["port"])
+    assert [(row[3], row[8]) for row in changed] == [("0x0000000000100003", 30)]
+
+
+def test_ports_gone_and_moved_in_numbers_are_read_a_few_at_a_time(ib_east, monkeypatch):
+    # Ids of changed and vanished ports are read in IN (...) queries of GUIDS_PER_QUERY GUIDs.
+    reimport(ib_east, example_topology())
+    monkeypatch.setattr(ib_topology, "GUIDS_PER_QUERY", 2)
+    hosts = ["gpu0005", "gpu0006", "gpu0007", "gpu0008"]
+    moved = example_topology().replace('"gpu0004 ', '"gpu0009 ')
+
+    result = reimport(ib_east, without_hosts(moved, hosts))
+
+    removed = [(host, "removed") for host in hosts for _hca in range(2)]
+    assert [(p.node, p.action) for p in result.missing] == removed
+    assert [(m.source, m.target) for m in result.moved] == [("gpu0004", "gpu0009")] * 2
+    assert result.absent_nodes == ["gpu0004", *hosts]
+    node = nodes.get_node(ib_east, fabric_name="ib-east", node_name="gpu0009")
+    assert [p.guid for p in node.ports] == list(PORT_GUIDS["gpu0004"])
 
 
 # --- which format a fabric takes ----------------------------------------------------------------
