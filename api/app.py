@@ -19,6 +19,7 @@ from api.request_id import RequestId
 from api.routes import (
     allocations,
     audit_log,
+    changesets,
     config_audits,
     deploy,
     fabrics,
@@ -51,6 +52,7 @@ Every response carries `X-Request-ID` (the client's, or a new one), as the audit
 """
 # Mounted in this order, which is also the order of the paths in the OpenAPI document.
 AUTHORIZED_ROUTERS = (
+    changesets.router,
     fabrics.router,
     topology.router,
     nodes.router,

@@ -83,32 +83,37 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
     name order. The result is verified before commit; a failure leaves nothing behind.
     """
     with uow.transaction() as tx:
-        # The tenant's lock first (lock order): an offboarding cannot commit in between and
-        # leave the tenant with nodes it never saw (issue 10, item 3).
-        tenant = lock_active_tenant(tx.session, tenant_name)
-        fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
-        nodes = (
-            _named_free_nodes(tx.session, fabric, spec.nodes)
-            if spec.nodes is not None
-            else _pick_free_nodes(tx.session, fabric, spec.count or 0)
-        )
-        ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
-        allocation = m.Allocation(
-            id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
-        )
-        tx.session.add(allocation)
-        tx.session.flush()
-        assign_nodes(tx.session, nodes, allocation_id=allocation.id)
-        usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
-        commit_gate(
-            tx,
-            fabric,
-            "allocation.create",
-            f"tenants/{tenant.name}/allocations/{allocation.id}",
-            ChangeScope.tenant(tenant.name),
-        )
-        segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
-        return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
+        return allocate_in(tx, tenant_name=tenant_name, spec=spec)
+
+
+def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> AllocationView:
+    """`allocate` inside the caller's transaction (a change set's operation)."""
+    # The tenant's lock first (lock order): an offboarding cannot commit in between and
+    # leave the tenant with nodes it never saw (issue 10, item 3).
+    tenant = lock_active_tenant(tx.session, tenant_name)
+    fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
+    nodes = (
+        _named_free_nodes(tx.session, fabric, spec.nodes)
+        if spec.nodes is not None
+        else _pick_free_nodes(tx.session, fabric, spec.count or 0)
+    )
+    ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
+    allocation = m.Allocation(
+        id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
+    )
+    tx.session.add(allocation)
+    tx.session.flush()
+    assign_nodes(tx.session, nodes, allocation_id=allocation.id)
+    usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
+    commit_gate(
+        tx,
+        fabric,
+        "allocation.create",
+        f"tenants/{tenant.name}/allocations/{allocation.id}",
+        ChangeScope.tenant(tenant.name),
+    )
+    segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
+    return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
 
 
 def _named_free_nodes(session: Session, fabric: m.Fabric, names: Sequence[str]) -> list[m.Node]:
@@ -273,20 +278,25 @@ def _allocation_of(
 def release_allocation(uow: UnitOfWork, *, tenant_name: str, allocation_id: str) -> None:
     """Free the allocation's nodes; the tenant's partition goes with its last allocation."""
     with uow.transaction() as tx:
-        tenant = tenant_named(tx.session, tenant_name)
-        allocation = _allocation_of(tx.session, tenant, allocation_id)
-        fabric = lock_fabric(tx.session, _fabric_of(tx.session, allocation.fabric_id))
-        tx.session.refresh(allocation)  # it may have been released while we waited
-        if allocation.released_at is not None:
-            raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
-        _release(tx, tenant, allocation)
-        commit_gate(
-            tx,
-            fabric,
-            "allocation.delete",
-            f"tenants/{tenant.name}/allocations/{allocation.id}",
-            ChangeScope.tenant(tenant.name),
-        )
+        release_allocation_in(tx, tenant_name=tenant_name, allocation_id=allocation_id)
+
+
+def release_allocation_in(tx: Tx, *, tenant_name: str, allocation_id: str) -> None:
+    """`release_allocation` inside the caller's transaction (a change set's operation)."""
+    tenant = tenant_named(tx.session, tenant_name)
+    allocation = _allocation_of(tx.session, tenant, allocation_id)
+    fabric = lock_fabric(tx.session, _fabric_of(tx.session, allocation.fabric_id))
+    tx.session.refresh(allocation)  # it may have been released while we waited
+    if allocation.released_at is not None:
+        raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
+    _release(tx, tenant, allocation)
+    commit_gate(
+        tx,
+        fabric,
+        "allocation.delete",
+        f"tenants/{tenant.name}/allocations/{allocation.id}",
+        ChangeScope.tenant(tenant.name),
+    )
 
 
 def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:

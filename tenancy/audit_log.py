@@ -90,6 +90,16 @@ def record(
     return entry
 
 
+def restate(entry: m.AuditEntry, *, digest_before: str | None, digest_after: str) -> None:
+    """Set the digests of an entry appended earlier in this transaction, and rehash its leaf.
+
+    A change set appends one entry per operation as it runs but verifies once at the end: the
+    entries learn the verified digest then (nothing is committed before).
+    """
+    entry.digest_before, entry.digest_after = digest_before, digest_after
+    entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
+
+
 def _next_position(tx: Tx) -> tuple[int, datetime]:
     """The next index, and a time not before the previous entry's (read under the audit lock).
 

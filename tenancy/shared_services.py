@@ -24,7 +24,7 @@ from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import GrantCreate, GrantView, Page, ServiceCreate, ServiceView
-from tenancy.uow import UnitOfWork
+from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate
 
 
@@ -100,34 +100,39 @@ def get_service(uow: UnitOfWork, *, fabric_name: str, name: str) -> ServiceView:
 def grant_service(uow: UnitOfWork, *, tenant_name: str, spec: GrantCreate) -> GrantView:
     """Let a tenant reach a shared service; verified before commit (P_Key budget included)."""
     with uow.transaction() as tx:
-        # The tenant's lock first (lock order): an offboarding cannot commit in between and
-        # leave the tenant with a grant it never saw (issue 10, item 3).
-        tenant = lock_active_tenant(tx.session, tenant_name)
-        fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
-        service = service_named(tx.session, fabric, spec.service)
-        if tx.session.exec(
-            select(m.Grant).where(
-                m.Grant.tenant_id == tenant.id,
-                m.Grant.service_id == service.id,
-                col(m.Grant.revoked_at).is_(None),
-            )
-        ).first():
-            raise ConflictError(f"tenant '{tenant_name}' already has a grant for '{spec.service}'")
-        grant = m.Grant(
-            id=str(uuid.uuid4()),
-            tenant_id=m.pk(tenant),
-            fabric_id=m.pk(fabric),
-            service_id=m.pk(service),
-            created_at=tx.now,
+        return grant_service_in(tx, tenant_name=tenant_name, spec=spec)
+
+
+def grant_service_in(tx: Tx, *, tenant_name: str, spec: GrantCreate) -> GrantView:
+    """`grant_service` inside the caller's transaction (a change set's operation)."""
+    # The tenant's lock first (lock order): an offboarding cannot commit in between and
+    # leave the tenant with a grant it never saw (issue 10, item 3).
+    tenant = lock_active_tenant(tx.session, tenant_name)
+    fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
+    service = service_named(tx.session, fabric, spec.service)
+    if tx.session.exec(
+        select(m.Grant).where(
+            m.Grant.tenant_id == tenant.id,
+            m.Grant.service_id == service.id,
+            col(m.Grant.revoked_at).is_(None),
         )
-        tx.session.add(grant)
-        tx.session.flush()
-        usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
-        # The tenant's group holds its grants; the service's partition or VRF gains only derived
-        # memberships or imports, and `widen` brings the service into the verified context.
-        target = f"tenants/{tenant.name}/grants/{grant.id}"
-        commit_gate(tx, fabric, "grant.create", target, ChangeScope.tenant(tenant.name))
-        return _grant_view(tx.session, grant)
+    ).first():
+        raise ConflictError(f"tenant '{tenant_name}' already has a grant for '{spec.service}'")
+    grant = m.Grant(
+        id=str(uuid.uuid4()),
+        tenant_id=m.pk(tenant),
+        fabric_id=m.pk(fabric),
+        service_id=m.pk(service),
+        created_at=tx.now,
+    )
+    tx.session.add(grant)
+    tx.session.flush()
+    usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
+    # The tenant's group holds its grants; the service's partition or VRF gains only derived
+    # memberships or imports, and `widen` brings the service into the verified context.
+    target = f"tenants/{tenant.name}/grants/{grant.id}"
+    commit_gate(tx, fabric, "grant.create", target, ChangeScope.tenant(tenant.name))
+    return _grant_view(tx.session, grant)
 
 
 def _grant_view(session: Session, grant: m.Grant) -> GrantView:
@@ -185,15 +190,20 @@ def get_grant(
 def revoke_grant(uow: UnitOfWork, *, tenant_name: str, grant_id: str) -> None:
     """Withdraw a grant: the tenant's ports leave the service partition."""
     with uow.transaction() as tx:
-        grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)
-        fabric = tx.session.get(m.Fabric, grant.fabric_id)
-        assert fabric is not None  # a foreign key guarantees it
-        lock_fabric(tx.session, fabric)
-        tx.session.refresh(grant)  # it may have been revoked while we waited
-        if grant.revoked_at is not None:
-            raise NotFoundError(f"grant '{grant_id}' was revoked meanwhile", resource="grant")
-        grant.revoked_at = tx.now
-        tx.session.add(grant)
-        usage.close_grant_interval(tx, grant.id)
-        target = f"tenants/{tenant_name}/grants/{grant.id}"
-        commit_gate(tx, fabric, "grant.delete", target, ChangeScope.tenant(tenant_name))
+        revoke_grant_in(tx, tenant_name=tenant_name, grant_id=grant_id)
+
+
+def revoke_grant_in(tx: Tx, *, tenant_name: str, grant_id: str) -> None:
+    """`revoke_grant` inside the caller's transaction (a change set's operation)."""
+    grant = _grant_of(tx.session, tenant_named(tx.session, tenant_name), grant_id)
+    fabric = tx.session.get(m.Fabric, grant.fabric_id)
+    assert fabric is not None  # a foreign key guarantees it
+    lock_fabric(tx.session, fabric)
+    tx.session.refresh(grant)  # it may have been revoked while we waited
+    if grant.revoked_at is not None:
+        raise NotFoundError(f"grant '{grant_id}' was revoked meanwhile", resource="grant")
+    grant.revoked_at = tx.now
+    tx.session.add(grant)
+    usage.close_grant_interval(tx, grant.id)
+    target = f"tenants/{tenant_name}/grants/{grant.id}"
+    commit_gate(tx, fabric, "grant.delete", target, ChangeScope.tenant(tenant_name))

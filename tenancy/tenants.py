@@ -13,7 +13,7 @@ from tenancy.lookups import qos_class_named, tenant_named
 from tenancy.pagination import page_rows
 from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
 from tenancy.tokens import revoke_tenant_tokens
-from tenancy.uow import UnitOfWork
+from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate, digest_changed
 
 # Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
@@ -124,20 +124,25 @@ def _qos_names(session: Session) -> dict[int | None, str]:
 def create_tenant(uow: UnitOfWork, *, spec: TenantCreate) -> TenantView:
     """Onboard a tenant; names are unique forever (offboarded tenants keep theirs for history)."""
     with uow.transaction() as tx:
-        if tx.session.exec(select(m.Tenant).where(m.Tenant.name == spec.name)).first():
-            raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
-        qos = qos_class_named(tx.session, spec.qos_class)
-        tenant = m.Tenant(
-            name=spec.name,
-            kind=spec.kind,
-            qos_class_id=m.pk(qos),
-            created_at=tx.now,
-            billing_account=spec.billing_account or spec.name,
-        )
-        tx.session.add(tenant)
-        tx.session.flush()
-        audit_log.record(tx, "tenant.create", f"tenants/{tenant.name}")
-        return tenant_view(tenant, qos.name)
+        return create_tenant_in(tx, spec=spec)
+
+
+def create_tenant_in(tx: Tx, *, spec: TenantCreate) -> TenantView:
+    """`create_tenant` inside the caller's transaction (a change set's operation)."""
+    if tx.session.exec(select(m.Tenant).where(m.Tenant.name == spec.name)).first():
+        raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
+    qos = qos_class_named(tx.session, spec.qos_class)
+    tenant = m.Tenant(
+        name=spec.name,
+        kind=spec.kind,
+        qos_class_id=m.pk(qos),
+        created_at=tx.now,
+        billing_account=spec.billing_account or spec.name,
+    )
+    tx.session.add(tenant)
+    tx.session.flush()
+    audit_log.record(tx, "tenant.create", f"tenants/{tenant.name}")
+    return tenant_view(tenant, qos.name)
 
 
 def list_tenants(
@@ -186,19 +191,24 @@ def offboard_tenant(uow: UnitOfWork, *, name: str) -> TenantView:
         ConflictError: the tenant is already offboarded.
     """
     with uow.transaction() as tx:
-        # Exclusive: allocations, grants and tenant tokens in flight (they hold the lock shared)
-        # commit first and are released below; later ones see the tenant offboarded. Without it
-        # they checked the status in their own snapshot and committed after this (issue 10,
-        # item 3).
-        tenant = lock_tenant(tx.session, name, exclusive=True)
-        if tenant.status == "offboarded":
-            raise ConflictError(f"tenant '{name}' is already offboarded", name=name)
-        lock_token_lineage(tx.session)  # before the fabrics' locks: the lock order
-        release_tenant_everywhere(tx, tenant)
-        revoke_tenant_tokens(tx, tenant.name)  # its tokens stop working (issue 10, item 7)
-        tenant.status = "offboarded"
-        tenant.offboarded_at = tx.now
-        tx.session.add(tenant)
-        tx.session.flush()
-        audit_log.record(tx, "tenant.offboard", f"tenants/{tenant.name}")
-        return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])
+        return offboard_tenant_in(tx, name=name)
+
+
+def offboard_tenant_in(tx: Tx, *, name: str) -> TenantView:
+    """`offboard_tenant` inside the caller's transaction (a change set's operation)."""
+    # Exclusive: allocations, grants and tenant tokens in flight (they hold the lock shared)
+    # commit first and are released below; later ones see the tenant offboarded. Without it
+    # they checked the status in their own snapshot and committed after this (issue 10,
+    # item 3).
+    tenant = lock_tenant(tx.session, name, exclusive=True)
+    if tenant.status == "offboarded":
+        raise ConflictError(f"tenant '{name}' is already offboarded", name=name)
+    lock_token_lineage(tx.session)  # before the fabrics' locks: the lock order
+    release_tenant_everywhere(tx, tenant)
+    revoke_tenant_tokens(tx, tenant.name)  # its tokens stop working (issue 10, item 7)
+    tenant.status = "offboarded"
+    tenant.offboarded_at = tx.now
+    tx.session.add(tenant)
+    tx.session.flush()
+    audit_log.record(tx, "tenant.offboard", f"tenants/{tenant.name}")
+    return tenant_view(tenant, _qos_names(tx.session)[tenant.qos_class_id])

@@ -16,6 +16,7 @@ from policies.model import FabricKind, Owner
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Verdict
 from tenancy import audit_log, snapshot_log
 from tenancy import models as m
+from tenancy.change_batch import ChangeBatch, active_batch
 from tenancy.change_check import ChangeScope, check_change
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.node_states import stamp_drains
@@ -61,27 +62,46 @@ def ensure_isolated(tx: Tx, fabric: m.Fabric, scope: ChangeScope | None = None) 
 
 def commit_gate(
     tx: Tx, fabric: m.Fabric, action: str, target: str, scope: ChangeScope | None = None
-) -> Verdict:
+) -> None:
     """Verify the pending change (`ensure_isolated`), then audit it with the verified digest.
 
     `scope` names the owners and nodes the change touched; without one the whole fabric is
-    verified (changes to the topology, the fabric or QoS classes).
-
-    Both happen in the change's own transaction, so a refused change leaves no audit entry. The
-    snapshot log gets the new digest, and nodes this change started draining learn the snapshot
-    that removes their previous owner (deploy targets must apply it before they are free).
+    verified (changes to the topology, the fabric or QoS classes). Both happen in the change's
+    own transaction, so a refused change leaves no audit entry. The snapshot log gets the new
+    digest, and nodes this change started draining learn the snapshot that removes their
+    previous owner (deploy targets must apply it before they are free). Inside a change set
+    (tenancy/change_batch.py) the entry is appended now and verified with the others at the end.
 
     Raises:
         IsolationViolationError: the pending state is not isolated; the caller's transaction
             rolls back whole.
     """
+    batch = active_batch(tx)
+    if batch is not None:
+        batch.add(fabric, scope, audit_log.record(tx, action, target, fabric=fabric.name))
+        return
     verdict = ensure_isolated(tx, fabric, scope)
     entry = audit_log.record(
         tx, action, target, fabric=fabric.name, digest_after=verdict.snapshot_digest
     )
+    _log_snapshot(tx, fabric, entry)
+
+
+def close_batch(tx: Tx, batch: ChangeBatch) -> None:
+    """Verify each fabric a change set touched once, then give its entries the verified digest."""
+    for changes in batch.fabrics.values():
+        verdict = ensure_isolated(tx, changes.fabric, changes.scope)
+        before = changes.entries[0].digest_before
+        for entry in changes.entries:
+            audit_log.restate(entry, digest_before=before, digest_after=verdict.snapshot_digest)
+            before = verdict.snapshot_digest
+            tx.session.add(entry)
+        _log_snapshot(tx, changes.fabric, changes.entries[-1])
+
+
+def _log_snapshot(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> None:
     snapshot = snapshot_log.record(tx, fabric, entry)
     stamp_drains(tx.session, m.pk(fabric), m.pk(snapshot))
-    return verdict
 
 
 def digest_changed(tx: Tx, fabric: m.Fabric) -> bool:

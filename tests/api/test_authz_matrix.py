@@ -35,6 +35,7 @@ ROLE_TENANT = {"tenant-viewer": OWN, "tenant-admin": OWN}
 # (method, route template) -> (own, other); outcome letters in ROLES order:
 #                                       viewer, admin, billing, auditor, operator
 MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
+    ("POST", "/v1/changesets"): ("FFFFA", None),
     ("POST", "/v1/fabrics"): ("FFFFA", None),
     ("GET", "/v1/fabrics"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}"): ("FFFAA", None),
@@ -106,6 +107,9 @@ CASES = [
     for tenant in ((OWN, OTHER) if other is not None else (None,))
 ]
 BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/changesets"): {
+        "operations": [{"op": "create_tenant", "name": "hooli", "kind": "external"}]
+    },
     ("POST", "/v1/fabrics"): {"name": "ib-west", "kind": "infiniband", "pkey_range": PKEY_RANGE},
     ("PATCH", "/v1/fabrics/{fabric}/nodes/{node}"): {"role": "compute"},
     ("POST", "/v1/tenants"): {"name": "initech", "kind": "external", "qos_class": "gold"},
