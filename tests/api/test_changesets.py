@@ -33,7 +33,7 @@ def audit_actions(engine, since: int) -> list[tuple[str, str, str | None, str | 
 
 def log_size(engine) -> int:
     with engine.connect() as connection:
-        return connection.execute(text("SELECT count(*) FROM audit_entry")).scalar_one()
+        return int(connection.execute(text("SELECT count(*) FROM audit_entry")).scalar_one())
 
 
 def test_a_change_set_onboards_tenants_in_order_with_one_audit_entry_per_operation(
@@ -129,14 +129,15 @@ def test_a_change_set_that_breaks_isolation_is_refused_whole(client, onboarded, 
 
 
 def test_malformed_change_sets_are_422(client, onboarded):
-    for body in (
+    bodies: list[dict[str, object]] = [
         {"operations": []},
         {"operations": [{"op": "explode"}]},
         {"operations": [{"op": "offboard"}]},
         {"operations": [{"op": "offboard", "tenant": "acme", "extra": 1}]},
         {"operations": [{"op": "offboard", "tenant": "acme"}], "dry_run": "yes"},
         {"operations": [{"op": "offboard", "tenant": "acme"}] * 10_001},
-    ):
+    ]
+    for body in bodies:
         assert_problem(client.post(CHANGESETS, json=body), 422)
 
 

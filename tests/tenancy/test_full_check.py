@@ -9,10 +9,11 @@ from tenancy import models as m
 from tenancy.full_check import full_check, full_check_all
 from tenancy.lookups import fabric_named
 from tenancy.schemas import AllocationCreate
+from tenancy.uow import UnitOfWork
 from tests.builders import FABRIC
 
 
-def stored(uow) -> m.FabricDigest:
+def stored(uow: UnitOfWork) -> m.FabricDigest:
     with uow.transaction(read_only=True) as tx:
         row = tx.session.get(m.FabricDigest, fabric_named(tx.session, FABRIC).id)
     assert row is not None
