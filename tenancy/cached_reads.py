@@ -3,10 +3,12 @@
 Every committed change of a fabric goes through the commit gate, which logs the new digest
 (tenancy/snapshot_log.py); so one indexed query names the current state, and a read whose entry
 is in the read cache (tenancy/read_cache.py) neither loads the snapshot nor verifies nor
-renders. A miss computes as tenancy/verification.py does (the uncached reference, which the
-CLI keeps using) and keeps the result under the digest of the snapshot it computed, never under
-the digest it looked up: a change that commits meanwhile makes that entry unused, not wrong.
-A fabric with no logged state yet is computed on every read.
+renders. On PostgreSQL a miss in memory looks in the store the replicas share
+(tenancy/read_cache_store.py). A miss computes as tenancy/verification.py does (the uncached
+reference, which the CLI keeps using) and keeps the result, in memory and in the shared store,
+under the digest of the snapshot it computed, never under the digest it looked up: a change that
+commits meanwhile makes that entry unused, not wrong. A fabric with no logged state yet is
+computed on every read.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from policies.errors import IsolationViolationError, NotFoundError
 from policies.model import Owner
 from policies.verdict import Verdict
 from tenancy import models as m
-from tenancy import snapshot_log
+from tenancy import read_cache_store, snapshot_log
 from tenancy.lookups import fabric_named, tenant_named
 from tenancy.read_cache import VERDICT_NAME, CachedFile, Entry, ReadKey, fingerprint
 from tenancy.schemas import (
@@ -52,6 +54,7 @@ class _Computed:
     fabric_id: int
     digest: str
     entries: dict[str, Entry]
+    seals: dict[str, bytes] = dataclasses.field(default_factory=dict)
     refusal: IsolationViolationError | None = None
 
 
@@ -132,7 +135,7 @@ def _verdict(uow: UnitOfWork, fabric_name: str) -> Entry:
     with uow.transaction(read_only=True) as tx:
         fabric, digest = _current(tx, fabric_name)
         key = _key(fabric, digest, wanted)
-        entry = _cached(uow, key)
+        entry = _cached(uow, tx, key, None)
     if entry is not None:
         return entry
     return _miss(uow, key, wanted, lambda: _compute(uow, fabric_name, None))
@@ -144,7 +147,7 @@ def _artifacts(uow: UnitOfWork, fabric_name: str) -> Entry:
         inputs = render_inputs(tx, fabric)
         wanted = _artifacts_fingerprint(inputs)
         key = _key(fabric, digest, wanted)
-        entry = _cached(uow, key)
+        entry = _cached(uow, tx, key, _seal(inputs))
     if entry is not None:
         return entry
     return _miss(uow, key, wanted, lambda: _compute(uow, fabric_name, inputs))
@@ -156,8 +159,20 @@ def _verdict_fingerprint() -> str:
 
 
 def _artifacts_fingerprint(inputs: RenderInputs) -> str:
-    # Every field of every input, whatever its repr: a rotated key must change the fingerprint.
-    return fingerprint("artifacts", repr(dataclasses.astuple(inputs)).encode())
+    return fingerprint("artifacts", _encoded(inputs))
+
+
+def _seal(inputs: RenderInputs) -> bytes | None:
+    """The key sealing files rendered from `inputs` in the shared store; None if none is set.
+
+    Every render input is a setting or a secret (the OpenSM keys): any set one seals the files.
+    """
+    return None if inputs == RenderInputs() else read_cache_store.seal_key(_encoded(inputs))
+
+
+def _encoded(inputs: RenderInputs) -> bytes:
+    # Every field of every input, whatever its repr: a rotated key must change the encoding.
+    return repr(dataclasses.astuple(inputs)).encode()
 
 
 def _current(tx: Tx, fabric_name: str) -> tuple[m.Fabric, str | None]:
@@ -178,8 +193,16 @@ def _key(fabric: m.Fabric, digest: str | None, inputs: str) -> ReadKey | None:
     return None if digest is None else ReadKey(m.pk(fabric), digest, inputs)
 
 
-def _cached(uow: UnitOfWork, key: ReadKey | None) -> Entry | None:
-    return None if key is None else uow.reads.get(key)
+def _cached(uow: UnitOfWork, tx: Tx, key: ReadKey | None, seal: bytes | None) -> Entry | None:
+    """The entry of `key` from memory, else from the replicas' shared store (kept in memory)."""
+    if key is None:
+        return None
+    entry = uow.reads.get(key)
+    if entry is None and read_cache_store.shared(uow):
+        entry = read_cache_store.load(tx.session, key, seal)
+        if entry is not None:
+            uow.reads.put(key, entry)
+    return entry
 
 
 def _miss(
@@ -199,9 +222,17 @@ def _miss(
         if entry is not None:
             return entry
         computed = compute()
-        for inputs, made in computed.entries.items():
-            uow.reads.put(ReadKey(computed.fabric_id, computed.digest, inputs), made)
+        _keep(uow, computed)
         return _wanted(computed, wanted)
+
+
+def _keep(uow: UnitOfWork, computed: _Computed) -> None:
+    """Keep every entry computed in memory and, for the other replicas, in the shared store."""
+    for inputs, made in computed.entries.items():
+        key = ReadKey(computed.fabric_id, computed.digest, inputs)
+        uow.reads.put(key, made)
+        if read_cache_store.shared(uow):
+            read_cache_store.store(uow, key, made, computed.seals.get(inputs))
 
 
 def _wanted(computed: _Computed, wanted: str) -> Entry:
@@ -230,6 +261,9 @@ def _compute(uow: UnitOfWork, fabric_name: str, inputs: RenderInputs | None) -> 
         files = render_with(snapshot, inputs)
     made = tuple(CachedFile.of(f.path, f.content) for f in files)
     entries[_artifacts_fingerprint(inputs)] = Entry(snapshot.digest, made)
+    seal = _seal(inputs)
+    if seal is not None:
+        computed.seals[_artifacts_fingerprint(inputs)] = seal
     return computed
 
 

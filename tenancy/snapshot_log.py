@@ -6,8 +6,9 @@ committed, verified states; the same rule backfilled the log from the audit log 
 
 from __future__ import annotations
 
-from sqlalchemy import ScalarSelect
+from sqlalchemy import ScalarSelect, func
 from sqlalchemy import select as core_select
+from sqlalchemy.orm import Mapped
 from sqlmodel import Session, col, select
 
 from tenancy import models as m
@@ -32,8 +33,8 @@ def record(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> m.SnapshotRecord:
 
 def latest(session: Session, fabric_id: int) -> m.SnapshotRecord | None:
     """The fabric's newest history row (None before its first change)."""
-    query = select(m.SnapshotRecord).where(m.SnapshotRecord.fabric_id == fabric_id)
-    return session.exec(query.order_by(col(m.SnapshotRecord.id).desc())).first()
+    query = select(m.SnapshotRecord).where(col(m.SnapshotRecord.id) == _newest_id(fabric_id))
+    return session.exec(query).first()
 
 
 def newest_digest() -> ScalarSelect[str]:
@@ -44,9 +45,18 @@ def newest_digest() -> ScalarSelect[str]:
     """
     return (
         core_select(col(m.SnapshotRecord.digest))
-        .where(col(m.SnapshotRecord.fabric_id) == col(m.Fabric.id))
-        .order_by(col(m.SnapshotRecord.id).desc())
-        .limit(1)
+        .where(col(m.SnapshotRecord.id) == _newest_id(col(m.Fabric.id)))
+        .correlate(m.Fabric)
+        .scalar_subquery()
+    )
+
+
+def _newest_id(fabric_id: int | Mapped[int | None]) -> ScalarSelect[int]:
+    # max(id) is one probe of ix_snapshot_record_fabric_newest; PostgreSQL plans ORDER BY id
+    # DESC LIMIT 1 as a backward scan of the whole table's primary key, filtering by fabric.
+    newest = core_select(func.max(col(m.SnapshotRecord.id)))
+    return (
+        newest.where(col(m.SnapshotRecord.fabric_id) == fabric_id)
         .correlate(m.Fabric)
         .scalar_subquery()
     )

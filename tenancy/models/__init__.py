@@ -14,6 +14,7 @@ from tenancy.models.deploy import (
 )
 from tenancy.models.digest import DigestGroup, FabricDigest
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
+from tenancy.models.read_cache import CachedRead
 from tenancy.models.records import (
     ApiToken,
     AuditCheckpoint,
@@ -32,6 +33,7 @@ __all__ = [
     "ArtifactBlob",
     "AuditCheckpoint",
     "AuditEntry",
+    "CachedRead",
     "DeployTarget",
     "DeploymentReport",
     "DigestGroup",

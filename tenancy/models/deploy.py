@@ -19,7 +19,11 @@ class SnapshotRecord(SQLModel, table=True):
     """
 
     __tablename__ = "snapshot_record"
-    __table_args__ = (Index("ix_snapshot_record_fabric_digest", "fabric_id", "digest"),)
+    __table_args__ = (
+        Index("ix_snapshot_record_fabric_digest", "fabric_id", "digest"),
+        # The fabric's newest row (its current digest, on every cached read) in one index probe.
+        Index("ix_snapshot_record_fabric_newest", "fabric_id", "id"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     digest: str = Field(max_length=71)
