@@ -106,10 +106,12 @@ def _next_position(tx: Tx) -> tuple[int, datetime]:
     Transactions read the clock when they start but append in lock order, so on PostgreSQL a
     change that started earlier could be logged later: times stay monotonic in index order.
     """
-    last = tx.session.exec(select(m.AuditEntry).order_by(col(m.AuditEntry.index).desc())).first()
-    if last is None:
+    query = core_select(col(m.AuditEntry.index), col(m.AuditEntry.time))
+    last = fetch_all(tx.session, query.order_by(col(m.AuditEntry.index).desc()).limit(1))
+    if not last:
         return 0, tx.now
-    return last.index + 1, max(tx.now, _aware(last.time))
+    index, time = last[0]
+    return index + 1, max(tx.now, _aware(time))
 
 
 def _aware(moment: datetime) -> datetime:
@@ -122,13 +124,13 @@ def _last_digest(session: Session, fabric: str | None) -> str | None:
     if fabric is None:
         return None
     query = (
-        select(m.AuditEntry)
-        .where(m.AuditEntry.fabric == fabric, col(m.AuditEntry.digest_after).is_not(None))
+        core_select(col(m.AuditEntry.digest_after))
+        .where(col(m.AuditEntry.fabric) == fabric, col(m.AuditEntry.digest_after).is_not(None))
         .order_by(col(m.AuditEntry.index).desc())
         .limit(1)
     )
-    previous = session.exec(query).first()
-    return previous.digest_after if previous else None
+    previous = fetch_all(session, query)
+    return str(previous[0][0]) if previous else None
 
 
 def entries(session: Session) -> list[m.AuditEntry]:

@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete
+from sqlalchemy import delete, exists, func
 from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
 from tenancy import models as m
 from tenancy.db import fetch_all
-from tenancy.pool import lowest_free
 from tenancy.uow import Tx
 
 MAX_CLAIM_ATTEMPTS = 20
@@ -74,7 +74,7 @@ def claim(
     fabric_id = m.pk(fabric)
     _expire_quarantine(tx, fabric_id)
     for _ in range(MAX_CLAIM_ATTEMPTS):
-        value = lowest_free(pool.first, pool.last, _claimed(tx.session, fabric_id, pool.kind))
+        value = _lowest_free(tx.session, fabric_id, pool)
         if value is None:
             raise PoolExhaustedError(
                 f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
@@ -100,14 +100,29 @@ def claim(
     raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
 
 
-def _claimed(session: Session, fabric_id: int, kind: str) -> set[int]:
-    rows = fetch_all(
-        session,
-        core_select(col(m.Segment.value)).where(
-            col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == kind
+def _lowest_free(session: Session, fabric_id: int, pool: Pool) -> int | None:
+    """The pool's lowest value no segment of the fabric holds (active or quarantined), or None.
+
+    Found by the database on the (fabric, kind, value) unique index: the first value, or else
+    the lowest claimed value in range whose successor is unclaimed, plus one; claims never read
+    every held value into Python.
+    """
+    same = (col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == pool.kind)
+    first = core_select(col(m.Segment.id)).where(*same, col(m.Segment.value) == pool.first)
+    if not fetch_all(session, first.limit(1)):
+        return pool.first
+    successor = aliased(m.Segment)
+    gap = core_select(func.min(col(m.Segment.value) + 1)).where(
+        *same,
+        col(m.Segment.value).between(pool.first, pool.last - 1),
+        ~exists().where(
+            col(successor.fabric_id) == fabric_id,
+            col(successor.kind) == pool.kind,
+            col(successor.value) == col(m.Segment.value) + 1,
         ),
     )
-    return {row[0] for row in rows}
+    value = fetch_all(session, gap)[0][0]
+    return None if value is None else int(value)
 
 
 def _expire_quarantine(tx: Tx, fabric_id: int) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, insert
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
@@ -67,21 +67,28 @@ def open_node_intervals(
     """One open interval per node the allocation gives the tenant."""
     ports = _port_counts(tx.session, fabric, [m.pk(n) for n in nodes])
     qos = _qos_name(tx.session, tenant)
-    for node in nodes:
-        tx.session.add(
-            m.UsageInterval(
-                tenant_id=m.pk(tenant),
-                fabric_id=m.pk(fabric),
-                billing_account=tenant.billing_account or tenant.name,
-                qos_class=qos,
-                resource_type="node",
-                resource=node.name,
-                ports=ports.get(m.pk(node), 0),
-                allocation_id=allocation_id,
-                started_at=tx.now,
-            )
-        )
-    tx.session.flush()
+    if not nodes:
+        return
+    # One multi-row insert: an allocation of many nodes costs one statement, not one per node.
+    tx.session.connection().execute(
+        insert(m.UsageInterval),
+        [
+            {
+                "tenant_id": m.pk(tenant),
+                "fabric_id": m.pk(fabric),
+                "billing_account": tenant.billing_account or tenant.name,
+                "qos_class": qos,
+                "resource_type": "node",
+                "resource": node.name,
+                "ports": ports.get(m.pk(node), 0),
+                "allocation_id": allocation_id,
+                "grant_id": None,
+                "started_at": tx.now,
+                "ended_at": None,
+            }
+            for node in nodes
+        ],
+    )
 
 
 def open_grant_interval(
