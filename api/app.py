@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme, require_json_body
+from api.dry_run import dry_run_answer
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
 from api.periodic import full_verification_schedule
@@ -41,6 +42,7 @@ from tenancy.bootstrap import prepare_database
 from tenancy.db import checkpoint_wal, make_engine
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
+from tenancy.what_if import DryRunDone
 
 log = logging.getLogger("isofabric.api")
 DESCRIPTION = """\
@@ -49,6 +51,8 @@ are isolated before any change is committed, and renders the files OpenSM consum
 Errors are RFC 9457 `application/problem+json`; lists are `{"data", "count", "next"}`.
 A POST with an `Idempotency-Key` header is done once: a retry gets the first response (24 h).
 Every response carries `X-Request-ID` (the client's, or a new one), as the audit log records it.
+Every mutating route except token management takes `?dry_run=true`: it answers what the change
+would do (verdict, reachability delta, artifact sha256s and diffs) and writes nothing.
 """
 # Mounted in this order, which is also the order of the paths in the OpenAPI document.
 AUTHORIZED_ROUTERS = (
@@ -86,6 +90,7 @@ def create_app(
     app.state.uow = uow
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
+    app.add_exception_handler(DryRunDone, dry_run_answer)
     for router in AUTHORIZED_ROUTERS:
         # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
         # JSON body (if it takes one) must be sent as JSON: 415 otherwise.

@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from api.auth import PRINCIPAL_SCOPE_KEY
+from api.dry_run import dry_run_requested
 from api.idempotency import CLAIM_SCOPE_KEY
 from api.limits import HeavyWorkLimit, media_type
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
@@ -64,7 +65,11 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
 def get_uow(request: Request) -> UnitOfWork:
-    """The app's unit of work for this request: principal, request id, Idempotency-Key claim."""
+    """The app's unit of work for this request.
+
+    It carries the principal, the request id, the Idempotency-Key claim, and whether the request
+    is a dry run (api/dry_run.py).
+    """
     uow: UnitOfWork = request.app.state.uow
     supplied = request.headers.get(REQUEST_ID_HEADER)
     request_id = request_id_of(request.scope) or choose_request_id(supplied)
@@ -74,6 +79,7 @@ def get_uow(request: Request) -> UnitOfWork:
         principal=get_principal(request),
         request_id=request_id,
         idempotency=claim if isinstance(claim, IdempotencyClaim) else None,
+        dry_run=dry_run_requested(request),
     )
 
 

@@ -11,6 +11,7 @@ onboards a thousand tenants in one request.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -46,8 +47,8 @@ def apply_changeset(uow: UnitOfWork, *, spec: ChangeSetCreate) -> ChangeSetView:
         IsofabricError: the first operation that fails (its `operation` extension is its
             index), or `IsolationViolationError` from the final verification; nothing changed.
     """
-    if spec.dry_run:
-        return _dry_run(uow, spec)
+    if spec.dry_run or uow.dry_run:  # the body's flag, or ?dry_run=true
+        return _dry_run(replace(uow, dry_run=False), spec)
     with uow.transaction() as tx:
         with deferred_gate(tx, close_batch) as batch:
             results = [run_operation(tx, index, op) for index, op in enumerate(spec.operations)]

@@ -73,6 +73,8 @@ class UnitOfWork:
     principal: Principal = SYSTEM
     request_id: str | None = None
     idempotency: IdempotencyClaim | None = None
+    # A what-if request (`?dry_run=true`): write transactions run, report, and roll back.
+    dry_run: bool = False
     reads: ReadCache = field(default_factory=ReadCache, compare=False, repr=False)
 
     @contextmanager
@@ -93,6 +95,10 @@ class UnitOfWork:
                 a retry may pass.
             IdempotencyInProgressError: another request holds this request's Idempotency-Key.
         """
+        if self.dry_run and not read_only:
+            with self._rehearsal() as tx:
+                yield tx
+            return
         claim = None if read_only else self._unclaimed()
         try:
             with session_scope(self.engine, read_only=read_only) as session:
@@ -109,6 +115,19 @@ class UnitOfWork:
             ) from error
         if claim is not None:
             claim.committed = True  # later transactions of the request must not claim it again
+
+    @contextmanager
+    def _rehearsal(self) -> Iterator[Tx]:
+        """A dry run's write transaction: the use case runs, then `DryRunDone` rolls it back.
+
+        What it did is reported (tenancy/what_if.py); it claims no Idempotency-Key.
+        """
+        from tenancy.what_if import rehearse  # the what-if module builds on this one
+
+        with session_scope(self.engine) as session:
+            tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+            with rehearse(tx):
+                yield tx
 
     def _unclaimed(self) -> IdempotencyClaim | None:
         claim = self.idempotency

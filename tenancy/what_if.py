@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
+
+from sqlalchemy.orm import SessionTransaction
 
 from policies.artifacts import Artifact
 from policies.verdict import ReachabilityEdge, Verdict
 from tenancy import models as m
 from tenancy.change_batch import deferred_gate
-from tenancy.schemas.what_if import ArtifactChange, FabricWhatIf, ReachabilityDelta
+from tenancy.schemas.what_if import ArtifactChange, DryRunView, FabricWhatIf, ReachabilityDelta
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import render_snapshot, verify_snapshot
 from tenancy.uow import Tx
@@ -52,11 +55,27 @@ def preview(tx: Tx, change: Callable[[], T]) -> tuple[T, list[FabricWhatIf]]:
     savepoint = tx.session.begin_nested()
     with deferred_gate(tx, lambda _tx, _batch: None) as batch:
         result = change()
-    fabrics = [changes.fabric for changes in batch.fabrics.values()]
+    return result, _report(tx, savepoint, [c.fabric for c in batch.fabrics.values()])
+
+
+@contextmanager
+def rehearse(tx: Tx) -> Iterator[None]:
+    """Run the block like `preview`, then raise `DryRunDone` with a `DryRunView` of its effect.
+
+    The block's own errors propagate unchanged (a dry run of a bad request is the same 4xx).
+    """
+    savepoint = tx.session.begin_nested()
+    with deferred_gate(tx, lambda _tx, _batch: None) as batch:
+        yield
+    fabrics = _report(tx, savepoint, [c.fabric for c in batch.fabrics.values()])
+    raise DryRunDone(DryRunView(holds=all(f.holds for f in fabrics), fabrics=fabrics))
+
+
+def _report(tx: Tx, savepoint: SessionTransaction, fabrics: list[m.Fabric]) -> list[FabricWhatIf]:
     after = [_state(tx, fabric) for fabric in fabrics]
     savepoint.rollback()
     before = [_state(tx, fabric) for fabric in fabrics]
-    return result, [_compare(f, b, a) for f, b, a in zip(fabrics, before, after, strict=True)]
+    return [_compare(f, b, a) for f, b, a in zip(fabrics, before, after, strict=True)]
 
 
 def _state(tx: Tx, fabric: m.Fabric) -> _State:

@@ -33,3 +33,14 @@ class FabricWhatIf(BaseModel):
     counterexamples: list[CounterexampleView]
     reachability: ReachabilityDelta
     artifacts: list[ArtifactChange]
+
+
+class DryRunView(BaseModel):
+    """The answer to a mutating request sent with ``?dry_run=true``: what it would do.
+
+    One entry per fabric the request touches; nothing was written (no row, no audit entry).
+    """
+
+    dry_run: bool = True
+    holds: bool
+    fabrics: list[FabricWhatIf]

@@ -144,8 +144,8 @@ def test_malformed_change_sets_are_422(client, onboarded):
 def test_a_dry_run_reports_the_verdict_delta_and_diffs_and_writes_nothing(
     client, onboarded, db_dump
 ):
-    before = db_dump()
     digest = ok(client.get(f"/v1/fabrics/{FABRIC}/verification"))["snapshot_digest"]
+    before = db_dump()  # after the read: on PostgreSQL reads store the verdict for replicas
     operations = [*onboard_ops("hooli"), {"op": "grant", "tenant": "hooli", **STORAGE}]
 
     body = ok(client.post(CHANGESETS, json={"operations": operations, "dry_run": True}))
