@@ -23,10 +23,13 @@ as `digest_before` and the v2 digest as `digest_after`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from policies.digest.lthash import MultisetHash, element_hash
+from policies.model import Grant, Node, Owner
 
 DIGEST_PREFIX = "v2:"
 # A snapshot digest of either version, as stored and exchanged (audit log, manifests, reports).
@@ -77,3 +80,78 @@ def digest_of(groups: Mapping[str, bytes]) -> str:
 def is_v2(digest: str) -> bool:
     """Whether a digest string is a version 2 snapshot digest."""
     return digest.startswith(DIGEST_PREFIX)
+
+
+S = TypeVar("S")
+Facts = dict[Owner, dict[str, list[Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMaker(Generic[S]):
+    """How one technology splits its snapshot into groups (see the module docstring)."""
+
+    fabric: Callable[[S], bytes]
+    nodes: Callable[[S, set[str] | None], Groups]
+    owners: Callable[[S, set[Owner] | None], Groups]
+
+    def groups(
+        self, snapshot: S, owners: Iterable[Owner] | None, nodes: Iterable[str] | None
+    ) -> Groups:
+        """All groups, or only those of `owners` and `nodes` when either is given.
+
+        An owner or node with nothing to say has no group (absent from the result), so a scoped
+        call tells the caller which groups to drop. Groups of a sub-snapshot equal the whole
+        snapshot's for every owner whose nodes, segment and grants it holds in full.
+        """
+        everything = owners is None and nodes is None
+        found: Groups = {FABRIC_GROUP: self.fabric(snapshot)} if everything else {}
+        wanted_nodes = None if nodes is None else set(nodes)
+        if everything or wanted_nodes:
+            found.update(self.nodes(snapshot, wanted_nodes))
+        wanted_owners = None if owners is None else set(owners)
+        if everything or wanted_owners:
+            found.update(self.owners(snapshot, wanted_owners))
+        return found
+
+
+def node_groups(
+    nodes: Iterable[Node],
+    facts: Iterable[tuple[str, list[Any]]],
+    wanted: set[str] | None,
+    label: str,
+) -> Groups:
+    """One group per host: its role and its `label` facts (ports or NICs), sorted."""
+    roles = {n.name: n.role.value for n in nodes}
+    found: dict[str, list[Any]] = defaultdict(list)
+    for node, fact in facts:
+        if wanted is None or node in wanted:
+            found[node].append(fact)
+    names = set(found) | {n for n in roles if wanted is None or n in wanted}
+    return {
+        node_key(name): canonical({"role": roles.get(name), label: sorted(found[name])})
+        for name in names
+    }
+
+
+def holder_facts(
+    nodes: Iterable[Node], grants: Iterable[Grant], wanted: set[Owner] | None
+) -> Facts:
+    """What every owner (or each wanted one) holds and reaches: its nodes, a tenant's grants."""
+    facts: Facts = defaultdict(lambda: defaultdict(list))
+    for node in nodes:
+        for owner in node.owners:
+            if wanted is None or owner in wanted:
+                facts[owner]["nodes"].append(node.name)
+    for grant in grants:
+        tenant = Owner.tenant(grant.tenant)
+        if wanted is None or tenant in wanted:
+            facts[tenant]["grants"].append(grant.service)
+    return facts
+
+
+def owner_groups(facts: Facts) -> Groups:
+    """One group per owner from its facts, every list sorted, empty ones left out."""
+    return {
+        owner_key(owner): canonical({k: sorted(v, key=str) for k, v in sorted(found.items()) if v})
+        for owner, found in facts.items()
+    }

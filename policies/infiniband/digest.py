@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from policies.digest import FABRIC_GROUP, Groups, canonical, digest_of, node_key, owner_key
+from policies.digest import (
+    GroupMaker,
+    Groups,
+    canonical,
+    digest_of,
+    holder_facts,
+    node_groups,
+    owner_groups,
+)
 from policies.infiniband.intent import plan_partitions
 from policies.infiniband.model import IbSnapshot, Partition
 from policies.model import Owner, OwnerKind
@@ -34,23 +42,8 @@ def ib_groups(
     owners: Iterable[Owner] | None = None,
     nodes: Iterable[str] | None = None,
 ) -> Groups:
-    """The snapshot's digest groups, or only those of `owners` and `nodes` when either is given.
-
-    An owner or node with nothing to say has no group (it is absent from the result), so a
-    scoped call tells the caller which groups to drop. Groups of a sub-snapshot equal the whole
-    snapshot's for every owner whose nodes, keys and grants the sub-snapshot holds in full.
-    """
-    everything = owners is None and nodes is None
-    wanted_owners = None if owners is None else set(owners)
-    groups: Groups = {}
-    if everything:
-        groups[FABRIC_GROUP] = _fabric_group(snapshot)
-    wanted_nodes = None if nodes is None else set(nodes)
-    if everything or wanted_nodes:
-        groups.update(_node_groups(snapshot, wanted_nodes))
-    if everything or wanted_owners:
-        groups.update(_owner_groups(snapshot, wanted_owners))
-    return groups
+    """The snapshot's digest groups, or those of `owners` and `nodes` (`GroupMaker.groups`)."""
+    return _MAKER.groups(snapshot, owners, nodes)
 
 
 def _fabric_group(snapshot: IbSnapshot) -> bytes:
@@ -71,40 +64,22 @@ def _fabric_group(snapshot: IbSnapshot) -> bytes:
 
 
 def _node_groups(snapshot: IbSnapshot, wanted: set[str] | None) -> Groups:
-    roles = {n.name: n.role.value for n in snapshot.nodes}
-    ports: dict[str, list[list[object]]] = defaultdict(list)
-    for p in snapshot.ports:
-        if wanted is None or p.node in wanted:
-            ports[p.node].append([p.guid, p.hca, p.port, p.switch, p.switch_port])
-    names = set(ports) | {n for n in roles if wanted is None or n in wanted}
-    return {
-        node_key(name): canonical({"role": roles.get(name), "ports": sorted(ports[name])})
-        for name in names
-    }
+    ports = ((p.node, [p.guid, p.hca, p.port, p.switch, p.switch_port]) for p in snapshot.ports)
+    return node_groups(snapshot.nodes, ports, wanted, "ports")
 
 
 def _owner_groups(snapshot: IbSnapshot, wanted: set[Owner] | None) -> Groups:
-    facts: dict[Owner, dict[str, list[object]]] = defaultdict(lambda: defaultdict(list))
-
-    def keep(owner: Owner) -> bool:
-        return wanted is None or owner in wanted
-
-    for node in snapshot.nodes:
-        for owner in filter(keep, node.owners):
-            facts[owner]["nodes"].append(node.name)
+    facts = holder_facts(snapshot.nodes, snapshot.grants, wanted)
     for partition in snapshot.partitions:
-        if keep(partition.owner):
+        if wanted is None or partition.owner in wanted:
             facts[partition.owner]["keys"].append([partition.pkey, partition.qos_class])
-    for grant in snapshot.grants:
-        if keep(Owner.tenant(grant.tenant)):
-            facts[Owner.tenant(grant.tenant)]["grants"].append(grant.service)
     for holder, deviations in _deviations(snapshot).items():
-        if holder is not None and keep(holder):
+        if holder is not None and (wanted is None or holder in wanted):
             facts[holder]["deviations"].extend(list(d) for d in deviations)
-    return {
-        owner_key(owner): canonical({k: sorted(v, key=str) for k, v in sorted(found.items())})
-        for owner, found in facts.items()
-    }
+    return owner_groups(facts)
+
+
+_MAKER = GroupMaker(_fabric_group, _node_groups, _owner_groups)
 
 
 def _deviations(snapshot: IbSnapshot) -> dict[Owner | None, list[Deviation]]:
