@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import func, update
 from sqlalchemy import select as core_select
@@ -95,18 +96,37 @@ def mark_presence(session: Session, fabric_id: int, listed: set[str]) -> list[st
             col(m.Node.fabric_id) == fabric_id
         ),
     )
+    changed, gone = _presence(rows, listed)
+    for state, node_ids in changed.items():
+        for start in range(0, len(node_ids), _IDS_PER_UPDATE):
+            # Through the ORM session, so that Node rows it already holds see the new state too.
+            chosen = col(m.Node.id).in_(node_ids[start : start + _IDS_PER_UPDATE])
+            session.exec(update(m.Node).where(chosen).values(state=state.value))
+    return sorted(gone)
+
+
+# Node ids per UPDATE ... IN (...): far below SQLite's and PostgreSQL's parameter limits.
+_IDS_PER_UPDATE = 5_000
+
+
+def _presence(
+    rows: Iterable[tuple[Any, ...]], listed: set[str]
+) -> tuple[dict[NodeState, list[int]], list[str]]:
+    """The node ids whose state changes, by new state, and the names of the absent nodes."""
     changed: dict[NodeState, list[int]] = defaultdict(list)
     gone = []
+    # The table by (state, event), asked once per pair: a fabric has 10k nodes, and a refused
+    # transition still names the first node that asked for it.
+    transitions: dict[tuple[str, NodeEvent], NodeState] = {}
     for node_id, name, state in rows:
         event = NodeEvent.REAPPEAR if name in listed else NodeEvent.VANISH
-        following = advance(state, event, node=name)
+        following = transitions.get((state, event))
+        if following is None:
+            following = transitions[state, event] = advance(state, event, node=name)
         if following != state:
             changed[following].append(node_id)
         gone += [name] if following is NodeState.ABSENT else []
-    for state, node_ids in changed.items():
-        # Through the ORM session, so that Node rows it already holds see the new state too.
-        session.exec(update(m.Node).where(col(m.Node.id).in_(node_ids)).values(state=state.value))
-    return sorted(gone)
+    return changed, gone
 
 
 def count_listed_nodes(session: Session, fabric_id: int) -> int:
