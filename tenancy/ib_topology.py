@@ -22,11 +22,7 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
 from policies.infiniband.model import format_guid
-from policies.infiniband.parse_ibnetdiscover import (
-    DiscoveredCaPort,
-    DiscoveredTopology,
-    is_reserved_guid,
-)
+from policies.infiniband.parse_ibnetdiscover import DiscoveredTopology, is_reserved_guid
 from policies.node_state import keeps_ports
 from tenancy import models as m
 from tenancy.bulk import execute_many
@@ -41,6 +37,10 @@ from tenancy.schemas import PortMove, SwitchChange, TopologyImportResult, Topolo
 Place = tuple[str, str, int, str | None, str | None, int | None]
 # A switch's record: (name, ports, absent).
 SwitchValues = tuple[str, int, bool]
+# The API's TopologyPortChange as plain values: (guid, node, hca, port) of an added port, and
+# (guid, node, hca, port, allocated, "kept" or "removed") of a missing one.
+Added = tuple[str, str, str, int]
+Missing = tuple[str, str, str, int, bool, str]
 # Port GUIDs per `IN (...)` query: well under SQLite's and PostgreSQL's limits of parameters.
 GUIDS_PER_QUERY = 500
 # Changes turned into API models per validation call: each call holds the GIL (a millisecond
@@ -60,25 +60,38 @@ class Discovery:
 
 def discovery_of(topology: DiscoveredTopology) -> Discovery:
     """Key the parsed file's claims (pure: run it before the write lock)."""
-    switches = {format_guid(s.guid): (s.name, s.ports, False) for s in topology.switches}
-    ports = {format_guid(port.guid): _place(port) for port in topology.ca_ports}
+    guid = format_guid
+    switches = {guid(s.guid): (s.name, s.ports, False) for s in topology.switches}
+    # One comprehension, with no call per port but the GUIDs' formatting (a helper function
+    # per port costs a third more).
+    ports: dict[str, Place] = {
+        guid(p.guid): (
+            p.hostname,
+            p.hca,
+            p.port,
+            None if p.switch_guid is None else guid(p.switch_guid),
+            p.switch_name,
+            p.switch_port,
+        )
+        for p in topology.ca_ports
+    }
     return Discovery(switches, ports, frozenset(p.hostname for p in topology.ca_ports))
-
-
-def _place(port: DiscoveredCaPort) -> Place:
-    switch = None if port.switch_guid is None else format_guid(port.switch_guid)
-    return (port.hostname, port.hca, port.port, switch, port.switch_name, port.switch_port)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What the reconcile did, as plain values; `result` builds the API model (after commit)."""
+    """What the reconcile did, as plain values; `result` builds the API model (after commit).
+
+    `ports_changed` is false when no port (and so no node) was added, changed or removed: the
+    fabric's snapshot is then unchanged, as switch records and node presence are not in it.
+    """
 
     switches: int
     nodes: int
     ports: int
-    added: list[tuple[str, str, str, int]] = field(default_factory=list)
-    missing: list[tuple[str, str, str, int, bool, str]] = field(default_factory=list)
+    ports_changed: bool
+    added: list[Added] = field(default_factory=list)
+    missing: list[Missing] = field(default_factory=list)
     moved: list[PortMove] = field(default_factory=list)
     absent_nodes: list[str] = field(default_factory=list)
     absent_switches: list[SwitchChange] = field(default_factory=list)
@@ -118,14 +131,14 @@ def reconcile(session: Session, fabric_id: int, discovery: Discovery) -> Outcome
     moved = [] if plan is None else plan.settle_moves(session, fabric_id)
     switches = _known_switches(session, fabric_id)
     absent_switches = _upsert_switches(session, fabric_id, dict(switches), discovery.switches)
-    added = [] if plan is None else plan.write(session, fabric_id)
-    impossible = switches.keys() | discovery.switches.keys()
-    missing = [] if plan is None else plan.drop_missing(session, fabric_id, impossible)
+    impossible = switches.keys() | discovery.switches.keys()  # no port can have these GUIDs
+    added, missing = ([], []) if plan is None else plan.apply(session, fabric_id, impossible)
     absent_nodes = mark_presence(session, fabric_id, set(discovery.hostnames))
     return Outcome(
         switches=len(discovery.switches),
         nodes=count_listed_nodes(session, fabric_id),
         ports=count_where(session, m.Port, fabric_id),
+        ports_changed=plan is not None,
         added=added,
         missing=missing,
         moved=moved,
@@ -182,7 +195,13 @@ class _Plan:
         hosts = [(guid, self.recorded[guid][0], self.claimed[guid][0]) for guid in self.changed]
         return settle_moves(session, fabric_id, ib_moves(hosts))
 
-    def write(self, session: Session, fabric_id: int) -> list[tuple[str, str, str, int]]:
+    def apply(
+        self, session: Session, fabric_id: int, impossible: Collection[str]
+    ) -> tuple[list[Added], list[Missing]]:
+        """Write the plan; the added ports and the missing ones (`drop_missing`)."""
+        return self.write(session, fabric_id), self.drop_missing(session, fabric_id, impossible)
+
+    def write(self, session: Session, fabric_id: int) -> list[Added]:
         """Insert the new ports, update the changed ones; the added (guid, node, hca, port)."""
         places = [self.claimed[guid] for guid in self.new]
         node_ids = _ensure_nodes(session, fabric_id, {p[0] for p in places} | self._movers())
@@ -204,8 +223,10 @@ class _Plan:
 
     def drop_missing(
         self, session: Session, fabric_id: int, impossible: Collection[str]
-    ) -> list[tuple[str, str, str, int, bool, str]]:
+    ) -> list[Missing]:
         """Remove the ports no longer listed, keep a held node's; report each (`_missing`)."""
+        if not self.gone:
+            return []
         ids = _port_ids(session, fabric_id, self.gone)
         corrected = {place[:3] for place in self.claimed.values()}
         missing, doomed = [], []
@@ -227,7 +248,7 @@ def _missing(
     state: str,
     corrected: Collection[tuple[str, str, int]],
     impossible: Collection[str],
-) -> tuple[str, str, str, int, bool, str]:
+) -> Missing:
     """A port the import no longer lists: removed, or kept if its node is held.
 
     A held node's port is removed all the same when it cannot be right: the import lists another
