@@ -29,7 +29,7 @@ from fastapi.routing import APIRoute
 from api.app import create_app
 from api.limits import HEAVY_RETRY_AFTER_SECONDS, HeavyWorkLimit
 from policies.errors import TooManyRequestsError
-from tenancy import config_audits, tokens
+from tenancy import config_audits, ib_topology, tokens
 from tenancy import topology as topology_use_cases
 from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
@@ -167,7 +167,7 @@ def test_healthz_and_reads_answer_while_an_import_holds_the_write_lock(served, m
     auditor = served.token("auditor")  # its requests are authenticated by a database lookup
     gate = Gate()
     # Inside the import's write transaction (BEGIN IMMEDIATE on SQLite), after the parse.
-    monkeypatch.setattr(topology_use_cases, "reconcile", gate.wrap(topology_use_cases.reconcile))
+    monkeypatch.setattr(topology_use_cases, "reconcile", gate.wrap(ib_topology.reconcile))
     importing = served.in_background(put_topology(served, example_topology()))
     gate.wait_arrival()
 
@@ -187,7 +187,7 @@ def test_healthz_and_reads_answer_while_an_import_holds_the_write_lock(served, m
 
 def test_healthz_answers_before_a_large_import_finishes(served, monkeypatch):
     reconciling, finished = threading.Event(), threading.Event()
-    reconcile, import_topology = topology_use_cases.reconcile, topology_use_cases.import_topology
+    reconcile, import_topology = ib_topology.reconcile, topology_use_cases.import_topology
 
     def observed(*args: Any, **kwargs: Any) -> Any:
         reconciling.set()
