@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy import BindParameter, bindparam, delete, insert, update
+from sqlalchemy import BindParameter, bindparam, delete, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
@@ -25,7 +25,7 @@ from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import DiscoveredTopology, is_reserved_guid
 from policies.node_state import keeps_ports
 from tenancy import models as m
-from tenancy.bulk import execute_many
+from tenancy.bulk import execute_many, insert_rows
 from tenancy.db import fetch_all
 from tenancy.fabrics import count_where
 from tenancy.node_states import count_listed_nodes, mark_presence
@@ -212,7 +212,7 @@ class _Plan:
             (fabric_id, guid, node_ids[p[0]], *p[1:])
             for guid, p in zip(self.new, places, strict=True)
         ]
-        execute_many(session, _INSERT_PORT, _INSERT_PARAMS, inserts)
+        insert_rows(session, m.Port, ("fabric_id", "guid", *_PORT_FIELDS), inserts)
         ids = _port_ids(session, fabric_id, self.changed)
         updates = [
             (node_ids[p[0]], *p[1:], ids[guid][0])
@@ -303,8 +303,6 @@ def _params(names: Sequence[str]) -> tuple[str, ...]:
 
 
 _PORT_FIELDS = ("node_id", "hca", "port_num", "switch_guid", "switch_name", "switch_port")
-_INSERT_PORT = insert(m.Port).values(_new(("fabric_id", "guid", *_PORT_FIELDS)))
-_INSERT_PARAMS = _params(("fabric_id", "guid", *_PORT_FIELDS))
 _UPDATE_PORT = (
     update(m.Port).where(col(m.Port.id) == bindparam("port_id")).values(_new(_PORT_FIELDS))
 )
@@ -318,13 +316,9 @@ def _ensure_nodes(session: Session, fabric_id: int, hostnames: set[str]) -> dict
     known: dict[str, int] = dict(fetch_all(session, query))
     rows = [(fabric_id, name, "compute", "free") for name in sorted(hostnames - known.keys())]
     if rows:
-        execute_many(session, _INSERT_NODE, _INSERT_NODE_PARAMS, rows)
+        insert_rows(session, m.Node, ("fabric_id", "name", "role", "state"), rows)
         known = dict(fetch_all(session, query))
     return known
-
-
-_INSERT_NODE = insert(m.Node).values(_new(("fabric_id", "name", "role", "state")))
-_INSERT_NODE_PARAMS = _params(("fabric_id", "name", "role", "state"))
 
 
 def _known_switches(session: Session, fabric_id: int) -> dict[str, SwitchValues]:
@@ -360,14 +354,12 @@ def _upsert_switches(
         for guid, (name, ports, absent) in existing.items()
         if not absent
     ]
-    execute_many(session, _INSERT_SWITCH, _INSERT_SWITCH_PARAMS, new_rows)
+    insert_rows(session, m.Switch, ("fabric_id", "guid", *_SWITCH_FIELDS), new_rows)
     execute_many(session, _UPDATE_SWITCH, _UPDATE_SWITCH_PARAMS, updates)
     return [SwitchChange(name=name, guid=guid) for guid, (name, *_) in sorted(existing.items())]
 
 
 _SWITCH_FIELDS = ("name", "ports", "absent")
-_INSERT_SWITCH = insert(m.Switch).values(_new(("fabric_id", "guid", *_SWITCH_FIELDS)))
-_INSERT_SWITCH_PARAMS = _params(("fabric_id", "guid", *_SWITCH_FIELDS))
 _UPDATE_SWITCH = (
     update(m.Switch)
     .where(
