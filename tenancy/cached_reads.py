@@ -20,6 +20,7 @@ from functools import cache
 
 from sqlmodel import col, select
 
+from policies.artifacts import Artifact
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.model import Owner
 from policies.verdict import Verdict
@@ -98,6 +99,21 @@ def get_artifact(uow: UnitOfWork, *, fabric_name: str, path: str) -> ArtifactRea
     if found is None:
         raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
     return ArtifactRead(found, entry.digest)
+
+
+def current_artifacts(uow: UnitOfWork, *, fabric_name: str) -> tuple[str, tuple[Artifact, ...]]:
+    """The digest of the fabric's current verified state and its files, sorted by path.
+
+    What `verification.render_fabric` returns (the digest for the snapshot), from the cache: for
+    the signed manifest and the current state's by-digest downloads (tenancy/snapshot_history.py).
+
+    Raises:
+        NotFoundError: no fabric has this name.
+        IsolationViolationError: the fabric does not verify, so nothing is rendered.
+        KeyUnavailableError: the OpenSM secret is missing (InfiniBand, 503).
+    """
+    entry = _artifacts(uow, fabric_name)
+    return entry.digest, tuple(Artifact(f.path, f.content) for f in entry.files)
 
 
 def tenant_reachability(uow: UnitOfWork, *, tenant_name: str) -> TenantReachabilityView:

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 from policies.artifacts import Artifact
 from policies.errors import InvalidValueError, NotFoundError, NotRetainedError
 from policies.evidence.manifest import sign_manifest
-from tenancy import key_store
+from tenancy import cached_reads, key_store
 from tenancy import models as m
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
@@ -29,7 +29,6 @@ from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
 from tenancy.snapshot_log import latest, newest_with
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import render_fabric
 
 
 def list_snapshots(
@@ -99,23 +98,25 @@ def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
     The snapshot's artifact bytes are retained on first use (and again if they changed under
     the same digest: the management keys in opensm.conf are settings, not state), so the files
     the manifest binds stay downloadable by digest (`snapshot_artifact`) after the fabric moves on.
+    The files come from the read cache (tenancy/cached_reads.py): an agent polling an unchanged
+    fabric renders nothing.
 
     Raises:
         KeyUnavailableError: the signing key is not installed (503).
         IsolationViolationError: the fabric does not verify, so nothing is rendered.
     """
+    digest, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        snapshot, files = render_fabric(tx, fabric)
         _, key = key_store.signer(tx.session, tx.settings)
-        newest = newest_with(tx.session, m.pk(fabric), snapshot.digest)
+        newest = newest_with(tx.session, m.pk(fabric), digest)
         sequence = newest.audit_index if newest is not None else 0
-        envelope = sign_manifest(fabric.name, snapshot.digest, files, key, sequence=sequence)
-        kept = _kept_shas(tx.session, m.pk(fabric), snapshot.digest)
+        envelope = sign_manifest(fabric.name, digest, files, key, sequence=sequence)
+        kept = _kept_shas(tx.session, m.pk(fabric), digest)
     if kept != {f.path: f.sha256 for f in files}:
         with uow.transaction() as tx:
             locked = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-            _retain(tx, locked, snapshot.digest, files)
+            _retain(tx, locked, digest, files)
     return DSSEEnvelope.model_validate(envelope)
 
 
@@ -209,8 +210,8 @@ def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: s
                 resource="snapshot",
                 digest=digest,
             )
-        snapshot, files = render_fabric(tx, fabric)
-    if snapshot.digest != digest:
+    current, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
+    if current != digest:
         raise NotRetainedError(
             f"the artifacts of snapshot {digest} of fabric '{fabric_name}' are no longer "
             "retained (ISOFABRIC_SNAPSHOT_RETAIN)",

@@ -20,6 +20,7 @@ from tenancy import (
     key_store,
     nodes,
     shared_services,
+    snapshot_history,
     snapshot_log,
     tenants,
     topology,
@@ -126,6 +127,24 @@ def test_a_second_read_of_an_unchanged_fabric_loads_nothing(uow, onboarded, monk
 
     assert cached(uow) == first
     assert cached_reads.tenant_reachability(uow, tenant_name="acme").fabrics[0].holds
+
+
+def test_the_signed_manifest_and_the_current_states_files_by_digest_are_read_from_the_cache(
+    uow, onboarded, monkeypatch
+):
+    digest = cached_reads.list_artifacts(uow, fabric_name="ib-east").snapshot_digest
+    refuse_loading(monkeypatch)
+
+    envelope = snapshot_history.signed_manifest(uow, fabric_name="ib-east")
+    for path in ARTIFACT_PATHS:
+        file = snapshot_history.snapshot_artifact(
+            uow, fabric_name="ib-east", digest=digest, path=path
+        )
+        assert (
+            file.content
+            == verification.get_artifact(uow, fabric_name="ib-east", path=path)[0].content
+        )
+    assert envelope.payload
 
 
 def test_reading_the_artifacts_caches_the_verdict_too(uow, onboarded, loads):
