@@ -60,6 +60,11 @@ class VerificationView(BaseModel):
     counterexamples: list[CounterexampleView]
     reachability: list[EdgeView]
     rules: list[str]
+    alarm: str | None = Field(
+        default=None,
+        description="Set when the last full re-verification disagreed with the committed "
+        "digest or verdict (`isofabric verify --full`); null otherwise",
+    )
 
 
 class ArtifactFile(BaseModel):
