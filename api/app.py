@@ -40,6 +40,7 @@ from api.routes import (
 from tenancy import signing_keys
 from tenancy.bootstrap import prepare_database
 from tenancy.db import checkpoint_wal, make_engine
+from tenancy.full_check import upgrade_digests
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
 from tenancy.what_if import DryRunDone
@@ -85,6 +86,7 @@ def create_app(
     engine = engine or make_engine(settings.database_url)
     prepare_database(engine)
     uow = UnitOfWork(engine, settings, clock)
+    upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
     lifespan = checkpointing(engine, uow)
     app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.uow = uow

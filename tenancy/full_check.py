@@ -15,8 +15,9 @@ import logging
 from pydantic import BaseModel
 from sqlmodel import col, select
 
+from policies.digest import is_v2
 from policies.verdict import Verdict
-from tenancy import digest_state
+from tenancy import digest_state, snapshot_log
 from tenancy import models as m
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
@@ -63,6 +64,36 @@ def full_check(uow: UnitOfWork, *, fabric_name: str) -> FullCheckView:
         matches=alarm is None,
         alarm=alarm,
     )
+
+
+def upgrade_digests(uow: UnitOfWork) -> list[str]:
+    """Name each fabric's current state by its v2 digest, once, where the log still has v1.
+
+    For every fabric whose newest history row carries a ``sha256:`` digest (written before
+    issue 12), verify the whole fabric and, if it holds, audit ``snapshot.digest-upgrade`` from
+    the old name to the new one: the audit chain, the snapshot history, deploy sync and the read
+    cache then agree on the state's name. Idempotent, and safe for replicas starting together
+    (each fabric under its lock). Returns the fabrics upgraded.
+    """
+    with uow.transaction(read_only=True) as tx:
+        query = select(m.Fabric.name, snapshot_log.newest_digest()).order_by(col(m.Fabric.name))
+        stale = [name for name, digest in tx.session.exec(query) if digest and not is_v2(digest)]
+    return [name for name in stale if _upgrade(uow, name)]
+
+
+def _upgrade(uow: UnitOfWork, fabric_name: str) -> bool:
+    from tenancy.verification import commit_gate  # the gate's module reads this one's peers
+
+    with uow.transaction() as tx:
+        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+        newest = snapshot_log.latest(tx.session, m.pk(fabric))
+        if newest is None or is_v2(newest.digest):
+            return False
+        if not verify_snapshot(load_snapshot(tx.session, fabric)).holds:
+            log.error("fabric %s does not verify: its digest stays v1 until fixed", fabric_name)
+            return False
+        commit_gate(tx, fabric, "snapshot.digest-upgrade", f"fabrics/{fabric.name}")
+        return True
 
 
 def alarm_of(uow: UnitOfWork, *, fabric_name: str) -> str | None:

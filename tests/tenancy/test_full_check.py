@@ -6,7 +6,7 @@ from sqlalchemy import text
 
 from tenancy import allocations
 from tenancy import models as m
-from tenancy.full_check import full_check, full_check_all
+from tenancy.full_check import full_check, full_check_all, upgrade_digests
 from tenancy.lookups import fabric_named
 from tenancy.schemas import AllocationCreate
 from tenancy.uow import UnitOfWork
@@ -50,3 +50,33 @@ def test_a_stored_digest_that_disagrees_raises_an_alarm_until_a_change_rebuilds_
 
 def test_every_fabric_is_checked(uow, onboarded):
     assert [c.fabric for c in full_check_all(uow)] == [FABRIC]
+
+
+def test_a_state_logged_with_a_v1_digest_is_renamed_once_by_an_audited_upgrade(
+    uow, onboarded, engine
+):
+    old = "sha256:" + "ab" * 32
+    with engine.begin() as connection:  # as a database written before issue 12 holds it
+        connection.execute(text("UPDATE snapshot_record SET digest = :d"), {"d": old})
+        connection.execute(
+            text("UPDATE audit_entry SET digest_after = :d WHERE digest_after IS NOT NULL"),
+            {"d": old},
+        )
+        connection.execute(text("DELETE FROM digest_group"))
+        connection.execute(text("DELETE FROM fabric_digest"))
+
+    assert upgrade_digests(uow) == [FABRIC]
+    assert upgrade_digests(uow) == []  # once
+
+    with engine.connect() as connection:
+        action, before, after = connection.execute(
+            text(
+                'SELECT action, digest_before, digest_after FROM audit_entry ORDER BY "index" DESC'
+            )
+        ).first()
+        newest = connection.execute(
+            text("SELECT digest FROM snapshot_record ORDER BY id DESC")
+        ).scalar()
+    assert (action, before) == ("snapshot.digest-upgrade", old)
+    assert after == newest == stored(uow).digest and after.startswith("v2:")
+    assert full_check(uow, fabric_name=FABRIC).matches
