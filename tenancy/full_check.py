@@ -96,17 +96,6 @@ def _upgrade(uow: UnitOfWork, fabric_name: str) -> bool:
         return True
 
 
-def alarm_of(uow: UnitOfWork, *, fabric_name: str) -> str | None:
-    """The fabric's standing alarm from its last full re-verification (one indexed query)."""
-    with uow.transaction(read_only=True) as tx:
-        query = (
-            select(m.FabricDigest.alarm)
-            .join(m.Fabric, col(m.Fabric.id) == col(m.FabricDigest.fabric_id))
-            .where(m.Fabric.name == fabric_name)
-        )
-        return tx.session.exec(query).first()
-
-
 def full_check_all(uow: UnitOfWork) -> list[FullCheckView]:
     """`full_check` every fabric, one at a time (each under its own lock)."""
     with uow.transaction(read_only=True) as tx:

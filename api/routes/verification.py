@@ -6,14 +6,12 @@ of the fabric, then answered without loading, verifying or rendering it.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header, Response, status
 
 from api.deps import Uow
-from tenancy import cached_reads, full_check
-from tenancy.read_cache import CachedFile
+from tenancy import cached_reads
 from tenancy.schemas import ArtifactsView, VerificationView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
@@ -40,16 +38,7 @@ def get_verification(
 ) -> Response:
     """Verify isolation now: verdict, counterexamples and the reachability relation."""
     verdict = cached_reads.verification_json(uow, fabric_name=fabric)
-    alarm = full_check.alarm_of(uow, fabric_name=fabric)
-    if alarm is not None:  # rare: the cached body says null; this answer must not
-        verdict = CachedFile.of(verdict.path, _with_alarm(verdict.content, alarm))
     return _served(verdict, "application/json", {}, if_none_match)
-
-
-def _with_alarm(document: bytes, alarm: str) -> bytes:
-    body = json.loads(document)
-    body["alarm"] = alarm
-    return json.dumps(body, separators=(",", ":")).encode()
 
 
 @router.get("/{fabric}/artifacts")
