@@ -12,13 +12,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import func
+from sqlalchemy import func, insert
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, NotFoundError
 from policies.model import NodeRole
-from policies.node_state import NodeEvent, NodeState
+from policies.node_state import NodeEvent
 from tenancy import models as m
 from tenancy import usage
 from tenancy.change_check import ChangeScope
@@ -26,7 +26,7 @@ from tenancy.db import fetch_all
 from tenancy.history import AllocationState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric, lock_fabrics
 from tenancy.lookups import fabric_named, node_named, tenant_named
-from tenancy.node_states import advance_nodes, release_nodes
+from tenancy.node_states import HeldNode, advance_nodes, hold_free_nodes, release_nodes
 from tenancy.pagination import page_rows
 from tenancy.pools import release_segment
 from tenancy.schemas import (
@@ -55,10 +55,13 @@ def segment_view(
 
 def ensure_segment(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
-) -> None:
-    """Claim the owner's segment on first use: a P_Key, or on RoCE a whole VRF segment."""
+) -> SegmentView | RoceSegmentView:
+    """Claim the owner's segment on first use: a P_Key, or on RoCE a whole VRF segment.
+
+    Returns the owner's segment as `segment_view` shows it.
+    """
     ensure = technology_of(fabric.kind).ensure_segment
-    ensure(tx, fabric, tenant_id=tenant_id, service_id=service_id)
+    return ensure(tx, fabric, tenant_id=tenant_id, service_id=service_id)
 
 
 def release_segments(tx: Tx, fabric_id: int, tenant: m.Tenant) -> None:
@@ -92,18 +95,19 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
     # leave the tenant with nodes it never saw (issue 10, item 3).
     tenant = lock_active_tenant(tx.session, tenant_name)
     fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
-    nodes = (
-        _named_free_nodes(tx.session, fabric, spec.nodes)
-        if spec.nodes is not None
-        else _pick_free_nodes(tx.session, fabric, spec.count or 0)
-    )
-    ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
     allocation = m.Allocation(
         id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
     )
-    tx.session.add(allocation)
-    tx.session.flush()
-    assign_nodes(tx.session, nodes, allocation_id=allocation.id)
+    if spec.nodes is not None:
+        named = _named_free_nodes(tx.session, fabric, spec.nodes)
+        segment = ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
+        _insert_allocation(tx, allocation)
+        assign_nodes(tx.session, named, allocation_id=allocation.id)
+        nodes = [HeldNode(m.pk(node), node.name) for node in named]
+    else:
+        nodes = _hold_free_nodes(tx.session, fabric, spec.count or 0)
+        segment = ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
+        _insert_allocation(tx, allocation, nodes)
     usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
     commit_gate(
         tx,
@@ -112,7 +116,6 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
         f"tenants/{tenant.name}/allocations/{allocation.id}",
         ChangeScope.tenant(tenant.name),
     )
-    segment = segment_view(tx.session, fabric, tenant_id=m.pk(tenant))
     return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
 
 
@@ -129,28 +132,33 @@ def _named_free_nodes(session: Session, fabric: m.Fabric, names: Sequence[str]) 
     return nodes
 
 
-def _pick_free_nodes(session: Session, fabric: m.Fabric, count: int) -> list[m.Node]:
-    # `policies.node_state.allocatable` as a query: a free compute node.
-    query = (
-        select(m.Node)
-        .where(
-            m.Node.fabric_id == fabric.id,
-            m.Node.role == NodeRole.COMPUTE.value,
-            m.Node.state == NodeState.FREE.value,
-        )
-        .order_by(col(m.Node.name))
-        .limit(count)
-    )
-    if session.get_bind().dialect.name == "postgresql":
-        # Concurrent allocators skip each other's candidate rows instead of colliding on them.
-        query = query.with_for_update(skip_locked=True, of=m.Node)
-    nodes = list(session.exec(query))
+def _hold_free_nodes(session: Session, fabric: m.Fabric, count: int) -> list[HeldNode]:
+    """`count` free compute nodes in name order, held from now on (refused if fewer are free)."""
+    nodes = hold_free_nodes(session, m.pk(fabric), count)
     if len(nodes) < count:
         raise ConflictError(
             f"fabric '{fabric.name}' has {len(nodes)} free compute node(s), {count} requested",
             available=len(nodes),
         )
     return nodes
+
+
+def _insert_allocation(tx: Tx, allocation: m.Allocation, nodes: Sequence[HeldNode] = ()) -> None:
+    """Write the allocation row and its nodes' assignments (Core: two statements at most).
+
+    The ``node_assignment`` primary key refuses a node held twice (`assign_nodes`).
+    """
+    connection = tx.session.connection()
+    connection.execute(_INSERT_ALLOCATION, allocation.model_dump())
+    if nodes:
+        owner = {"allocation_id": allocation.id, "service_id": None}
+        rows = [{"node_id": node.id} | owner for node in nodes]
+        connection.execute(_INSERT_ASSIGNMENT, rows)
+
+
+# Built once: a statement costs more to build than a small insert takes to run.
+_INSERT_ALLOCATION = insert(m.Allocation)
+_INSERT_ASSIGNMENT = insert(m.NodeAssignment)
 
 
 def assign_nodes(

@@ -10,13 +10,15 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import func, text
+from sqlalchemy import func, insert, text
 from sqlalchemy import select as core_select
+from sqlalchemy.orm import make_transient_to_detached, object_session
 from sqlmodel import Session, col, select
 
 from policies.errors import InvalidValueError, NotFoundError
@@ -35,6 +37,7 @@ from tenancy.schemas import (
     Page,
 )
 from tenancy.settings import Settings
+from tenancy.tx_memo import memo
 from tenancy.uow import Tx, UnitOfWork
 
 # First key of pg_advisory_xact_lock(int, int) for the log ("AU"): appends take the next index.
@@ -65,12 +68,12 @@ def record(
     fabric: str | None = None,
     digest_after: str | None = None,
 ) -> m.AuditEntry:
-    """Append one entry for a mutation; it commits or rolls back with the change itself."""
-    if tx.session.get_bind().dialect.name == "postgresql":
-        tx.session.connection().execute(
-            text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": AUDIT_LOCK[0], "b": AUDIT_LOCK[1]}
-        )
-    index, time = _next_position(tx)
+    """Append one entry for a mutation; it commits or rolls back with the change itself.
+
+    One Core insert (no flush of the session); the log's tail is read once per transaction.
+    """
+    tail = _tail(tx)
+    index, time = tail.next_position(tx.now)
     entry = m.AuditEntry(
         index=index,
         time=time,
@@ -80,14 +83,20 @@ def record(
         target=target,
         request_id=tx.request_id,
         fabric=fabric,
-        digest_before=_last_digest(tx.session, fabric),
+        digest_before=tail.last_digest(tx.session, fabric),
         digest_after=digest_after,
         leaf_hash="",
     )
     entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
+    tx.session.connection().execute(_INSERT_ENTRY, entry.model_dump())
+    # The row is written: the session tracks the entry as loaded, so that `restate` updates it.
+    make_transient_to_detached(entry)
     tx.session.add(entry)
-    tx.session.flush()
+    tail.appended(entry)
     return entry
+
+
+_INSERT_ENTRY = insert(m.AuditEntry)  # built once: an append is one prepared statement
 
 
 def restate(entry: m.AuditEntry, *, digest_before: str | None, digest_after: str) -> None:
@@ -98,20 +107,73 @@ def restate(entry: m.AuditEntry, *, digest_before: str | None, digest_after: str
     """
     entry.digest_before, entry.digest_after = digest_before, digest_after
     entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
+    session = object_session(entry)
+    tail = None if session is None else memo(session, "audit").get("tail")
+    if isinstance(tail, _Tail):
+        tail.appended(entry)
 
 
-def _next_position(tx: Tx) -> tuple[int, datetime]:
-    """The next index, and a time not before the previous entry's (read under the audit lock).
+@dataclass
+class _Tail:
+    """The log's end as this transaction sees it under the audit lock (nobody else appends).
 
-    Transactions read the clock when they start but append in lock order, so on PostgreSQL a
-    change that started earlier could be logged later: times stay monotonic in index order.
+    `last`: the newest entry's index and time; `digests`: per fabric, the index and
+    `digest_after` of its newest entry that has one (what the next change starts from).
     """
+
+    last: tuple[int, datetime] | None
+    digests: dict[str, tuple[int, str]] = field(default_factory=dict)
+    read: set[str] = field(default_factory=set)
+
+    def next_position(self, now: datetime) -> tuple[int, datetime]:
+        """The next index, and a time not before the previous entry's.
+
+        Transactions read the clock when they start but append in lock order, so on
+        PostgreSQL a change that started earlier could be logged later: times stay monotonic
+        in index order.
+        """
+        if self.last is None:
+            return 0, now
+        index, time = self.last
+        return index + 1, max(now, time)
+
+    def last_digest(self, session: Session, fabric: str | None) -> str | None:
+        """The fabric's digest after its previous audited change (None: no fabric, none yet)."""
+        if fabric is None:
+            return None
+        if fabric not in self.read:
+            stored = _stored_digest(session, fabric)
+            if stored is not None and fabric not in self.digests:
+                self.digests[fabric] = stored
+            self.read.add(fabric)
+        known = self.digests.get(fabric)
+        return known[1] if known is not None else None
+
+    def appended(self, entry: m.AuditEntry) -> None:
+        """Take in an entry this transaction appended (or restated)."""
+        if self.last is None or entry.index >= self.last[0]:
+            self.last = (entry.index, entry.time)
+        fabric, digest = entry.fabric, entry.digest_after
+        if fabric is not None and digest is not None:
+            known = self.digests.get(fabric)
+            if known is None or entry.index >= known[0]:
+                self.digests[fabric] = (entry.index, digest)
+
+
+def _tail(tx: Tx) -> _Tail:
+    """The transaction's view of the log's end, read (after taking the audit lock) once."""
+    remembered = memo(tx.session, "audit")
+    tail = remembered.get("tail")
+    if isinstance(tail, _Tail):
+        return tail
+    if tx.session.get_bind().dialect.name == "postgresql":
+        tx.session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": AUDIT_LOCK[0], "b": AUDIT_LOCK[1]}
+        )
     query = core_select(col(m.AuditEntry.index), col(m.AuditEntry.time))
     last = fetch_all(tx.session, query.order_by(col(m.AuditEntry.index).desc()).limit(1))
-    if not last:
-        return 0, tx.now
-    index, time = last[0]
-    return index + 1, max(tx.now, _aware(time))
+    tail = remembered["tail"] = _Tail((last[0][0], _aware(last[0][1])) if last else None)
+    return tail
 
 
 def _aware(moment: datetime) -> datetime:
@@ -119,18 +181,16 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _last_digest(session: Session, fabric: str | None) -> str | None:
-    """The fabric's digest after its previous audited change (the state this change starts from)."""
-    if fabric is None:
-        return None
+def _stored_digest(session: Session, fabric: str) -> tuple[int, str] | None:
+    """The index and digest of the fabric's newest stored entry that has a digest after."""
     query = (
-        core_select(col(m.AuditEntry.digest_after))
+        core_select(col(m.AuditEntry.index), col(m.AuditEntry.digest_after))
         .where(col(m.AuditEntry.fabric) == fabric, col(m.AuditEntry.digest_after).is_not(None))
         .order_by(col(m.AuditEntry.index).desc())
         .limit(1)
     )
     previous = fetch_all(session, query)
-    return str(previous[0][0]) if previous else None
+    return (int(previous[0][0]), str(previous[0][1])) if previous else None
 
 
 def entries(session: Session) -> list[m.AuditEntry]:

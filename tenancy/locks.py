@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import text
-from sqlmodel import Session
+from sqlalchemy import bindparam, text
+from sqlmodel import Session, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from policies.errors import ConflictError
 from tenancy import models as m
-from tenancy.lookups import tenant_named
+from tenancy.lookups import tenant_not_found
+from tenancy.tx_memo import memo
 
 # First key of pg_advisory_xact_lock(int, int): the lock class for fabrics ("IF" in ASCII).
 FABRIC_LOCK_CLASS = 0x4946
@@ -43,11 +45,15 @@ def lock_fabrics(session: Session, fabrics: Iterable[m.Fabric]) -> None:
     """Block until this transaction holds the mutation lock of each fabric (in id order)."""
     if not _postgresql(session):
         return
-    for fabric_id in sorted({m.pk(f) for f in fabrics}):
+    # A lock this transaction took stays held until it ends (the memo is dropped with it, and
+    # on a rollback to a savepoint, which may have released it): no second round trip.
+    held = memo(session, "fabric_locks")
+    for fabric_id in sorted({m.pk(f) for f in fabrics} - held.keys()):
         session.connection().execute(
             text("SELECT pg_advisory_xact_lock(:cls, :fabric)"),
             {"cls": FABRIC_LOCK_CLASS, "fabric": fabric_id},
         )
+        held[fabric_id] = True
 
 
 def lock_fabric(session: Session, fabric: m.Fabric) -> m.Fabric:
@@ -69,10 +75,27 @@ def lock_tenant(session: Session, name: str, *, exclusive: bool = False) -> m.Te
     Raises:
         NotFoundError: no tenant has this name.
     """
-    tenant = tenant_named(session, name)
-    mode = {"key_share": True} if exclusive else {"read": True}
-    session.refresh(tenant, with_for_update=mode)  # re-read: the status may have changed
+    locked = _TENANT_EXCLUSIVE if exclusive else _TENANT_SHARED
+    tenant = session.exec(locked, params={"name": name}).first()
+    if tenant is None:
+        raise tenant_not_found(name)
     return tenant
+
+
+def _tenant_lock(exclusive: bool) -> SelectOfScalar[m.Tenant]:
+    """The tenant's locking read, built once (statements are costly to build per call).
+
+    One statement; populate_existing re-reads a row the session holds already (the status may
+    have changed while this transaction waited for the lock).
+    """
+    query = select(m.Tenant).where(m.Tenant.name == bindparam("name"))
+    locked = (
+        query.with_for_update(key_share=True) if exclusive else query.with_for_update(read=True)
+    )
+    return locked.execution_options(populate_existing=True)
+
+
+_TENANT_SHARED, _TENANT_EXCLUSIVE = _tenant_lock(False), _tenant_lock(True)
 
 
 def lock_active_tenant(session: Session, name: str) -> m.Tenant:

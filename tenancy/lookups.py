@@ -6,13 +6,19 @@ from sqlmodel import Session, select
 
 from policies.errors import NotFoundError
 from tenancy.models import DeployTarget, Fabric, Node, QosClass, Service, Tenant
+from tenancy.tx_memo import memo
 
 
 def fabric_named(session: Session, name: str) -> Fabric:
     """Raises `NotFoundError` (a 404) if no fabric has this name."""
-    fabric = session.exec(select(Fabric).where(Fabric.name == name)).first()
+    # Fabrics are never renamed nor deleted: one found stays valid for the whole transaction.
+    known = memo(session, "fabrics")
+    fabric = known.get(name)
     if fabric is None:
-        raise NotFoundError(f"fabric '{name}' does not exist", resource="fabric", name=name)
+        fabric = session.exec(select(Fabric).where(Fabric.name == name)).first()
+        if fabric is None:
+            raise NotFoundError(f"fabric '{name}' does not exist", resource="fabric", name=name)
+        known[name] = fabric
     return fabric
 
 
@@ -20,8 +26,13 @@ def tenant_named(session: Session, name: str) -> Tenant:
     """Raises `NotFoundError` if no tenant has this name; offboarded tenants are returned too."""
     tenant = session.exec(select(Tenant).where(Tenant.name == name)).first()
     if tenant is None:
-        raise NotFoundError(f"tenant '{name}' does not exist", resource="tenant", name=name)
+        raise tenant_not_found(name)
     return tenant
+
+
+def tenant_not_found(name: str) -> NotFoundError:
+    """The 404 of an unknown tenant name."""
+    return NotFoundError(f"tenant '{name}' does not exist", resource="tenant", name=name)
 
 
 def node_named(session: Session, fabric: Fabric, name: str) -> Node:
@@ -50,9 +61,16 @@ def service_named(session: Session, fabric: Fabric, name: str) -> Service:
 
 def qos_class_named(session: Session, name: str) -> QosClass:
     """Raises `NotFoundError` (resource ``qos-class``) if no QoS class has this name."""
-    qos = session.exec(select(QosClass).where(QosClass.name == name)).first()
+    # Classes are never renamed nor deleted: one found stays valid for the whole transaction.
+    known = memo(session, "qos_classes")
+    qos = known.get(name)
     if qos is None:
-        raise NotFoundError(f"QoS class '{name}' does not exist", resource="qos-class", name=name)
+        qos = session.exec(select(QosClass).where(QosClass.name == name)).first()
+        if qos is None:
+            raise NotFoundError(
+                f"QoS class '{name}' does not exist", resource="qos-class", name=name
+            )
+        known[name] = qos
     return qos
 
 

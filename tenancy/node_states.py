@@ -9,15 +9,79 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, update
+from sqlalchemy import bindparam, func, update
 from sqlalchemy import select as core_select
+from sqlalchemy.orm.util import identity_key
+from sqlalchemy.sql.dml import ReturningUpdate
 from sqlmodel import Session, col, select
 
-from policies.node_state import NodeEvent, NodeState, advance
+from policies.model import NodeRole
+from policies.node_state import TRANSITIONS, NodeEvent, NodeState, advance
 from tenancy import models as m
 from tenancy.db import fetch_all
+
+
+class HeldNode(NamedTuple):
+    """A node an allocation or service takes: its id and name (all its use cases need)."""
+
+    id: int
+    name: str
+
+
+def hold_free_nodes(session: Session, fabric_id: int, count: int) -> list[HeldNode]:
+    """Hold up to `count` allocatable nodes of the fabric, first names first (free -> allocated).
+
+    `policies.node_state.allocatable` as one ``UPDATE ... RETURNING``: the nodes are chosen and
+    marked held in the same statement. Fewer than `count` come back when fewer are free; the
+    caller refuses that, and its rollback undoes the update. Sorted by name.
+    """
+    session.flush()  # a Core statement: this transaction's pending node changes first
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    statement = _HOLD_SKIPPING_LOCKED if postgresql else _HOLD
+    rows = session.connection().execute(statement, {"fabric": fabric_id, "count": count})
+    nodes = sorted((HeldNode(int(node_id or 0), name) for node_id, name in rows), key=_name)
+    _expire_loaded(session, [n.id for n in nodes])
+    return nodes
+
+
+def _hold_statement(skip_locked: bool) -> ReturningUpdate[int | None, str]:
+    """`hold_free_nodes`'s statement, built once (parameters ``fabric`` and ``count``)."""
+    candidates = (
+        select(col(m.Node.id))
+        .where(
+            col(m.Node.fabric_id) == bindparam("fabric"),
+            col(m.Node.role) == NodeRole.COMPUTE.value,
+            col(m.Node.state) == NodeState.FREE.value,
+        )
+        .order_by(col(m.Node.name))
+        .limit(bindparam("count"))
+    )
+    if skip_locked:
+        # Concurrent allocators skip each other's candidate rows instead of colliding on them.
+        candidates = candidates.with_for_update(skip_locked=True)
+    return (
+        update(m.Node)
+        .where(col(m.Node.id).in_(candidates))
+        .values(state=TRANSITIONS[NodeState.FREE, NodeEvent.HOLD].value)
+        .returning(col(m.Node.id), col(m.Node.name))
+    )
+
+
+_HOLD, _HOLD_SKIPPING_LOCKED = _hold_statement(False), _hold_statement(True)
+
+
+def _name(node: HeldNode) -> str:
+    return node.name
+
+
+def _expire_loaded(session: Session, node_ids: Iterable[int]) -> None:
+    """Node rows this session loaded before a Core update changed them re-read their state."""
+    for node_id in node_ids:
+        node = session.identity_map.get(identity_key(m.Node, node_id))
+        if node is not None:
+            session.expire(node)
 
 
 def advance_nodes(session: Session, nodes: Iterable[m.Node], event: NodeEvent) -> None:

@@ -1,27 +1,31 @@
 """Race-free P_Key claims with quarantine.
 
 A claim is a `segment` row; the unique (fabric, kind, value) constraint is the backstop. Two
-processes that pick the same free key both INSERT it: the database lets one win and the loser
-retries inside a savepoint with a fresh view of the claimed keys (PostgreSQL READ COMMITTED
-sees the winner's row once it commits). Released keys stay claimed as ``quarantined`` until the
-quarantine has passed, so a key is never handed to a new owner while old configs may still use it.
+processes that pick the same free key both INSERT it: the database lets one win, the loser's
+insert does nothing and it retries with a fresh view of the claimed keys (PostgreSQL READ
+COMMITTED sees the winner's row once it commits). Released keys stay claimed as ``quarantined``
+until the quarantine has passed, so a key is never handed to a new owner while old configs may
+still use it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import delete, exists, func
+from sqlalchemy import Select, bindparam, delete, func
 from sqlalchemy import select as core_select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import aliased
-from sqlmodel import Session, col, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.dml import ReturningInsert
+from sqlmodel import Session, col
 
 from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
 from tenancy import models as m
-from tenancy.db import fetch_all
+from tenancy.models.columns import UtcDateTime
+from tenancy.tx_memo import memo
 from tenancy.uow import Tx
 
 MAX_CLAIM_ATTEMPTS = 20
@@ -49,8 +53,8 @@ def pkey_pool(fabric: m.Fabric) -> Pool:
 
 def claim_pkey(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
-) -> m.Segment:
-    """Claim the lowest free key of the fabric's range for a tenant or a service.
+) -> int:
+    """Claim the lowest free key of the fabric's range for a tenant or a service; the key.
 
     Raises:
         PoolExhaustedError: every key of the range is active or still quarantined.
@@ -65,16 +69,24 @@ def claim(
     *,
     tenant_id: int | None = None,
     service_id: int | None = None,
-) -> m.Segment:
+) -> int:
     """Claim the lowest free value of `pool` on the fabric for a tenant or a service.
+
+    Returns the value claimed. Within one transaction, claims of the same pool resume after the
+    previous claim instead of rescanning the pool (the memo's ``pool_hints``); the value is
+    still the lowest free one.
 
     Raises:
         PoolExhaustedError: every value of the pool is active or still quarantined.
+        ConflictError: concurrent claims took every value tried (retry the request).
     """
     fabric_id = m.pk(fabric)
+    tx.session.flush()  # the statements below bypass the ORM: pending releases must be rows
     _expire_quarantine(tx, fabric_id)
+    hints = memo(tx.session, "pool_hints")
+    key = (fabric_id, pool.kind, pool.first, pool.last)
     for _ in range(MAX_CLAIM_ATTEMPTS):
-        value = _lowest_free(tx.session, fabric_id, pool)
+        value = lowest_free(tx.session, fabric_id, pool, hints.get(key, pool.first))
         if value is None:
             raise PoolExhaustedError(
                 f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
@@ -82,82 +94,150 @@ def claim(
                 f"{tx.settings.pkey_quarantine_seconds} s)",
                 fabric=fabric.name,
             )
-        segment = m.Segment(
-            fabric_id=fabric_id,
-            kind=pool.kind,
-            purpose=pool.purpose,
-            value=value,
-            tenant_id=tenant_id,
-            service_id=service_id,
-            created_at=tx.now,
-        )
-        try:
-            with tx.session.begin_nested():
-                tx.session.add(segment)
-        except IntegrityError:
-            continue  # another transaction claimed this value (or this owner's slot) first
-        return segment
+        # Every value below `value` is held: the next claim of this pool may start above it.
+        hints[key] = value + 1
+        row = {"value": value, "tenant_id": tenant_id, "service_id": service_id}
+        if _insert_segment(tx, fabric_id, pool, row):
+            return value
+        # Another transaction claimed this value (or this owner's slot) first: try again.
     raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
 
 
-def _lowest_free(session: Session, fabric_id: int, pool: Pool) -> int | None:
-    """The pool's lowest value no segment of the fabric holds (active or quarantined), or None.
+def _insert_segment(tx: Tx, fabric_id: int, pool: Pool, row: dict[str, int | None]) -> bool:
+    """Insert the claim unless a unique key refuses it (then False: nothing was written).
 
-    Found by the database on the (fabric, kind, value) unique index: the first value, or else
-    the lowest claimed value in range whose successor is unclaimed, plus one; claims never read
-    every held value into Python.
+    ``ON CONFLICT DO NOTHING`` instead of a savepoint around a failing insert: one statement,
+    and on PostgreSQL it waits for a concurrent claim of the same value to commit or roll back.
     """
-    same = (col(m.Segment.fabric_id) == fabric_id, col(m.Segment.kind) == pool.kind)
-    first = core_select(col(m.Segment.id)).where(*same, col(m.Segment.value) == pool.first)
-    if not fetch_all(session, first.limit(1)):
-        return pool.first
-    successor = aliased(m.Segment)
-    gap = core_select(func.min(col(m.Segment.value) + 1)).where(
-        *same,
-        col(m.Segment.value).between(pool.first, pool.last - 1),
-        ~exists().where(
-            col(successor.fabric_id) == fabric_id,
-            col(successor.kind) == pool.kind,
-            col(successor.value) == col(m.Segment.value) + 1,
-        ),
+    statement = _INSERT_SEGMENT[tx.session.get_bind().dialect.name == "postgresql"]
+    values = {"fabric_id": fabric_id, "kind": pool.kind, "purpose": pool.purpose, **row}
+    inserted = tx.session.connection().execute(statement, values | {"created_at": tx.now})
+    return inserted.first() is not None
+
+
+def _insert_segment_statement(postgresql: bool) -> ReturningInsert[int | None]:
+    """`_insert_segment`'s statement for one dialect, built once (the claim's columns bound)."""
+    insert = postgresql_insert if postgresql else sqlite_insert
+    return (
+        insert(m.Segment)
+        .values(
+            {
+                name: bindparam(name)
+                for name in ("fabric_id", "kind", "value", "purpose", "tenant_id", "service_id")
+            }
+            | {"state": "active", "created_at": bindparam("created_at", type_=UtcDateTime())}
+        )
+        .on_conflict_do_nothing()
+        .returning(col(m.Segment.id))
     )
-    value = fetch_all(session, gap)[0][0]
-    return None if value is None else int(value)
+
+
+_INSERT_SEGMENT = {flag: _insert_segment_statement(flag) for flag in (False, True)}
+
+
+def lowest_free(session: Session, fabric_id: int, pool: Pool, start: int) -> int | None:
+    """The pool's lowest value from `start` on that no segment of the fabric holds, or None.
+
+    One ordered pass over the claimed values from `start` on the (fabric, kind, value) unique
+    index: the first gap before a claimed value, else the value after the last claimed one.
+    The caller knows that every value below `start` is held (`start` is the pool's first
+    value, or one past an earlier claim of this transaction).
+    """
+    row = session.connection().execute(_LOWEST_FREE, _bounds(fabric_id, pool, start)).first()
+    value = None if row is None or row[0] is None else int(row[0])
+    return value if value is not None and value <= pool.last else None
+
+
+def _bounds(fabric_id: int, pool: Pool, start: int) -> dict[str, object]:
+    return {"fabric": fabric_id, "kind": pool.kind, "start": start, "last": pool.last}
+
+
+def _lowest_free_statement() -> Select[Any]:
+    """`lowest_free`'s query, built once (its parameters are bound per call).
+
+    The claimed values in [start, last] in order, each with its predecessor (``start - 1`` for
+    the first): a value more than one above its predecessor has a gap below it. A window
+    function rather than a NOT EXISTS anti-join: its cost does not depend on the planner's
+    statistics (a freshly bulk-loaded table made PostgreSQL rescan the index per row).
+    """
+    value = col(m.Segment.value)
+    held = (
+        core_select(
+            value.label("value"),
+            func.lag(value, 1, bindparam("start") - 1).over(order_by=value).label("previous"),
+        )
+        .where(
+            col(m.Segment.fabric_id) == bindparam("fabric"),
+            col(m.Segment.kind) == bindparam("kind"),
+            value.between(bindparam("start"), bindparam("last")),
+        )
+        .subquery()
+    )
+    gaps = core_select(held.c.previous + 1).where(held.c.value > held.c.previous + 1)
+    after = core_select(func.coalesce(func.max(held.c.value), bindparam("start") - 1) + 1)
+    candidates = gaps.union_all(after).subquery()
+    return core_select(func.min(candidates.c[0]))
+
+
+_LOWEST_FREE = _lowest_free_statement()
 
 
 def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
+    """Delete the fabric's claims whose quarantine has passed (once per transaction and fabric).
+
+    The cutoff is fixed by the transaction's clock, so a second pass can only find what this
+    transaction released since the first (`release_segment` clears the memo); other
+    transactions release a fabric's segments only under its lock, which a claimer holds.
+    """
+    expired = memo(tx.session, "quarantine_expired")
+    if fabric_id in expired:
+        return
     cutoff = tx.now - timedelta(seconds=tx.settings.pkey_quarantine_seconds)
-    tx.session.connection().execute(
+    result = tx.session.connection().execute(
         delete(m.Segment).where(
             col(m.Segment.fabric_id) == fabric_id,
             col(m.Segment.state) == "quarantined",
             col(m.Segment.released_at) <= cutoff,
         )
     )
+    expired[fabric_id] = True
+    if result.rowcount:
+        # Values below a pool's resume point may be free now.
+        memo(tx.session, "pool_hints").clear()
 
 
 def release_segment(tx: Tx, segment: m.Segment) -> None:
     """Put a key into quarantine; it becomes claimable after the quarantine period."""
+    # With no quarantine the value is free again at this transaction's next claim.
+    memo(tx.session, "quarantine_expired").clear()
     segment.state = "quarantined"
     segment.released_at = tx.now
     tx.session.add(segment)
 
 
-def owned_segments(
+def held_values(
     session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
-) -> list[m.Segment]:
-    """The active identifiers an owner (tenant or service) holds on a fabric."""
-    query = select(m.Segment).where(m.Segment.fabric_id == fabric_id, m.Segment.state == "active")
-    if tenant_id is not None:
-        query = query.where(m.Segment.tenant_id == tenant_id)
-    if service_id is not None:
-        query = query.where(m.Segment.service_id == service_id)
-    return list(session.exec(query))
+) -> dict[str, int]:
+    """The active identifiers an owner (a tenant or a service: one id) holds on a fabric.
+
+    By purpose: on InfiniBand that is ``{"pkey": <P_Key>}`` once the owner holds its partition.
+    """
+    session.flush()  # a Core read: this transaction's pending claims and releases first
+    statement, owner = (
+        (_HELD_BY_SERVICE, service_id) if tenant_id is None else (_HELD_BY_TENANT, tenant_id)
+    )
+    rows = session.connection().execute(statement, {"fabric": fabric_id, "owner": owner})
+    return {purpose: int(value) for purpose, value in rows}
 
 
-def active_segment(
-    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
-) -> m.Segment | None:
-    """The owner's one active identifier on an InfiniBand fabric: its P_Key (None before use)."""
-    held = owned_segments(session, fabric_id, tenant_id=tenant_id, service_id=service_id)
-    return held[0] if held else None
+def _held_statement(owner: Any) -> Select[str, int]:
+    """`held_values`'s statement for one owner column, built once."""
+    return core_select(col(m.Segment.purpose), col(m.Segment.value)).where(
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.state) == "active",
+        col(owner) == bindparam("owner"),
+    )
+
+
+_HELD_BY_TENANT = _held_statement(m.Segment.tenant_id)
+_HELD_BY_SERVICE = _held_statement(m.Segment.service_id)

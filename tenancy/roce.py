@@ -19,7 +19,7 @@ from policies.roce.model import (
 )
 from policies.roce.settings import check_roce_settings
 from tenancy import models as m
-from tenancy.pools import Pool, claim, owned_segments
+from tenancy.pools import Pool, claim, held_values
 from tenancy.schemas import IntRange, RoceFabricCreate, RoceFabricSettingsView, RoceSegmentView
 from tenancy.uow import Tx
 
@@ -117,32 +117,31 @@ def _pools(row: m.RoceFabricSettings) -> tuple[Pool, ...]:
 
 def claim_vrf_segment(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
-) -> None:
-    """Claim every identifier of a VRF segment for a tenant or a service (all or nothing)."""
-    for pool in _pools(settings_row(tx.session, fabric)):
-        claim(tx, fabric, pool, tenant_id=tenant_id, service_id=service_id)
-
-
-def _owned_values(
-    session: Session,
-    fabric_id: int,
-    *,
-    tenant_id: int | None = None,
-    service_id: int | None = None,
 ) -> dict[str, int]:
-    held = owned_segments(session, fabric_id, tenant_id=tenant_id, service_id=service_id)
-    return {s.purpose: s.value for s in held}
+    """Claim every identifier of a VRF segment for a tenant or a service (all or nothing).
+
+    Returns the values claimed by purpose (as `owned_values` would read them).
+    """
+    owner = {"tenant_id": tenant_id, "service_id": service_id}
+    return {
+        pool.purpose: claim(tx, fabric, pool, **owner)
+        for pool in _pools(settings_row(tx.session, fabric))
+    }
 
 
-def has_vrf_segment(
+def owned_values(
     session: Session,
     fabric: m.Fabric,
     *,
     tenant_id: int | None = None,
     service_id: int | None = None,
-) -> bool:
-    """Whether the owner holds a VRF segment on the fabric (its L3VNI stands for the whole set)."""
-    values = _owned_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
+) -> dict[str, int]:
+    """The identifiers the owner holds on the fabric by purpose (empty before it holds any)."""
+    return held_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
+
+
+def has_vrf_segment(values: dict[str, int]) -> bool:
+    """Whether `owned_values` hold a VRF segment (its L3VNI stands for the whole set)."""
     return "l3vni" in values
 
 
@@ -156,15 +155,10 @@ def subnet_at(row: m.RoceFabricSettings, index: int) -> IPv4Network:
 
 
 def vrf_segment_view(
-    session: Session,
-    fabric: m.Fabric,
-    *,
-    tenant_id: int | None = None,
-    service_id: int | None = None,
+    session: Session, fabric: m.Fabric, values: dict[str, int]
 ) -> RoceSegmentView | None:
-    """The owner's VRF segment as the API shows it, or None before it holds one."""
-    values = _owned_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
-    if "l3vni" not in values:
+    """The VRF segment of `owned_values` as the API shows it, or None before the owner holds one."""
+    if not has_vrf_segment(values):
         return None
     return RoceSegmentView(
         vrf=f"Vrf{values['l3vni']}",

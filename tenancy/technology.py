@@ -28,7 +28,7 @@ from policies.verdict import Verdict
 from tenancy import models as m
 from tenancy import roce
 from tenancy.documents import JSON, YAML_TYPES
-from tenancy.pools import active_segment, claim_pkey
+from tenancy.pools import claim_pkey, held_values
 from tenancy.schemas import RoceSegmentView, SegmentView
 from tenancy.snapshot import Snapshot
 from tenancy.subnet_manager import subnet_manager_keys
@@ -40,8 +40,10 @@ class EnsureSegment(Protocol):
 
     def __call__(
         self, tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
-    ) -> None:
+    ) -> SegmentView | RoceSegmentView:
         """Claim a segment for the owner (one of the two ids) unless it holds one already.
+
+        Returns the owner's segment as `ViewSegment` shows it (without reading it again).
 
         Raises:
             PoolExhaustedError: a pool of the fabric has no free value left.
@@ -100,31 +102,37 @@ class Technology:
 
 def _ensure_partition(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
-) -> None:
+) -> SegmentView:
     owner = {"tenant_id": tenant_id, "service_id": service_id}
-    if active_segment(tx.session, m.pk(fabric), **owner) is None:
-        claim_pkey(tx, fabric, **owner)
+    pkey = held_values(tx.session, m.pk(fabric), **owner).get("pkey")
+    if pkey is None:
+        pkey = claim_pkey(tx, fabric, **owner)
+    return SegmentView(pkey=format_pkey(pkey))
 
 
 def _partition_view(
     session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
 ) -> SegmentView:
-    segment = active_segment(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
-    return SegmentView(pkey=format_pkey(segment.value) if segment else "")
+    held = held_values(session, m.pk(fabric), tenant_id=tenant_id, service_id=service_id)
+    return SegmentView(pkey=format_pkey(held["pkey"]) if "pkey" in held else "")
 
 
 def _ensure_vrf_segment(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
-) -> None:
+) -> SegmentView | RoceSegmentView:
     owner = {"tenant_id": tenant_id, "service_id": service_id}
-    if not roce.has_vrf_segment(tx.session, fabric, **owner):
-        roce.claim_vrf_segment(tx, fabric, **owner)
+    values = roce.owned_values(tx.session, fabric, **owner)
+    if not roce.has_vrf_segment(values):
+        values = roce.claim_vrf_segment(tx, fabric, **owner)
+    view = roce.vrf_segment_view(tx.session, fabric, values)
+    return view if view is not None else SegmentView(pkey="")
 
 
 def _vrf_segment_view(
     session: Session, fabric: m.Fabric, *, tenant_id: int | None, service_id: int | None
 ) -> SegmentView | RoceSegmentView:
-    view = roce.vrf_segment_view(session, fabric, tenant_id=tenant_id, service_id=service_id)
+    values = roce.owned_values(session, fabric, tenant_id=tenant_id, service_id=service_id)
+    view = roce.vrf_segment_view(session, fabric, values)
     return view if view is not None else SegmentView(pkey="")
 
 

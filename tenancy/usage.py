@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert
+from sqlalchemy import Insert, Integer, String, bindparam, func, insert, literal
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
@@ -31,6 +31,8 @@ from policies.errors import InvalidValueError
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.lookups import tenant_named
+from tenancy.models.columns import UtcDateTime
+from tenancy.node_states import HeldNode
 from tenancy.pagination import DEFAULT_LIMIT
 from tenancy.schemas import UsageEventsPage, UsageRecordsPage
 from tenancy.technology import technology_of
@@ -50,45 +52,56 @@ def _qos_name(session: Session, tenant: m.Tenant) -> str:
     return qos.name
 
 
-def _port_counts(session: Session, fabric: m.Fabric, node_ids: list[int]) -> dict[int, int]:
-    table = technology_of(fabric.kind).port_table
-    rows = fetch_all(
-        session,
-        core_select(col(table.node_id), func.count())
-        .where(col(table.node_id).in_(node_ids))
-        .group_by(col(table.node_id)),
-    )
-    return {int(row[0]): int(row[1]) for row in rows}
-
-
 def open_node_intervals(
-    tx: Tx, tenant: m.Tenant, fabric: m.Fabric, nodes: Sequence[m.Node], allocation_id: str
+    tx: Tx, tenant: m.Tenant, fabric: m.Fabric, nodes: Sequence[HeldNode], allocation_id: str
 ) -> None:
-    """One open interval per node the allocation gives the tenant."""
-    ports = _port_counts(tx.session, fabric, [m.pk(n) for n in nodes])
-    qos = _qos_name(tx.session, tenant)
+    """One open interval per node the allocation gives the tenant, with the node's port count."""
     if not nodes:
         return
-    # One multi-row insert: an allocation of many nodes costs one statement, not one per node.
-    tx.session.connection().execute(
-        insert(m.UsageInterval),
-        [
-            {
-                "tenant_id": m.pk(tenant),
-                "fabric_id": m.pk(fabric),
-                "billing_account": tenant.billing_account or tenant.name,
-                "qos_class": qos,
-                "resource_type": "node",
-                "resource": node.name,
-                "ports": ports.get(m.pk(node), 0),
-                "allocation_id": allocation_id,
-                "grant_id": None,
-                "started_at": tx.now,
-                "ended_at": None,
-            }
-            for node in nodes
-        ],
+    statement = _OPEN_NODE_INTERVALS[technology_of(fabric.kind).port_table.__tablename__]
+    values = {
+        "tenant": m.pk(tenant),
+        "fabric": m.pk(fabric),
+        "billing_account": tenant.billing_account or tenant.name,
+        "qos_class": tenant.qos_class_id,
+        "allocation": allocation_id,
+        "now": tx.now,
+        "nodes": [node.id for node in nodes],
+    }
+    tx.session.connection().execute(statement, values)
+
+
+def _open_node_intervals(port_table: type[m.Port] | type[m.Nic]) -> Insert:
+    """`open_node_intervals`'s statement for one technology's port table, built once.
+
+    One INSERT ... SELECT: the port counts and the QoS class name are read by the statement
+    itself, so an allocation of any size costs one round trip.
+    """
+    ports = core_select(func.count()).where(col(port_table.node_id) == col(m.Node.id))
+    qos = core_select(col(m.QosClass.name)).where(col(m.QosClass.id) == bindparam("qos_class"))
+    rows = (
+        core_select(
+            bindparam("tenant", type_=Integer()),
+            bindparam("fabric", type_=Integer()),
+            bindparam("billing_account", type_=String()),
+            qos.scalar_subquery(),
+            literal("node"),
+            col(m.Node.name),
+            ports.scalar_subquery(),
+            bindparam("allocation", type_=String()),
+            bindparam("now", type_=UtcDateTime()),
+        )
+        .where(col(m.Node.id).in_(bindparam("nodes", expanding=True)))
+        .order_by(col(m.Node.name))
     )
+    columns = ["tenant_id", "fabric_id", "billing_account", "qos_class", "resource_type"]
+    columns += ["resource", "ports", "allocation_id", "started_at"]
+    return insert(m.UsageInterval).from_select(columns, rows)
+
+
+_OPEN_NODE_INTERVALS = {
+    table.__tablename__: _open_node_intervals(table) for table in (m.Port, m.Nic)
+}
 
 
 def open_grant_interval(

@@ -1,0 +1,114 @@
+"""Claims inside one change set: each still takes the lowest free value, releases included.
+
+A change set runs its operations in one transaction, which remembers where each pool's last
+claim ended (tenancy/tx_memo.py); these pin that the value claimed is the one a claim in a
+transaction of its own would get.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tenancy import allocations, changesets, tenants
+from tenancy.schemas import AllocationCreate, SegmentView, TenantCreate
+from tenancy.schemas.changesets import ChangeSetCreate
+from tenancy.uow import UnitOfWork
+from tests.builders import FABRIC, uow_create_fabric
+
+
+def apply(uow: UnitOfWork, *operations: dict[str, Any]) -> list[Any]:
+    spec = ChangeSetCreate.model_validate({"operations": list(operations)})
+    return [r.result for r in changesets.apply_changeset(uow, spec=spec).results]
+
+
+def onboard(name: str, node: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    create = {"op": "create_tenant", "name": name, "kind": "external"}
+    return create, {"op": "allocate", "tenant": name, "fabric": FABRIC, "nodes": [node]}
+
+
+def pkeys(results: list[Any]) -> list[str]:
+    return [r["segment"]["pkey"] for r in results if r is not None and "segment" in r]
+
+
+def without_quarantine(uow: UnitOfWork) -> UnitOfWork:
+    return dataclasses.replace(
+        uow, settings=dataclasses.replace(uow.settings, pkey_quarantine_seconds=0)
+    )
+
+
+def test_claims_in_one_change_set_take_the_lowest_free_keys_in_turn(uow):
+    uow_create_fabric(uow, first="0x0a00", last="0x0a0f")
+
+    results = apply(
+        uow,
+        *onboard("acme", "gpu0001"),
+        *onboard("globex", "gpu0002"),
+        *onboard("initech", "gpu0003"),
+    )
+
+    assert pkeys(results) == ["0x0a00", "0x0a01", "0x0a02"]
+
+
+def test_a_change_set_fills_a_gap_below_the_held_keys_first(uow, clock):
+    fast = without_quarantine(uow)
+    uow_create_fabric(fast, first="0x0a00", last="0x0a0f")
+    apply(
+        fast,
+        *onboard("acme", "gpu0001"),
+        *onboard("globex", "gpu0002"),
+        *onboard("initech", "gpu0003"),
+    )
+    tenants.offboard_tenant(fast, name="globex")  # 0x0a01 quarantined, free at the next claim
+
+    results = apply(fast, *onboard("hooli", "gpu0004"), *onboard("umbrella", "gpu0005"))
+
+    assert pkeys(results) == ["0x0a01", "0x0a03"]
+
+
+def test_a_key_released_after_a_claim_of_the_same_change_set_is_claimed_again_without_quarantine(
+    uow,
+):
+    fast = without_quarantine(uow)
+    uow_create_fabric(fast, first="0x0a00", last="0x0a0f")
+    first = apply(fast, *onboard("acme", "gpu0001"), *onboard("globex", "gpu0002"))
+    release = {"op": "release", "tenant": "acme", "allocation_id": first[1]["id"]}
+
+    results = apply(fast, *onboard("initech", "gpu0003"), release, *onboard("hooli", "gpu0004"))
+
+    assert pkeys(results) == ["0x0a02", "0x0a00"]
+
+
+def test_a_key_released_earlier_in_the_same_change_set_stays_quarantined(uow):
+    uow_create_fabric(uow, first="0x0a00", last="0x0a0f")
+    first = apply(uow, *onboard("acme", "gpu0001"), *onboard("globex", "gpu0002"))
+    release = {"op": "release", "tenant": "acme", "allocation_id": first[1]["id"]}
+
+    results = apply(uow, *onboard("initech", "gpu0003"), release, *onboard("hooli", "gpu0004"))
+
+    assert pkeys(results) == ["0x0a02", "0x0a03"]
+
+
+def test_a_tenant_released_and_allocated_again_in_one_change_set_gets_the_lowest_free_key(uow):
+    fast = without_quarantine(uow)
+    uow_create_fabric(fast, first="0x0a00", last="0x0a0f")
+    first = apply(fast, *onboard("acme", "gpu0001"), *onboard("globex", "gpu0002"))
+    release = {"op": "release", "tenant": "acme", "allocation_id": first[1]["id"]}
+    again = {"op": "allocate", "tenant": "acme", "fabric": FABRIC, "count": 1}
+
+    results = apply(fast, release, again)
+
+    assert pkeys(results) == ["0x0a00"]
+    view = allocations.get_allocation(fast, tenant_name="acme", allocation_id=results[1]["id"])
+    assert view.segment == SegmentView(pkey="0x0a00")
+
+
+def test_an_allocation_by_count_takes_free_compute_nodes_in_name_order(uow):
+    uow_create_fabric(uow)
+    tenants.create_tenant(uow, spec=TenantCreate(name="acme", kind="external"))
+
+    view = allocations.allocate(
+        uow, tenant_name="acme", spec=AllocationCreate(fabric=FABRIC, count=3)
+    )
+
+    assert view.nodes == ["gpu0001", "gpu0002", "gpu0003"]
