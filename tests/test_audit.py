@@ -77,9 +77,7 @@ def test_every_mutation_is_an_entry_with_principal_action_target_and_digests(cli
     } <= set(actions)
     grant = next(e for e in page["data"] if e["action"] == "grant.create")
     assert grant["target"].startswith("tenants/acme/grants/")
-    assert grant["digest_after"].startswith("v2:") and grant["digest_before"].startswith(
-        "v2:"
-    )
+    assert grant["digest_after"].startswith("v2:") and grant["digest_before"].startswith("v2:")
     assert grant["principal"] == "system" and grant["role"] == "operator"
 
 
