@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from faker import Faker
-from sqlalchemy import Connection, Select, insert, select, update
+from sqlalchemy import Connection, Select, delete, insert, select, update
 from sqlmodel import col
 
 from policies.infiniband.render import render_partitions_conf
@@ -128,6 +128,10 @@ def populate(
         rows += segments(fabric_id, len(tenant_ids), now, None, service_id)
         conn.execute(insert(m.Segment), rows)
         _grant(conn, fabric_id, service_id, tenant_ids[::2], now)
+        # These rows bypass the commit gate: forget the fabric's incremental digest state, so
+        # that the next change verifies the whole fabric and rebuilds it (tenancy/change_check).
+        conn.execute(delete(m.DigestGroup).where(col(m.DigestGroup.fabric_id) == fabric_id))
+        conn.execute(delete(m.FabricDigest).where(col(m.FabricDigest.fabric_id) == fabric_id))
 
 
 def _ids(conn: Connection, query: Select[Any]) -> list[int]:
