@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
 from policies.errors import AuthenticationError, NotFoundError
@@ -224,9 +225,7 @@ def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
     if not TOKEN_SHAPE.fullmatch(secret):
         return None
     with uow.transaction(read_only=True) as tx:
-        row = tx.session.exec(
-            select(m.ApiToken).where(m.ApiToken.secret_sha256 == hash_secret(secret))
-        ).first()
+        row = tx.session.exec(_TOKEN, params={"secret": hash_secret(secret)}).first()
         if row is None or not _usable(row, tx.now):
             return None
         if row.tenant is not None and not _tenant_active(tx.session, row.tenant):
@@ -239,14 +238,20 @@ def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
 
 
 def _tenant_active(session: Session, name: str) -> bool:
-    status = session.exec(select(m.Tenant.status).where(m.Tenant.name == name)).first()
+    status = session.exec(_TENANT_STATUS, params={"name": name}).first()
     return status == "active"
 
 
 def _target_exists(session: Session, fabric: str | None, target: str | None) -> bool:
-    query = (
-        select(m.DeployTarget.id)
-        .join(m.Fabric, col(m.Fabric.id) == col(m.DeployTarget.fabric_id))
-        .where(m.Fabric.name == fabric, m.DeployTarget.name == target)
-    )
-    return session.exec(query).first() is not None
+    found = session.exec(_TARGET, params={"fabric": fabric, "target": target}).first()
+    return found is not None
+
+
+# Built once: every authenticated request runs them.
+_TOKEN = select(m.ApiToken).where(m.ApiToken.secret_sha256 == bindparam("secret"))
+_TENANT_STATUS = select(m.Tenant.status).where(m.Tenant.name == bindparam("name"))
+_TARGET = (
+    select(m.DeployTarget.id)
+    .join(m.Fabric, col(m.Fabric.id) == col(m.DeployTarget.fabric_id))
+    .where(m.Fabric.name == bindparam("fabric"), m.DeployTarget.name == bindparam("target"))
+)
