@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import func, insert
+from sqlalchemy import Insert, String, bindparam, insert, null
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
@@ -24,11 +24,11 @@ from tenancy import usage
 from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
 from tenancy.history import AllocationState, in_state, is_in_state
-from tenancy.locks import lock_active_tenant, lock_fabric, lock_fabrics
-from tenancy.lookups import fabric_named, node_named, tenant_named
-from tenancy.node_states import HeldNode, advance_nodes, hold_free_nodes, release_nodes
+from tenancy.locks import lock_active_tenant, lock_fabric
+from tenancy.lookups import fabric_named, fabric_with_id, node_named, tenant_named
+from tenancy.node_states import HeldNode, advance_nodes, hold_free_nodes
 from tenancy.pagination import page_rows
-from tenancy.pools import release_segment
+from tenancy.releases import release_held
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -62,18 +62,6 @@ def ensure_segment(
     """
     ensure = technology_of(fabric.kind).ensure_segment
     return ensure(tx, fabric, tenant_id=tenant_id, service_id=service_id)
-
-
-def release_segments(tx: Tx, fabric_id: int, tenant: m.Tenant) -> None:
-    """Quarantine every identifier the tenant holds on the fabric."""
-    for segment in tx.session.exec(
-        select(m.Segment).where(
-            m.Segment.fabric_id == fabric_id,
-            m.Segment.tenant_id == tenant.id,
-            m.Segment.state == "active",
-        )
-    ):
-        release_segment(tx, segment)
 
 
 # --- allocations -------------------------------------------------------------------------------
@@ -151,14 +139,22 @@ def _insert_allocation(tx: Tx, allocation: m.Allocation, nodes: Sequence[HeldNod
     connection = tx.session.connection()
     connection.execute(_INSERT_ALLOCATION, allocation.model_dump())
     if nodes:
-        owner = {"allocation_id": allocation.id, "service_id": None}
-        rows = [{"node_id": node.id} | owner for node in nodes]
-        connection.execute(_INSERT_ASSIGNMENT, rows)
+        values = {"allocation": allocation.id, "nodes": [node.id for node in nodes]}
+        connection.execute(_INSERT_ASSIGNMENTS, values)
+
+
+def _insert_assignments() -> Insert:
+    """The assignments of nodes (``nodes``: ids) to one allocation as one INSERT ... SELECT."""
+    rows = core_select(col(m.Node.id), bindparam("allocation", type_=String()), null()).where(
+        col(m.Node.id).in_(bindparam("nodes", expanding=True))
+    )
+    columns = ["node_id", "allocation_id", "service_id"]
+    return insert(m.NodeAssignment).from_select(columns, rows)
 
 
 # Built once: a statement costs more to build than a small insert takes to run.
 _INSERT_ALLOCATION = insert(m.Allocation)
-_INSERT_ASSIGNMENT = insert(m.NodeAssignment)
+_INSERT_ASSIGNMENTS = _insert_assignments()
 
 
 def assign_nodes(
@@ -247,7 +243,7 @@ def _released_nodes(session: Session, allocation_id: str) -> list[str]:
 
 
 def _view_of(session: Session, allocation: m.Allocation, tenant: m.Tenant) -> AllocationView:
-    fabric = _fabric_of(session, allocation.fabric_id)
+    fabric = fabric_with_id(session, allocation.fabric_id)
     if allocation.released_at is not None:
         # The tenant's segment may since be released or reissued: a released allocation has none.
         nodes = _released_nodes(session, allocation.id)
@@ -293,11 +289,11 @@ def release_allocation_in(tx: Tx, *, tenant_name: str, allocation_id: str) -> No
     """`release_allocation` inside the caller's transaction (a change set's operation)."""
     tenant = tenant_named(tx.session, tenant_name)
     allocation = _allocation_of(tx.session, tenant, allocation_id)
-    fabric = lock_fabric(tx.session, _fabric_of(tx.session, allocation.fabric_id))
+    fabric = lock_fabric(tx.session, fabric_with_id(tx.session, allocation.fabric_id))
     tx.session.refresh(allocation)  # it may have been released while we waited
     if allocation.released_at is not None:
         raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
-    _release(tx, tenant, allocation)
+    release_held(tx, tenant, allocation)
     commit_gate(
         tx,
         fabric,
@@ -305,82 +301,3 @@ def release_allocation_in(tx: Tx, *, tenant_name: str, allocation_id: str) -> No
         f"tenants/{tenant.name}/allocations/{allocation.id}",
         ChangeScope.tenant(tenant.name),
     )
-
-
-def _fabric_of(session: Session, fabric_id: int) -> m.Fabric:
-    fabric = session.get(m.Fabric, fabric_id)
-    assert fabric is not None  # a foreign key guarantees it
-    return fabric
-
-
-def _release(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
-    assignments = list(
-        tx.session.exec(
-            select(m.NodeAssignment).where(m.NodeAssignment.allocation_id == allocation.id)
-        )
-    )
-    release_nodes(tx.session, [a.node_id for a in assignments])  # allocated -> free
-    for assignment in assignments:
-        tx.session.delete(assignment)
-    allocation.released_at = tx.now
-    tx.session.add(allocation)
-    usage.close_allocation_intervals(tx, allocation.id)
-    tx.session.flush()
-    remaining = fetch_all(
-        tx.session,
-        core_select(func.count())
-        .select_from(m.Allocation)
-        .where(
-            col(m.Allocation.tenant_id) == tenant.id,
-            col(m.Allocation.fabric_id) == allocation.fabric_id,
-            col(m.Allocation.released_at).is_(None),
-        ),
-    )[0][0]
-    if remaining == 0:
-        release_segments(tx, allocation.fabric_id, tenant)
-
-
-def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
-    """Release all of a tenant's allocations and grants (offboarding); verify every fabric.
-
-    The caller holds the tenant's lock exclusively (`tenancy.locks.lock_tenant`): no allocation
-    or grant of the tenant is in flight, so the fabrics found here are all it holds anything on.
-    """
-    touched = {
-        row[0]
-        for row in fetch_all(
-            tx.session,
-            core_select(col(m.Allocation.fabric_id))
-            .where(col(m.Allocation.tenant_id) == tenant.id)
-            .union(core_select(col(m.Grant.fabric_id)).where(col(m.Grant.tenant_id) == tenant.id)),
-        )
-    }
-    fabrics = [_fabric_of(tx.session, fabric_id) for fabric_id in sorted(touched)]
-    lock_fabrics(tx.session, fabrics)
-    _release_everything(tx, tenant)
-    for fabric in fabrics:
-        scope = ChangeScope.tenant(tenant.name)
-        commit_gate(tx, fabric, "tenant.release", f"tenants/{tenant.name}", scope)
-
-
-def _release_everything(tx: Tx, tenant: m.Tenant) -> None:
-    for allocation in list(
-        tx.session.exec(
-            select(m.Allocation).where(
-                m.Allocation.tenant_id == tenant.id, col(m.Allocation.released_at).is_(None)
-            )
-        )
-    ):
-        _release(tx, tenant, allocation)
-    for grant in tx.session.exec(
-        select(m.Grant).where(m.Grant.tenant_id == tenant.id, col(m.Grant.revoked_at).is_(None))
-    ):
-        grant.revoked_at = tx.now
-        tx.session.add(grant)
-        usage.close_grant_interval(tx, grant.id)
-    usage.close_tenant_intervals(tx, tenant)  # offboarding: anything still open ends now
-    for segment in tx.session.exec(
-        select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
-    ):
-        release_segment(tx, segment)
-    tx.session.flush()

@@ -10,13 +10,12 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from sqlalchemy import func, insert, text
+from sqlalchemy import func, insert
 from sqlalchemy import select as core_select
 from sqlalchemy.orm import make_transient_to_detached, object_session
 from sqlmodel import Session, col, select
@@ -25,7 +24,7 @@ from policies.errors import InvalidValueError, NotFoundError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
-from tenancy import key_store
+from tenancy import audit_tail, key_store
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.pagination import decode_cursor, next_cursor
@@ -37,11 +36,9 @@ from tenancy.schemas import (
     Page,
 )
 from tenancy.settings import Settings
-from tenancy.tx_memo import memo
 from tenancy.uow import Tx, UnitOfWork
 
-# First key of pg_advisory_xact_lock(int, int) for the log ("AU"): appends take the next index.
-AUDIT_LOCK = (0x4155, 0)
+AUDIT_LOCK = audit_tail.AUDIT_LOCK  # appends take the next index under it
 
 
 def entry_document(entry: m.AuditEntry) -> dict[str, Any]:
@@ -72,7 +69,7 @@ def record(
 
     One Core insert (no flush of the session); the log's tail is read once per transaction.
     """
-    tail = _tail(tx)
+    tail = audit_tail.tail(tx, fabric)
     index, time = tail.next_position(tx.now)
     entry = m.AuditEntry(
         index=index,
@@ -108,89 +105,8 @@ def restate(entry: m.AuditEntry, *, digest_before: str | None, digest_after: str
     entry.digest_before, entry.digest_after = digest_before, digest_after
     entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
     session = object_session(entry)
-    tail = None if session is None else memo(session, "audit").get("tail")
-    if isinstance(tail, _Tail):
-        tail.appended(entry)
-
-
-@dataclass
-class _Tail:
-    """The log's end as this transaction sees it under the audit lock (nobody else appends).
-
-    `last`: the newest entry's index and time; `digests`: per fabric, the index and
-    `digest_after` of its newest entry that has one (what the next change starts from).
-    """
-
-    last: tuple[int, datetime] | None
-    digests: dict[str, tuple[int, str]] = field(default_factory=dict)
-    read: set[str] = field(default_factory=set)
-
-    def next_position(self, now: datetime) -> tuple[int, datetime]:
-        """The next index, and a time not before the previous entry's.
-
-        Transactions read the clock when they start but append in lock order, so on
-        PostgreSQL a change that started earlier could be logged later: times stay monotonic
-        in index order.
-        """
-        if self.last is None:
-            return 0, now
-        index, time = self.last
-        return index + 1, max(now, time)
-
-    def last_digest(self, session: Session, fabric: str | None) -> str | None:
-        """The fabric's digest after its previous audited change (None: no fabric, none yet)."""
-        if fabric is None:
-            return None
-        if fabric not in self.read:
-            stored = _stored_digest(session, fabric)
-            if stored is not None and fabric not in self.digests:
-                self.digests[fabric] = stored
-            self.read.add(fabric)
-        known = self.digests.get(fabric)
-        return known[1] if known is not None else None
-
-    def appended(self, entry: m.AuditEntry) -> None:
-        """Take in an entry this transaction appended (or restated)."""
-        if self.last is None or entry.index >= self.last[0]:
-            self.last = (entry.index, entry.time)
-        fabric, digest = entry.fabric, entry.digest_after
-        if fabric is not None and digest is not None:
-            known = self.digests.get(fabric)
-            if known is None or entry.index >= known[0]:
-                self.digests[fabric] = (entry.index, digest)
-
-
-def _tail(tx: Tx) -> _Tail:
-    """The transaction's view of the log's end, read (after taking the audit lock) once."""
-    remembered = memo(tx.session, "audit")
-    tail = remembered.get("tail")
-    if isinstance(tail, _Tail):
-        return tail
-    if tx.session.get_bind().dialect.name == "postgresql":
-        tx.session.connection().execute(
-            text("SELECT pg_advisory_xact_lock(:a, :b)"), {"a": AUDIT_LOCK[0], "b": AUDIT_LOCK[1]}
-        )
-    query = core_select(col(m.AuditEntry.index), col(m.AuditEntry.time))
-    last = fetch_all(tx.session, query.order_by(col(m.AuditEntry.index).desc()).limit(1))
-    tail = remembered["tail"] = _Tail((last[0][0], _aware(last[0][1])) if last else None)
-    return tail
-
-
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; every stored time is UTC.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _stored_digest(session: Session, fabric: str) -> tuple[int, str] | None:
-    """The index and digest of the fabric's newest stored entry that has a digest after."""
-    query = (
-        core_select(col(m.AuditEntry.index), col(m.AuditEntry.digest_after))
-        .where(col(m.AuditEntry.fabric) == fabric, col(m.AuditEntry.digest_after).is_not(None))
-        .order_by(col(m.AuditEntry.index).desc())
-        .limit(1)
-    )
-    previous = fetch_all(session, query)
-    return (int(previous[0][0]), str(previous[0][1])) if previous else None
+    if session is not None:
+        audit_tail.restated(session, entry)
 
 
 def entries(session: Session) -> list[m.AuditEntry]:

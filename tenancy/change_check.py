@@ -85,11 +85,12 @@ def _check_whole(tx: Tx, fabric: m.Fabric) -> Verdict:
 def _check_scoped(tx: Tx, fabric: m.Fabric, row: m.FabricDigest, scope: ChangeScope) -> Verdict:
     context = widen(tx.session, fabric, scope.owners, scope.nodes)
     scoped = load_snapshot(tx.session, fabric, context)
-    verdict = verify_snapshot(scoped)
     groups = digest_state.groups_of(scoped, owners=scope.owners, nodes=scope.nodes)
     keys = [owner_key(o) for o in scope.owners] + [node_key(n) for n in scope.nodes]
     row = digest_state.replace_groups(tx, row, groups, keys)
-    return replace(verdict, snapshot_digest=row.digest, reachability=())
+    # The verdict reports the whole fabric's digest: the scoped snapshot's own is never hashed.
+    verdict = verify_snapshot(scoped, digest=row.digest)
+    return replace(verdict, reachability=())
 
 
 class IncrementalDivergenceError(RuntimeError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, Executable, event
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm.util import identity_key
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session, create_engine
 
@@ -228,3 +229,19 @@ def upgrade(url: str) -> None:
 def fetch_all(session: Session, statement: Executable) -> list[tuple[Any, ...]]:
     """Run a Core statement in the session's transaction and return plain tuples (bulk reads)."""
     return [tuple(row) for row in session.connection().execute(statement)]
+
+
+def expire_loaded(session: Session, model: type[Any], keys: Iterable[Any]) -> None:
+    """Rows of `model` the session holds re-read their columns after a Core UPDATE of `keys`."""
+    for key in keys:
+        row = session.identity_map.get(identity_key(model, key))
+        if row is not None:
+            session.expire(row)
+
+
+def forget_loaded(session: Session, model: type[Any], keys: Iterable[Any]) -> None:
+    """Rows of `model` the session holds are dropped from it after a Core DELETE of `keys`."""
+    for key in keys:
+        row = session.identity_map.get(identity_key(model, key))
+        if row is not None:
+            session.expunge(row)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col
 
 from policies.digest import Groups, digest_of_hashes, group_hash, hashes_of
@@ -46,7 +47,7 @@ def rebuild(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> m.FabricDigest:
     """Store every group hash of the whole `snapshot` and its digest; only changed rows move."""
     fabric_id = m.pk(fabric)
     hashes = hashes_of(groups_of(snapshot))
-    stored = dict(_stored(tx.session, fabric_id, None))
+    stored = dict(_stored(tx.session, fabric_id))
     changed = {k: h for k, h in hashes.items() if stored.get(k) != h}
     gone = [k for k in stored if k not in hashes]
     _write(tx.session, fabric_id, changed, [*changed, *gone])
@@ -60,20 +61,18 @@ def replace_groups(
     tx: Tx, row: m.FabricDigest, groups: Groups, keys: Collection[str]
 ) -> m.FabricDigest:
     """Replace the hashes of `keys` by those of `groups` (a key absent from it is dropped)."""
-    stored = dict(_stored(tx.session, row.fabric_id, keys))
+    fresh = {key: hashed for key in keys if (hashed := _hash_or_none(key, groups)) is not None}
+    stored = _take(tx.session, row.fabric_id, list(keys))
     total = MultisetHash(row.state)
-    changed: dict[str, bytes] = {}
     for key in keys:
-        old, new = stored.get(key), _hash_or_none(key, groups)
+        old, new = stored.get(key), fresh.get(key)
         if old == new:
             continue
         if old is not None:
             total.remove(old)
         if new is not None:
             total.add(new)
-            changed[key] = new
-    moved = [k for k in keys if stored.get(k) != _hash_or_none(k, groups)]
-    _write(tx.session, row.fabric_id, changed, moved)
+    _write(tx.session, row.fabric_id, fresh, [])
     return _save(tx, row.fabric_id, total, f"v2:{total.digest()}")
 
 
@@ -82,38 +81,60 @@ def _hash_or_none(key: str, groups: Mapping[str, bytes]) -> bytes | None:
     return None if body is None else group_hash(key, body)
 
 
-def _stored(
-    session: Session, fabric_id: int, keys: Collection[str] | None
-) -> list[tuple[str, bytes]]:
+def _stored(session: Session, fabric_id: int) -> list[tuple[str, bytes]]:
     query = select(col(m.DigestGroup.key), col(m.DigestGroup.hash)).where(
         col(m.DigestGroup.fabric_id) == fabric_id
     )
-    if keys is not None:
-        query = query.where(col(m.DigestGroup.key).in_(list(keys)))
     return [(key, bytes(value)) for key, value in fetch_all(session, query)]
+
+
+def _take(session: Session, fabric_id: int, keys: list[str]) -> dict[str, bytes]:
+    """Delete the stored hashes of `keys` and return them (``DELETE ... RETURNING``)."""
+    taken: dict[str, bytes] = {}
+    for start in range(0, len(keys), _CHUNK):
+        values = {"fabric": fabric_id, "keys": keys[start : start + _CHUNK]}
+        for key, value in session.connection().execute(_TAKE, values):
+            taken[key] = bytes(value)
+    return taken
 
 
 def _write(session: Session, fabric_id: int, new: Mapping[str, bytes], moved: list[str]) -> None:
     """Delete the rows of `moved` keys, then insert the `new` hashes (a replace in two bulks)."""
-    for start in range(0, len(moved), 5_000):  # stay far below SQLite's bound-parameter limit
-        chunk = moved[start : start + 5_000]
-        session.connection().execute(
-            delete(m.DigestGroup).where(
-                col(m.DigestGroup.fabric_id) == fabric_id, col(m.DigestGroup.key).in_(chunk)
-            )
-        )
+    for start in range(0, len(moved), _CHUNK):
+        chunk = moved[start : start + _CHUNK]
+        session.connection().execute(_DELETE, {"fabric": fabric_id, "keys": chunk})
     if new:
-        session.connection().execute(
-            insert(m.DigestGroup),
-            [{"fabric_id": fabric_id, "key": k, "hash": h} for k, h in new.items()],
-        )
+        rows = [{"fabric_id": fabric_id, "key": k, "hash": h} for k, h in new.items()]
+        session.connection().execute(_INSERT, rows)
 
 
 def _save(tx: Tx, fabric_id: int, total: MultisetHash, digest: str) -> m.FabricDigest:
+    state = total.state()
     row = tx.session.get(m.FabricDigest, fabric_id)
     if row is None:
-        row = m.FabricDigest(fabric_id=fabric_id, digest=digest, state=b"", holds=True)
-    row.digest, row.state, row.holds, row.updated_at = digest, total.state(), True, tx.now
-    tx.session.add(row)
-    tx.session.flush()
+        row = m.FabricDigest(
+            fabric_id=fabric_id, digest=digest, state=state, holds=True, updated_at=tx.now
+        )
+        tx.session.add(row)
+        tx.session.flush()
+        return row
+    values = {"digest": digest, "state": state, "holds": True, "updated_at": tx.now}
+    # One prepared UPDATE; the session's row takes the values as if loaded (it stays clean).
+    tx.session.connection().execute(_UPDATE, {"fabric": fabric_id} | values)
+    for name, value in values.items():
+        set_committed_value(row, name, value)
     return row
+
+
+_CHUNK = 5_000  # keys per statement: far below SQLite's bound-parameter limit
+# Built once: a change's digest update is a handful of prepared statements.
+_KEYS = (
+    col(m.DigestGroup.fabric_id) == bindparam("fabric"),
+    col(m.DigestGroup.key).in_(bindparam("keys", expanding=True)),
+)
+_TAKE = (
+    delete(m.DigestGroup).where(*_KEYS).returning(col(m.DigestGroup.key), col(m.DigestGroup.hash))
+)
+_DELETE = delete(m.DigestGroup).where(*_KEYS)
+_INSERT = insert(m.DigestGroup)
+_UPDATE = update(m.FabricDigest).where(col(m.FabricDigest.fabric_id) == bindparam("fabric"))

@@ -27,7 +27,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from policies.errors import ConflictError
 from tenancy import models as m
-from tenancy.lookups import tenant_not_found
+from tenancy.lookups import known_tenant, tenant_not_found
 from tenancy.tx_memo import memo
 
 # First key of pg_advisory_xact_lock(int, int): the lock class for fabrics ("IF" in ASCII).
@@ -79,7 +79,7 @@ def lock_tenant(session: Session, name: str, *, exclusive: bool = False) -> m.Te
     tenant = session.exec(locked, params={"name": name}).first()
     if tenant is None:
         raise tenant_not_found(name)
-    return tenant
+    return known_tenant(session, tenant)
 
 
 def _tenant_lock(exclusive: bool) -> SelectOfScalar[m.Tenant]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy import bindparam
 from sqlmodel import Session, select
 
 from policies.errors import NotFoundError
@@ -15,19 +16,40 @@ def fabric_named(session: Session, name: str) -> Fabric:
     known = memo(session, "fabrics")
     fabric = known.get(name)
     if fabric is None:
-        fabric = session.exec(select(Fabric).where(Fabric.name == name)).first()
+        fabric = session.exec(_FABRIC, params={"name": name}).first()
         if fabric is None:
             raise NotFoundError(f"fabric '{name}' does not exist", resource="fabric", name=name)
         known[name] = fabric
     return fabric
 
 
+def fabric_with_id(session: Session, fabric_id: int) -> Fabric:
+    """The fabric a row refers to (a foreign key guarantees that it exists)."""
+    fabric = session.get(Fabric, fabric_id)
+    assert fabric is not None
+    return fabric
+
+
 def tenant_named(session: Session, name: str) -> Tenant:
     """Raises `NotFoundError` if no tenant has this name; offboarded tenants are returned too."""
-    tenant = session.exec(select(Tenant).where(Tenant.name == name)).first()
+    tenant = session.exec(_TENANT, params={"name": name}).first()
     if tenant is None:
         raise tenant_not_found(name)
+    return known_tenant(session, tenant)
+
+
+def known_tenant(session: Session, tenant: Tenant) -> Tenant:
+    """Remember a tenant's id for the transaction (`tenant_ids`); returns it for chaining."""
+    memo(session, "tenant_ids")[tenant.name] = tenant.id
     return tenant
+
+
+def tenant_ids(session: Session) -> dict[str, int]:
+    """The ids of the tenants this transaction looked up, by name.
+
+    Tenants are never renamed nor deleted: an id found stays valid for the whole transaction.
+    """
+    return memo(session, "tenant_ids")
 
 
 def tenant_not_found(name: str) -> NotFoundError:
@@ -90,3 +112,8 @@ def target_named(session: Session, fabric: Fabric, name: str) -> DeployTarget:
             f"fabric '{fabric.name}' has no target '{name}'", resource="target", name=name
         )
     return row
+
+
+# Built once: nearly every request looks a tenant or a fabric up by name.
+_TENANT = select(Tenant).where(Tenant.name == bindparam("name"))
+_FABRIC = select(Fabric).where(Fabric.name == bindparam("name"))

@@ -11,16 +11,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, update
+from sqlalchemy import Executable, bindparam, func, update
 from sqlalchemy import select as core_select
-from sqlalchemy.orm.util import identity_key
-from sqlalchemy.sql.dml import ReturningUpdate
 from sqlmodel import Session, col, select
 
 from policies.model import NodeRole
 from policies.node_state import TRANSITIONS, NodeEvent, NodeState, advance
 from tenancy import models as m
-from tenancy.db import fetch_all
+from tenancy.db import expire_loaded, fetch_all
+from tenancy.tx_memo import memo, pending
 
 
 class HeldNode(NamedTuple):
@@ -36,92 +35,145 @@ def hold_free_nodes(session: Session, fabric_id: int, count: int) -> list[HeldNo
     `policies.node_state.allocatable` as one ``UPDATE ... RETURNING``: the nodes are chosen and
     marked held in the same statement. Fewer than `count` come back when fewer are free; the
     caller refuses that, and its rollback undoes the update. Sorted by name.
+
+    A transaction that holds nodes again (a change set) resumes after the last name it held:
+    no node before it is free unless this transaction freed one (`nodes_changed`). Otherwise
+    PostgreSQL would walk the index entries of every node it already held (old row versions
+    stay in the index until the transaction ends), a cost growing with the change set.
     """
     session.flush()  # a Core statement: this transaction's pending node changes first
     postgresql = session.get_bind().dialect.name == "postgresql"
-    statement = _HOLD_SKIPPING_LOCKED if postgresql else _HOLD
-    rows = session.connection().execute(statement, {"fabric": fabric_id, "count": count})
-    nodes = sorted((HeldNode(int(node_id or 0), name) for node_id, name in rows), key=_name)
-    _expire_loaded(session, [n.id for n in nodes])
+    after = memo(session, "nodes_held_up_to")
+    values = {"fabric": fabric_id, "count": count, "after": after.get(fabric_id, "")}
+    rows = list(session.connection().execute(_HOLD[postgresql], values))
+    nodes = sorted((HeldNode(int(row[0] or 0), row[1]) for row in rows), key=_name)
+    expire_loaded(session, m.Node, [n.id for n in nodes])
+    if nodes:
+        # The last name in the database's order (its collation may not be Python's): SQLite
+        # compares the bytes, as Python does; PostgreSQL says which (`_hold_statement`).
+        after[fabric_id] = rows[0][2] if postgresql else nodes[-1].name
     return nodes
 
 
-def _hold_statement(skip_locked: bool) -> ReturningUpdate[int | None, str]:
-    """`hold_free_nodes`'s statement, built once (parameters ``fabric`` and ``count``)."""
+def nodes_changed(session: Session) -> None:
+    """Say that this transaction changed nodes' states or roles: holding restarts from the top."""
+    memo(session, "nodes_held_up_to").clear()
+
+
+def _hold_statement(postgresql: bool) -> Executable:
+    """`hold_free_nodes`'s statement, built once (``fabric``, ``count``, names ``after``).
+
+    On PostgreSQL each row also carries the greatest name held, in the column's collation.
+    """
     candidates = (
         select(col(m.Node.id))
         .where(
             col(m.Node.fabric_id) == bindparam("fabric"),
             col(m.Node.role) == NodeRole.COMPUTE.value,
             col(m.Node.state) == NodeState.FREE.value,
+            col(m.Node.name) > bindparam("after"),
         )
         .order_by(col(m.Node.name))
         .limit(bindparam("count"))
     )
-    if skip_locked:
-        # Concurrent allocators skip each other's candidate rows instead of colliding on them.
-        candidates = candidates.with_for_update(skip_locked=True)
-    return (
-        update(m.Node)
-        .where(col(m.Node.id).in_(candidates))
-        .values(state=TRANSITIONS[NodeState.FREE, NodeEvent.HOLD].value)
+    held = update(m.Node).values(state=TRANSITIONS[NodeState.FREE, NodeEvent.HOLD].value)
+    if not postgresql:
+        return held.where(col(m.Node.id).in_(candidates)).returning(
+            col(m.Node.id), col(m.Node.name)
+        )
+    # Concurrent allocators skip each other's candidate rows instead of colliding on them.
+    locked = candidates.with_for_update(skip_locked=True)
+    picked = (
+        held.where(col(m.Node.id).in_(locked))
         .returning(col(m.Node.id), col(m.Node.name))
+        .cte("held")
     )
+    return select(picked.c.id, picked.c.name, func.max(picked.c.name).over())
 
 
-_HOLD, _HOLD_SKIPPING_LOCKED = _hold_statement(False), _hold_statement(True)
+_HOLD = {flag: _hold_statement(flag) for flag in (False, True)}
 
 
 def _name(node: HeldNode) -> str:
     return node.name
 
 
-def _expire_loaded(session: Session, node_ids: Iterable[int]) -> None:
-    """Node rows this session loaded before a Core update changed them re-read their state."""
-    for node_id in node_ids:
-        node = session.identity_map.get(identity_key(m.Node, node_id))
-        if node is not None:
-            session.expire(node)
-
-
 def advance_nodes(session: Session, nodes: Iterable[m.Node], event: NodeEvent) -> None:
     """Apply `event` to each node row, or raise `ConflictError` naming the first that may not."""
+    nodes_changed(session)
     for node in nodes:
         node.state = advance(node.state, event, node=node.name).value
         session.add(node)
 
 
-def release_nodes(session: Session, node_ids: Sequence[int]) -> None:
-    """Release the nodes an ending allocation held (call before the flush).
+def release_nodes(session: Session, fabric_id: int, node_ids: Sequence[int]) -> None:
+    """Release the nodes an ending allocation held on the fabric (one prepared UPDATE).
 
     On a fabric with deploy targets a node turns ``draining`` (its previous owner's key may still
     be programmed on its ports until every target applied the change); elsewhere ``free``.
+
+    Raises:
+        ConflictError: a node is not allocated (`policies.node_state.advance` refuses it).
     """
     if not node_ids:
         return
-    rows = list(session.exec(select(m.Node).where(col(m.Node.id).in_(node_ids))))
-    deployed = _fabrics_with_targets(session, {n.fabric_id for n in rows})
-    for node in rows:
-        event = NodeEvent.DRAIN if node.fabric_id in deployed else NodeEvent.RELEASE
-        advance_nodes(session, [node], event)
-
-
-def _fabrics_with_targets(session: Session, fabric_ids: set[int]) -> set[int]:
-    query = select(m.DeployTarget.fabric_id).where(col(m.DeployTarget.fabric_id).in_(fabric_ids))
-    return set(session.exec(query))
+    session.flush()  # Core statements: this transaction's pending node changes first
+    connection = session.connection()
+    deployed = connection.execute(_HAS_TARGETS, {"fabric": fabric_id}).first() is not None
+    event = NodeEvent.DRAIN if deployed else NodeEvent.RELEASE
+    values = {"ids": list(node_ids), "next_state": TRANSITIONS[NodeState.ALLOCATED, event].value}
+    released = {node_id for (node_id,) in connection.execute(_RELEASE, values)}
+    for node_id in node_ids:
+        if node_id not in released:  # not allocated: the table's refusal, naming the node
+            name, state = connection.execute(_NAME_AND_STATE, {"id": node_id}).one()
+            advance(state, event, node=name)
+    expire_loaded(session, m.Node, node_ids)
+    nodes_changed(session)
+    if deployed:
+        pending(session, "drains").add(fabric_id)
 
 
 def stamp_drains(session: Session, fabric_id: int, snapshot_id: int) -> None:
-    """Nodes that started draining in this transaction wait for snapshot `snapshot_id`."""
-    session.exec(
-        update(m.Node)
-        .where(
-            col(m.Node.fabric_id) == fabric_id,
-            col(m.Node.state) == NodeState.DRAINING.value,
-            col(m.Node.drain_snapshot_id).is_(None),
-        )
-        .values(drain_snapshot_id=snapshot_id)
+    """Nodes that started draining in this transaction wait for snapshot `snapshot_id`.
+
+    A transaction that started no drain on the fabric (`release_nodes`) has nothing to stamp:
+    every other draining node was stamped by the transaction that drained it.
+    """
+    drains = pending(session, "drains")
+    if fabric_id not in drains:
+        return
+    # Through the ORM session, so that Node rows it already holds see the stamp too.
+    session.execute(_STAMP_DRAINS, {"fabric": fabric_id, "snapshot": snapshot_id})
+    drains.discard(fabric_id)
+
+
+# Built once (`release_nodes`, `stamp_drains`).
+_HAS_TARGETS = (
+    select(col(m.DeployTarget.id))
+    .where(col(m.DeployTarget.fabric_id) == bindparam("fabric"))
+    .limit(1)
+)
+_RELEASE = (
+    update(m.Node)
+    .where(
+        col(m.Node.id).in_(bindparam("ids", expanding=True)),
+        col(m.Node.state) == NodeState.ALLOCATED.value,
     )
+    .values(state=bindparam("next_state"))
+    .returning(col(m.Node.id))
+)
+_NAME_AND_STATE = select(col(m.Node.name), col(m.Node.state)).where(
+    col(m.Node.id) == bindparam("id")
+)
+_STAMP_DRAINS = (
+    update(m.Node)
+    .where(
+        col(m.Node.fabric_id) == bindparam("fabric"),
+        col(m.Node.state) == NodeState.DRAINING.value,
+        col(m.Node.drain_snapshot_id).is_(None),
+    )
+    .values(drain_snapshot_id=bindparam("snapshot"))
+)
 
 
 def finish_drains(session: Session, fabric_id: int, *, applied_everywhere: int | None) -> list[str]:
@@ -154,6 +206,7 @@ def mark_presence(session: Session, fabric_id: int, listed: set[str]) -> list[st
     Returns the names of the nodes now absent (newly or still), sorted. Held nodes stay as they
     are (the table keeps them), and the import keeps their vanished ports.
     """
+    nodes_changed(session)
     rows = fetch_all(
         session,
         core_select(col(m.Node.id), col(m.Node.name), col(m.Node.state)).where(

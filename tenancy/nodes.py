@@ -20,6 +20,7 @@ from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named, node_named
+from tenancy.node_states import nodes_changed
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import NicView, NodePatch, NodeView, Page, PortView
 from tenancy.snapshot.common import HoldersSelect, holders_query
@@ -160,6 +161,7 @@ def set_node_role(
                 node=node_name,
             )
         node.role = patch.role
+        nodes_changed(tx.session)
         tx.session.add(node)
         target = f"fabrics/{fabric.name}/nodes/{node.name}"
         commit_gate(tx, fabric, "node.update", target, ChangeScope.of(nodes=[node.name]))

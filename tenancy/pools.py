@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func
+from sqlalchemy import Integer, Select, String, bindparam, delete, func, literal, update
 from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -24,6 +24,7 @@ from sqlmodel import Session, col
 from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
 from tenancy import models as m
+from tenancy.db import expire_loaded
 from tenancy.models.columns import UtcDateTime
 from tenancy.tx_memo import memo
 from tenancy.uow import Tx
@@ -85,54 +86,56 @@ def claim(
     _expire_quarantine(tx, fabric_id)
     hints = memo(tx.session, "pool_hints")
     key = (fabric_id, pool.kind, pool.first, pool.last)
+    values = {"fabric": fabric_id, "kind": pool.kind, "last": pool.last, "purpose": pool.purpose}
+    values |= {"tenant_id": tenant_id, "service_id": service_id, "created_at": tx.now}
     for _ in range(MAX_CLAIM_ATTEMPTS):
-        value = lowest_free(tx.session, fabric_id, pool, hints.get(key, pool.first))
-        if value is None:
+        start = hints.get(key, pool.first)
+        statement = _CLAIM[_postgresql(tx)]
+        claimed = tx.session.connection().execute(statement, values | {"start": start}).scalar()
+        if claimed is not None:
+            hints[key] = claimed + 1  # every value up to it is held now
+            return int(claimed)
+        # Nothing was inserted: the pool is exhausted, or a concurrent claim took the value
+        # (or this owner's slot) first, and the next attempt sees it taken.
+        free = lowest_free(tx.session, fabric_id, pool, start)
+        if free is None:
             raise PoolExhaustedError(
                 f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
                 f"on fabric '{fabric.name}' (released values are quarantined for "
                 f"{tx.settings.pkey_quarantine_seconds} s)",
                 fabric=fabric.name,
             )
-        # Every value below `value` is held: the next claim of this pool may start above it.
-        hints[key] = value + 1
-        row = {"value": value, "tenant_id": tenant_id, "service_id": service_id}
-        if _insert_segment(tx, fabric_id, pool, row):
-            return value
-        # Another transaction claimed this value (or this owner's slot) first: try again.
+        hints[key] = free
     raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
 
 
-def _insert_segment(tx: Tx, fabric_id: int, pool: Pool, row: dict[str, int | None]) -> bool:
-    """Insert the claim unless a unique key refuses it (then False: nothing was written).
+def _postgresql(tx: Tx) -> bool:
+    return tx.session.get_bind().dialect.name == "postgresql"
 
-    ``ON CONFLICT DO NOTHING`` instead of a savepoint around a failing insert: one statement,
-    and on PostgreSQL it waits for a concurrent claim of the same value to commit or roll back.
+
+def _claim_statement(postgresql: bool) -> ReturningInsert[int]:
+    """`claim`'s one statement for a dialect, built once: insert the lowest free value.
+
+    ``INSERT ... SELECT`` of `lowest_free`'s value with ``ON CONFLICT DO NOTHING`` (no savepoint
+    around a failing insert): it inserts nothing when the pool is exhausted or a unique key
+    refuses the value, and on PostgreSQL it waits for a concurrent claim of the same value to
+    commit or roll back. Returns the value claimed.
     """
-    statement = _INSERT_SEGMENT[tx.session.get_bind().dialect.name == "postgresql"]
-    values = {"fabric_id": fabric_id, "kind": pool.kind, "purpose": pool.purpose, **row}
-    inserted = tx.session.connection().execute(statement, values | {"created_at": tx.now})
-    return inserted.first() is not None
-
-
-def _insert_segment_statement(postgresql: bool) -> ReturningInsert[int | None]:
-    """`_insert_segment`'s statement for one dialect, built once (the claim's columns bound)."""
+    free = _LOWEST_FREE.subquery("free").c[0]
+    row = core_select(
+        bindparam("fabric", type_=Integer()),
+        bindparam("kind", type_=String()),
+        free,
+        bindparam("purpose", type_=String()),
+        literal("active"),
+        bindparam("tenant_id", type_=Integer()),
+        bindparam("service_id", type_=Integer()),
+        bindparam("created_at", type_=UtcDateTime()),
+    ).where(free.is_not(None), free <= bindparam("last"))
+    columns = ["fabric_id", "kind", "value", "purpose", "state", "tenant_id", "service_id"]
     insert = postgresql_insert if postgresql else sqlite_insert
-    return (
-        insert(m.Segment)
-        .values(
-            {
-                name: bindparam(name)
-                for name in ("fabric_id", "kind", "value", "purpose", "tenant_id", "service_id")
-            }
-            | {"state": "active", "created_at": bindparam("created_at", type_=UtcDateTime())}
-        )
-        .on_conflict_do_nothing()
-        .returning(col(m.Segment.id))
-    )
-
-
-_INSERT_SEGMENT = {flag: _insert_segment_statement(flag) for flag in (False, True)}
+    statement = insert(m.Segment).from_select([*columns, "created_at"], row)
+    return statement.on_conflict_do_nothing().returning(col(m.Segment.value))
 
 
 def lowest_free(session: Session, fabric_id: int, pool: Pool, start: int) -> int | None:
@@ -180,6 +183,7 @@ def _lowest_free_statement() -> Select[Any]:
 
 
 _LOWEST_FREE = _lowest_free_statement()
+_CLAIM = {flag: _claim_statement(flag) for flag in (False, True)}
 
 
 def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
@@ -204,6 +208,15 @@ def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
     if result.rowcount:
         # Values below a pool's resume point may be free now.
         memo(tx.session, "pool_hints").clear()
+
+
+def release_owned(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
+    """Put every identifier the tenant holds on the fabric into quarantine (one UPDATE)."""
+    memo(tx.session, "quarantine_expired").clear()  # see `release_segment`
+    tx.session.flush()  # a Core statement: pending segment changes first
+    values = {"fabric": fabric_id, "tenant": tenant_id, "now": tx.now}
+    released = [row[0] for row in tx.session.connection().execute(_QUARANTINE, values)]
+    expire_loaded(tx.session, m.Segment, released)
 
 
 def release_segment(tx: Tx, segment: m.Segment) -> None:
@@ -240,4 +253,14 @@ def _held_statement(owner: Any) -> Select[str, int]:
 
 
 _HELD_BY_TENANT = _held_statement(m.Segment.tenant_id)
+_QUARANTINE = (
+    update(m.Segment)
+    .where(
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.tenant_id) == bindparam("tenant"),
+        col(m.Segment.state) == "active",
+    )
+    .values(state="quarantined", released_at=bindparam("now", type_=UtcDateTime()))
+    .returning(col(m.Segment.id))
+)
 _HELD_BY_SERVICE = _held_statement(m.Segment.service_id)

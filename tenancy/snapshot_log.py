@@ -6,29 +6,58 @@ committed, verified states; the same rule backfilled the log from the audit log 
 
 from __future__ import annotations
 
-from sqlalchemy import ScalarSelect, func
+from sqlalchemy import Integer, ScalarSelect, String, bindparam, exists, func, insert
 from sqlalchemy import select as core_select
-from sqlalchemy.orm import Mapped
+from sqlalchemy.orm import Mapped, make_transient_to_detached
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
 
 from tenancy import models as m
+from tenancy.models.columns import UtcDateTime
 from tenancy.uow import Tx
 
 
 def record(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> m.SnapshotRecord:
     """The fabric's newest history row after the audited change `entry`, added if it is new."""
-    newest = latest(tx.session, m.pk(fabric))
-    if newest is not None and newest.digest == entry.digest_after:
-        return newest
     row = m.SnapshotRecord(
         fabric_id=m.pk(fabric),
         digest=entry.digest_after or "",
         audit_index=entry.index,
         created_at=entry.time,
     )
+    # One statement: the row goes in unless the fabric's newest row has this digest already.
+    added = tx.session.connection().execute(_ADD_IF_NEW, row.model_dump(exclude={"id"}))
+    row.id = added.scalar()
+    if row.id is None:
+        newest = latest(tx.session, m.pk(fabric))
+        assert newest is not None  # the newest row has the digest
+        return newest
+    make_transient_to_detached(row)  # written: the session tracks it as loaded
     tx.session.add(row)
-    tx.session.flush()
     return row
+
+
+def _add_if_new() -> ReturningInsert[int | None]:
+    """`record`'s INSERT ... SELECT ... WHERE NOT EXISTS, built once (the row's columns bound)."""
+    newest = core_select(func.max(col(m.SnapshotRecord.id))).where(
+        col(m.SnapshotRecord.fabric_id) == bindparam("fabric_id")
+    )
+    same = core_select(col(m.SnapshotRecord.id)).where(
+        col(m.SnapshotRecord.id) == newest.scalar_subquery(),
+        col(m.SnapshotRecord.digest) == bindparam("digest"),
+    )
+    rows = core_select(
+        bindparam("fabric_id", type_=Integer()),
+        bindparam("digest", type_=String()),
+        bindparam("audit_index", type_=Integer()),
+        bindparam("created_at", type_=UtcDateTime()),
+    ).where(~exists(same))
+    columns = ["fabric_id", "digest", "audit_index", "created_at"]
+    statement = insert(m.SnapshotRecord).from_select(columns, rows)
+    return statement.returning(col(m.SnapshotRecord.id))
+
+
+_ADD_IF_NEW = _add_if_new()
 
 
 def latest(session: Session, fabric_id: int) -> m.SnapshotRecord | None:

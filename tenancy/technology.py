@@ -174,11 +174,11 @@ def require_kind(fabric: m.Fabric, kind: FabricKind, why: str) -> None:
         raise InvalidValueError(f"fabric '{fabric.name}' is {title}: {why}")
 
 
-def verify_snapshot(snapshot: Snapshot) -> Verdict:
-    """Run the verifier of the snapshot's technology."""
+def verify_snapshot(snapshot: Snapshot, *, digest: str | None = None) -> Verdict:
+    """Run the verifier of the snapshot's technology (`digest`: see `verify_isolation`)."""
     if isinstance(snapshot, RoceSnapshot):
-        return verify_roce(snapshot)
-    return verify_isolation(snapshot)
+        return verify_roce(snapshot, digest=digest)
+    return verify_isolation(snapshot, digest=digest)
 
 
 def render_inputs(tx: Tx, fabric: m.Fabric) -> RenderInputs:

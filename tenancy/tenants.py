@@ -8,10 +8,10 @@ from sqlmodel import Session, col, select
 from policies.errors import ConflictError
 from tenancy import audit_log
 from tenancy import models as m
-from tenancy.allocations import release_tenant_everywhere
 from tenancy.locks import lock_fabrics, lock_tenant, lock_token_lineage
-from tenancy.lookups import qos_class_named, tenant_named
+from tenancy.lookups import known_tenant, qos_class_named, tenant_named
 from tenancy.pagination import page_rows
+from tenancy.releases import release_tenant_everywhere
 from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
 from tenancy.tokens import revoke_tenant_tokens
 from tenancy.uow import Tx, UnitOfWork
@@ -143,14 +143,16 @@ def create_tenant_in(tx: Tx, *, spec: TenantCreate) -> TenantView:
     )
     # A Core insert (the name's unique key still refuses a concurrent twin): use cases read the
     # tenant back by name, so the session need not track this row.
-    tx.session.connection().execute(_INSERT_TENANT, tenant.model_dump(exclude={"id"}))
+    inserted = tx.session.connection().execute(_INSERT_TENANT, tenant.model_dump(exclude={"id"}))
+    tenant.id = inserted.scalar_one()
+    known_tenant(tx.session, tenant)
     audit_log.record(tx, "tenant.create", f"tenants/{tenant.name}")
     return tenant_view(tenant, qos.name)
 
 
 # Built once: a change set onboards a thousand tenants.
 _TENANT_ID = select(col(m.Tenant.id)).where(col(m.Tenant.name) == bindparam("name"))
-_INSERT_TENANT = insert(m.Tenant)
+_INSERT_TENANT = insert(m.Tenant).returning(col(m.Tenant.id))
 
 
 def list_tenants(

@@ -58,7 +58,7 @@ from policies.verdict import (
 )
 
 
-def verify_roce(snapshot: RoceSnapshot) -> Verdict:
+def verify_roce(snapshot: RoceSnapshot, *, digest: str | None = None) -> Verdict:
     """Check that the RoCE fabric's VRFs, VNIs, VLANs, ports and QoS isolate owners as intended.
 
     Property: every pair of distinct owners that can communicate (a route-target import, a shared
@@ -67,6 +67,11 @@ def verify_roce(snapshot: RoceSnapshot) -> Verdict:
     and in range (VNI, VLAN, VRF name, RD), one owner per node and per host port, imports of
     route targets nobody owns, subnets disjoint and inside the pool, NICs on real leaf host ports,
     the QoS classes (PFC/ECN/CNP/DSCP/ETS) and the VXLAN MTU budget.
+
+    Args:
+        snapshot: the fabric, or a part of it.
+        digest: the digest the verdict reports; the snapshot's own when None. A caller that
+            verifies part of a fabric reports the whole fabric's and need not hash the part.
 
     Returns:
         A `Verdict` listing `ROCE_RULES`; it never raises for a violating snapshot.
@@ -91,7 +96,7 @@ def verify_roce(snapshot: RoceSnapshot) -> Verdict:
     found = capped(checks)
     return Verdict(
         holds=not found,
-        snapshot_digest=snapshot.digest,
+        snapshot_digest=snapshot.digest if digest is None else digest,
         counterexamples=tuple(found),
         reachability=tuple(edge for edge, _, _, _ in edges),
         rules=ROCE_RULES,

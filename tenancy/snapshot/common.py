@@ -6,21 +6,39 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, select, union
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Integer,
+    Select,
+    bindparam,
+    literal,
+    select,
+    union_all,
+)
 from sqlmodel import Session, col
 
 from policies.model import Grant, Node, NodeRole, Owner, OwnerKind
 from tenancy import models as m
 from tenancy.db import fetch_all
+from tenancy.lookups import tenant_ids
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """The owners (and nodes) a scoped snapshot holds in full: everything they hold and reach."""
+    """The owners (and nodes) a scoped snapshot holds in full: everything they hold and reach.
+
+    `widen` also resolves the owners' ids and the grants between them, once: the scoped queries
+    select rows by those ids (index lookups whatever the planner's statistics, which a freshly
+    bulk-loaded PostgreSQL table lacks), never through joins on names.
+    """
 
     tenants: frozenset[str] = field(default_factory=frozenset)
     services: frozenset[str] = field(default_factory=frozenset)
     nodes: frozenset[str] = field(default_factory=frozenset)
+    tenant_ids: frozenset[int] = field(default_factory=frozenset)
+    service_ids: frozenset[int] = field(default_factory=frozenset)
+    grants: tuple[Grant, ...] = ()
 
     def owners(self) -> frozenset[Owner]:
         """The context's tenants and services as owners."""
@@ -34,6 +52,8 @@ class Context:
         return owner.name in names
 
 
+# A select of any columns (the parts of a UNION ALL).
+AnySelect = Select[*tuple[Any, ...]]
 # The typed row of `holders_query`: node id, name, role, holding tenant, holding service, state.
 HoldersSelect = Select[int | None, str, str, str, str, str]
 
@@ -44,6 +64,14 @@ def holders_query(fabric_id: int, node_ids: Collection[int] | None = None) -> Ho
     The one node-to-owner join: snapshots read it whole, the node listing filters and pages it.
     Holders are NULL when the node is free.
     """
+    return _holders().where(
+        col(m.Node.fabric_id) == fabric_id
+        if node_ids is None
+        else col(m.Node.id).in_(node_ids)  # by primary key: no scan of the fabric's nodes
+    )
+
+
+def _holders() -> HoldersSelect:
     return (
         select(
             col(m.Node.id),
@@ -57,11 +85,6 @@ def holders_query(fabric_id: int, node_ids: Collection[int] | None = None) -> Ho
         .outerjoin(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
         .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id))
         .outerjoin(m.Service, col(m.Service.id) == col(m.NodeAssignment.service_id))
-        .where(
-            col(m.Node.fabric_id) == fabric_id
-            if node_ids is None
-            else col(m.Node.id).in_(node_ids)  # by primary key: no scan of the fabric's nodes
-        )
     )
 
 
@@ -81,8 +104,12 @@ def node_rows(
     """(node id, engine node) pairs of the fabric or the context, sorted by node name."""
     # A context's nodes are found by id through the indexed owner paths: a filter on the
     # outer-joined names would scan every node of the fabric.
-    ids = None if context is None else _context_node_ids(session, fabric, context)
-    rows = fetch_all(session, holders_query(m.pk(fabric), ids))
+    if context is None:
+        rows = fetch_all(session, holders_query(m.pk(fabric)))
+    else:
+        ids = _context_node_ids(session, fabric, context)
+        found = session.connection().execute(_HOLDERS_BY_ID, {"ids": ids}) if ids else ()
+        rows = [tuple(row) for row in found]
     return sorted(
         (
             (node_id or 0, Node(name, NodeRole(role), _owners(tenant, service)))
@@ -93,32 +120,38 @@ def node_rows(
 
 
 def _context_node_ids(session: Session, fabric: m.Fabric, context: Context) -> list[int]:
-    """Ids of the nodes the context's tenants and services hold, and of its named nodes."""
-    parts: list[Select[Any]] = []
-    if context.tenants:
-        parts.append(
-            select(col(m.NodeAssignment.node_id))
-            .join(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
-            .join(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id))
-            .where(col(m.Tenant.name).in_(context.tenants))
-            .where(col(m.Allocation.fabric_id) == fabric.id)
-        )
-    if context.services:
-        parts.append(
-            select(col(m.NodeAssignment.node_id))
-            .join(m.Service, col(m.Service.id) == col(m.NodeAssignment.service_id))
-            .where(col(m.Service.name).in_(context.services))
-            .where(col(m.Service.fabric_id) == fabric.id)
-        )
-    if context.nodes:
-        parts.append(
-            select(col(m.Node.id)).where(
-                col(m.Node.fabric_id) == fabric.id, col(m.Node.name).in_(context.nodes)
-            )
-        )
-    if not parts:
+    """Ids of the nodes the context's tenants and services hold, and of its named nodes.
+
+    By the owners' ids; a tenant's allocations on other fabrics are dropped here, in Python, so
+    that no plan can trade the owner indexes for a scan of the fabric's allocations.
+    """
+    if not (context.tenant_ids or context.service_ids or context.nodes):
         return []
-    return [node_id for (node_id,) in fetch_all(session, union(*parts))]
+    values = {
+        "tenant_ids": list(context.tenant_ids),
+        "service_ids": list(context.service_ids),
+        "fabric": m.pk(fabric),
+        "names": list(context.nodes),
+    }
+    rows = session.connection().execute(_CONTEXT_NODE_IDS, values)
+    return sorted({node_id or 0 for node_id, fabric_id in rows if fabric_id == fabric.id})
+
+
+def _context_node_ids_statement() -> CompoundSelect[int | None, int]:
+    """`_context_node_ids`'s query, built once: a part per kind of context member."""
+    of_tenants = (
+        select(col(m.NodeAssignment.node_id), col(m.Allocation.fabric_id))
+        .join(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
+        .where(col(m.Allocation.tenant_id).in_(bindparam("tenant_ids", expanding=True)))
+    )
+    of_services = select(col(m.NodeAssignment.node_id), bindparam("fabric", type_=Integer())).where(
+        col(m.NodeAssignment.service_id).in_(bindparam("service_ids", expanding=True))
+    )
+    named = select(col(m.Node.id), col(m.Node.fabric_id)).where(
+        col(m.Node.fabric_id) == bindparam("fabric"),
+        col(m.Node.name).in_(bindparam("names", expanding=True)),
+    )
+    return union_all(of_tenants, of_services, named)
 
 
 def _owners(tenant: str | None, service: str | None) -> tuple[Owner, ...]:
@@ -133,22 +166,22 @@ def grants_of(
     session: Session, fabric: m.Fabric, context: Context | None = None
 ) -> tuple[Grant, ...]:
     """The fabric's unrevoked grants (between the context's owners, if given), sorted."""
-    query = _grants_query(fabric)
     if context is not None:
-        query = query.where(
-            col(m.Tenant.name).in_(context.tenants), col(m.Service.name).in_(context.services)
-        )
-    rows = fetch_all(session, query)
-    return tuple(sorted(Grant(tenant, service) for tenant, service in rows))
+        return context.grants  # `widen` read them
+    rows = session.connection().execute(_GRANTS_OF_FABRIC, {"fabric": m.pk(fabric)})
+    return tuple(sorted(Grant(tenant, service) for tenant, _, service, _ in rows))
 
 
-def _grants_query(fabric: m.Fabric) -> Select[str, str]:
+def _grants(*where: ColumnElement[bool]) -> Select[str, int | None, str, int | None]:
+    """The fabric's (``fabric``) unrevoked grants: tenant name and id, service name and id."""
     return (
-        select(col(m.Tenant.name), col(m.Service.name))
+        select(col(m.Tenant.name), col(m.Tenant.id), col(m.Service.name), col(m.Service.id))
         .select_from(m.Grant)
         .join(m.Tenant, col(m.Tenant.id) == m.Grant.tenant_id)
         .join(m.Service, col(m.Service.id) == m.Grant.service_id)
-        .where(col(m.Grant.fabric_id) == fabric.id, col(m.Grant.revoked_at).is_(None))
+        .where(
+            col(m.Grant.fabric_id) == bindparam("fabric"), col(m.Grant.revoked_at).is_(None), *where
+        )
     )
 
 
@@ -161,38 +194,94 @@ def widen(
     other side is within reach of it: the holders of touched nodes, tenants granted a touched
     service, and services granted to any of those tenants (their partitions or VRFs hold the
     tenants' ports or route targets). Nodes and grants beyond that are untouched and verified.
+    The context carries the grants between its owners (all those of its tenants).
     """
     tenants = {o.name for o in owners if o.kind is OwnerKind.TENANT}
     services = {o.name for o in owners if o.kind is OwnerKind.SERVICE}
-    for _, node in node_rows(session, fabric, Context(nodes=frozenset(nodes))):
-        tenants.update(o.name for o in node.owners if o.kind is OwnerKind.TENANT)
-        services.update(o.name for o in node.owners if o.kind is OwnerKind.SERVICE)
-    touching = _touching(tenants, services, m.Grant.tenant_id, m.Grant.service_id)
-    grants = fetch_all(session, _grants_query(fabric).where(touching))
-    tenants.update(t for t, s in grants if s in services)
-    grants = fetch_all(session, _grants_query(fabric).where(col(m.Tenant.name).in_(tenants)))
-    services.update(s for _, s in grants)
-    return Context(frozenset(tenants), frozenset(services), frozenset(nodes))
-
-
-def _touching(
-    tenants: Collection[str], services: Collection[str], tenant_id: Any, service_id: Any
-) -> ColumnElement[bool]:
-    """Rows whose tenant or service id belongs to the named owners (by the owner indexes).
-
-    Two subqueries joined by a UNION, not an OR, so that each can use its index.
-    """
-    by_tenant = select(col(m.Tenant.id)).where(col(m.Tenant.name).in_(tenants))
-    by_service = select(col(m.Service.id)).where(col(m.Service.name).in_(services))
-    table = tenant_id.class_
-    key = col(table.id)
-    ids = union(
-        select(key).where(col(tenant_id).in_(by_tenant)),
-        select(key).where(col(service_id).in_(by_service)),
+    if nodes:
+        for _, node in node_rows(session, fabric, Context(nodes=frozenset(nodes))):
+            tenants.update(o.name for o in node.owners if o.kind is OwnerKind.TENANT)
+            services.update(o.name for o in node.owners if o.kind is OwnerKind.SERVICE)
+    connection, fabric_id = session.connection(), m.pk(fabric)
+    tenant_ids, service_ids = _owner_ids(session, fabric, tenants, services)
+    if service_ids:
+        values = {"fabric": fabric_id, "ids": list(service_ids.values())}
+        granted = connection.execute(_GRANTS_OF_SERVICES, values)
+        tenant_ids.update({t: t_id or 0 for t, t_id, _, _ in granted})
+    values = {"fabric": fabric_id, "ids": list(tenant_ids.values())}
+    rows = connection.execute(_GRANTS_OF_TENANTS, values).all() if tenant_ids else []
+    service_ids.update({s: s_id or 0 for _, _, s, s_id in rows})
+    return Context(
+        frozenset(tenant_ids),
+        frozenset(service_ids),
+        frozenset(nodes),
+        frozenset(tenant_ids.values()),
+        frozenset(service_ids.values()),
+        tuple(sorted(Grant(tenant, service) for tenant, _, service, _ in rows)),
     )
-    return key.in_(ids)
 
 
-def owner_filter(context: Context) -> ColumnElement[bool]:
-    """Segment rows that belong to one of the context's owners."""
-    return _touching(context.tenants, context.services, m.Segment.tenant_id, m.Segment.service_id)
+def _owner_ids(
+    session: Session, fabric: m.Fabric, tenants: Collection[str], services: Collection[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The ids of the named tenants and of the fabric's named services (one query)."""
+    known = tenant_ids(session)
+    found: dict[str, dict[str, int]] = {
+        "tenant": {name: known[name] for name in tenants if name in known},
+        "service": {},
+    }
+    unknown = [name for name in tenants if name not in known]
+    if not unknown and not services:
+        return found["tenant"], found["service"]
+    values = {"tenants": unknown, "services": list(services), "fabric": m.pk(fabric)}
+    for kind, name, owner_id in session.connection().execute(_OWNER_IDS, values):
+        found[kind][name] = owner_id or 0
+    return found["tenant"], found["service"]
+
+
+def _owner_ids_statement() -> CompoundSelect[str, str, int | None]:
+    """`_owner_ids`'s query, built once."""
+    tenants = select(literal("tenant"), col(m.Tenant.name), col(m.Tenant.id)).where(
+        col(m.Tenant.name).in_(bindparam("tenants", expanding=True))
+    )
+    services = select(literal("service"), col(m.Service.name), col(m.Service.id)).where(
+        col(m.Service.fabric_id) == bindparam("fabric"),
+        col(m.Service.name).in_(bindparam("services", expanding=True)),
+    )
+    return union_all(tenants, services)
+
+
+def segment_queries(query: AnySelect) -> tuple[AnySelect, CompoundSelect[*tuple[Any, ...]]]:
+    """`query` (over ``segment``) narrowed to the active segments of the fabric, or a context's.
+
+    Built once by each snapshot loader. The whole fabric's takes ``fabric``. The context's is
+    one UNION ALL of its tenants' (``tenant_ids``, on the fabric's per-tenant index) and its
+    services' (``service_ids``; a service belongs to one fabric): each part plans on its own
+    index, with ids as constants (`scoped_values`).
+    """
+    active = col(m.Segment.state) == "active"
+    on_fabric = col(m.Segment.fabric_id) == bindparam("fabric")
+    tenants = col(m.Segment.tenant_id).in_(bindparam("tenant_ids", expanding=True))
+    services = col(m.Segment.service_id).in_(bindparam("service_ids", expanding=True))
+    whole = query.where(on_fabric, active)
+    return whole, union_all(query.where(on_fabric, active, tenants), query.where(active, services))
+
+
+def scoped_values(fabric: m.Fabric, context: Context | None) -> dict[str, Any]:
+    """The parameters of the fabric's or the context's statements of this module's builders."""
+    if context is None:
+        return {"fabric": m.pk(fabric)}
+    return {
+        "fabric": m.pk(fabric),
+        "tenant_ids": list(context.tenant_ids),
+        "service_ids": list(context.service_ids),
+    }
+
+
+# Built once: a scoped snapshot is a handful of prepared statements.
+_HOLDERS_BY_ID = _holders().where(col(m.Node.id).in_(bindparam("ids", expanding=True)))
+_CONTEXT_NODE_IDS = _context_node_ids_statement()
+_GRANTS_OF_FABRIC = _grants()
+_GRANTS_OF_TENANTS = _grants(col(m.Grant.tenant_id).in_(bindparam("ids", expanding=True)))
+_GRANTS_OF_SERVICES = _grants(col(m.Grant.service_id).in_(bindparam("ids", expanding=True)))
+_OWNER_IDS = _owner_ids_statement()

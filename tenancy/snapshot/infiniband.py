@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlmodel import Session, col
-from sqlmodel import select as sqlmodel_select
 
 from policies.infiniband.intent import plan_partitions
 from policies.infiniband.model import IbPort, IbSettings, IbSnapshot
 from policies.infiniband.model import QosClass as QosClassValue
 from policies.model import FabricKind
 from tenancy import models as m
-from tenancy.db import fetch_all
-from tenancy.snapshot.common import Context, grants_of, node_rows, owner_filter
+from tenancy.snapshot.common import (
+    Context,
+    grants_of,
+    node_rows,
+    scoped_values,
+    segment_queries,
+)
 
 
 def load_ib_snapshot(
@@ -47,41 +51,22 @@ def load_ib_snapshot(
 
 
 def _ports(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tuple[IbPort, ...]:
-    query = (
-        select(
-            col(m.Port.guid),
-            col(m.Node.name),
-            col(m.Port.hca),
-            col(m.Port.port_num),
-            col(m.Port.switch_name),
-            col(m.Port.switch_port),
-        )
-        .join(m.Node, col(m.Node.id) == m.Port.node_id)
-        .where(
-            col(m.Port.fabric_id) == fabric.id
-            if node_ids is None
-            else col(m.Port.node_id).in_(node_ids)  # the node ids are the fabric's
-        )
-    )
+    if node_ids is None:
+        rows = session.connection().execute(_PORTS_OF_FABRIC, {"fabric": m.pk(fabric)})
+    else:
+        # The node ids are the fabric's.
+        rows = session.connection().execute(_PORTS_OF_NODES, {"nodes": node_ids})
     return tuple(
         IbPort(int(guid, 16), node, hca, port, switch, switch_port)
-        for guid, node, hca, port, switch, switch_port in sorted(fetch_all(session, query))
+        for guid, node, hca, port, switch, switch_port in sorted(rows)
     )
 
 
 def _segments(
     session: Session, fabric: m.Fabric, context: Context | None
 ) -> tuple[dict[str, tuple[int, str | None]], dict[str, int]]:
-    query = (
-        select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
-        .where(col(m.Segment.fabric_id) == fabric.id, col(m.Segment.state) == "active")
-        .outerjoin(m.Tenant, col(m.Tenant.id) == m.Segment.tenant_id)
-        .outerjoin(m.QosClass, col(m.QosClass.id) == m.Tenant.qos_class_id)
-        .outerjoin(m.Service, col(m.Service.id) == m.Segment.service_id)
-    )
-    if context is not None:
-        query = query.where(owner_filter(context))
-    rows = fetch_all(session, query)
+    statement = _SEGMENTS[context is not None]
+    rows = session.connection().execute(statement, scoped_values(fabric, context)).all()
     tenant_keys: dict[str, tuple[int, str | None]] = {
         t: (value, q) for value, t, q, _ in rows if t is not None
     }
@@ -90,5 +75,35 @@ def _segments(
 
 
 def _qos_classes(session: Session) -> tuple[QosClassValue, ...]:
-    rows = session.exec(sqlmodel_select(m.QosClass)).all()
-    return tuple(QosClassValue(q.name, q.ib_sl, q.ib_rate, q.ib_mtu, q.vlarb_weight) for q in rows)
+    rows = session.connection().execute(_QOS_CLASSES)
+    return tuple(QosClassValue(*row) for row in rows)
+
+
+def _ports_query() -> Select[str, str, str, int, str | None, int | None]:
+    return select(
+        col(m.Port.guid),
+        col(m.Node.name),
+        col(m.Port.hca),
+        col(m.Port.port_num),
+        col(m.Port.switch_name),
+        col(m.Port.switch_port),
+    ).join(m.Node, col(m.Node.id) == m.Port.node_id)
+
+
+# Built once: loading a scoped snapshot runs prepared statements only.
+_PORTS_OF_FABRIC = _ports_query().where(col(m.Port.fabric_id) == bindparam("fabric"))
+_PORTS_OF_NODES = _ports_query().where(col(m.Port.node_id).in_(bindparam("nodes", expanding=True)))
+_SEGMENTS = segment_queries(
+    select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
+    .select_from(m.Segment)
+    .outerjoin(m.Tenant, col(m.Tenant.id) == m.Segment.tenant_id)
+    .outerjoin(m.QosClass, col(m.QosClass.id) == m.Tenant.qos_class_id)
+    .outerjoin(m.Service, col(m.Service.id) == m.Segment.service_id)
+)
+_QOS_CLASSES = select(
+    col(m.QosClass.name),
+    col(m.QosClass.ib_sl),
+    col(m.QosClass.ib_rate),
+    col(m.QosClass.ib_mtu),
+    col(m.QosClass.vlarb_weight),
+).order_by(col(m.QosClass.id))

@@ -25,7 +25,13 @@ from policies.roce.model import (
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.roce import engine_settings, settings_row, subnet_at
-from tenancy.snapshot.common import Context, grants_of, node_rows, owner_filter
+from tenancy.snapshot.common import (
+    Context,
+    grants_of,
+    node_rows,
+    scoped_values,
+    segment_queries,
+)
 
 
 def load_roce_snapshot(
@@ -144,24 +150,12 @@ def _nics(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tup
 def _segments(
     session: Session, fabric: m.Fabric, row: m.RoceFabricSettings, context: Context | None
 ) -> tuple[VrfSegment, ...]:
-    query = (
-        core_select(
-            col(m.Segment.purpose),
-            col(m.Segment.value),
-            col(m.Tenant.name),
-            col(m.QosClass.name),
-            col(m.Service.name),
-        )
-        .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
-        .outerjoin(m.QosClass, col(m.QosClass.id) == col(m.Tenant.qos_class_id))
-        .outerjoin(m.Service, col(m.Service.id) == col(m.Segment.service_id))
-        .where(col(m.Segment.fabric_id) == fabric.id, col(m.Segment.state) == "active")
-    )
-    if context is not None:
-        query = query.where(owner_filter(context))
+    statement = _SEGMENTS[context is not None]
     values: dict[Owner, dict[str, int]] = defaultdict(dict)
     qos: dict[Owner, str | None] = {}
-    for purpose, value, tenant, qos_name, service in fetch_all(session, query):
+    for purpose, value, tenant, qos_name, service in session.connection().execute(
+        statement, scoped_values(fabric, context)
+    ):
         owner = Owner.tenant(tenant) if tenant is not None else Owner.service(service)
         values[owner][purpose] = value
         qos[owner] = qos_name
@@ -198,3 +192,19 @@ def _qos(session: Session, used: set[str | None]) -> tuple[RoceQos, ...]:
         for q in session.exec(select(m.QosClass))
         if q.name in used
     )
+
+
+# Built once (see tenancy/snapshot/common.py `segment_queries`).
+_SEGMENTS = segment_queries(
+    core_select(
+        col(m.Segment.purpose),
+        col(m.Segment.value),
+        col(m.Tenant.name),
+        col(m.QosClass.name),
+        col(m.Service.name),
+    )
+    .select_from(m.Segment)
+    .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
+    .outerjoin(m.QosClass, col(m.QosClass.id) == col(m.Tenant.qos_class_id))
+    .outerjoin(m.Service, col(m.Service.id) == col(m.Segment.service_id))
+)

@@ -112,3 +112,19 @@ def test_an_allocation_by_count_takes_free_compute_nodes_in_name_order(uow):
     )
 
     assert view.nodes == ["gpu0001", "gpu0002", "gpu0003"]
+
+
+def test_a_node_released_after_a_hold_of_the_same_change_set_is_held_again_first(uow):
+    uow_create_fabric(uow)
+    by_count = [{"op": "create_tenant", "name": n, "kind": "external"} for n in ("b", "c")]
+    first = apply(uow, *by_count, {"op": "allocate", "tenant": "b", "fabric": FABRIC, "count": 1})
+    release = {"op": "release", "tenant": "b", "allocation_id": first[2]["id"]}
+
+    results = apply(
+        uow,
+        {"op": "allocate", "tenant": "c", "fabric": FABRIC, "count": 1},
+        release,
+        {"op": "allocate", "tenant": "c", "fabric": FABRIC, "count": 2},
+    )
+
+    assert [results[0]["nodes"], results[2]["nodes"]] == [["gpu0002"], ["gpu0001", "gpu0003"]]
