@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Integer, Select, String, bindparam, delete, func, literal, update
+from sqlalchemy import Integer, Select, String, bindparam, case, delete, func, literal, update
 from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -158,28 +158,33 @@ def _bounds(fabric_id: int, pool: Pool, start: int) -> dict[str, object]:
 def _lowest_free_statement() -> Select[Any]:
     """`lowest_free`'s query, built once (its parameters are bound per call).
 
-    The claimed values in [start, last] in order, each with its predecessor (``start - 1`` for
-    the first): a value more than one above its predecessor has a gap below it. A window
-    function rather than a NOT EXISTS anti-join: its cost does not depend on the planner's
-    statistics (a freshly bulk-loaded table made PostgreSQL rescan the index per row).
+    First the count and the greatest of the claimed values in [start, last]: when they fill
+    [start, greatest] (the usual case: values are claimed lowest first) the answer is the one
+    after the greatest, from one pass over the index that only counts. Only when there is a gap
+    does a second pass look for the first one (the CASE evaluates it then only): the claimed
+    values in order, each with its predecessor (``start - 1`` for the first), a value more than
+    one above its predecessor having a gap below it. A window function rather than a NOT
+    EXISTS anti-join: its cost does not depend on the planner's statistics (a freshly
+    bulk-loaded table made PostgreSQL rescan the index per row).
     """
     value = col(m.Segment.value)
-    held = (
-        core_select(
-            value.label("value"),
-            func.lag(value, 1, bindparam("start") - 1).over(order_by=value).label("previous"),
-        )
-        .where(
-            col(m.Segment.fabric_id) == bindparam("fabric"),
-            col(m.Segment.kind) == bindparam("kind"),
-            value.between(bindparam("start"), bindparam("last")),
-        )
-        .subquery()
+    in_pool = (
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.kind) == bindparam("kind"),
+        value.between(bindparam("start"), bindparam("last")),
     )
-    gaps = core_select(held.c.previous + 1).where(held.c.value > held.c.previous + 1)
-    after = core_select(func.coalesce(func.max(held.c.value), bindparam("start") - 1) + 1)
-    candidates = gaps.union_all(after).subquery()
-    return core_select(func.min(candidates.c[0]))
+    previous = func.lag(value, 1, bindparam("start") - 1).over(order_by=value)
+    ordered = core_select(value.label("value"), previous.label("previous")).where(*in_pool)
+    runs = ordered.subquery()
+    first_gap = core_select(func.min(runs.c.previous + 1)).where(runs.c.value > runs.c.previous + 1)
+    held = core_select(func.count(value).label("n"), func.max(value).label("top"))
+    counted = held.where(*in_pool).subquery()
+    free = case(
+        (counted.c.n == 0, bindparam("start")),
+        (counted.c.top - bindparam("start") + 1 == counted.c.n, counted.c.top + 1),
+        else_=first_gap.scalar_subquery(),
+    )
+    return core_select(free).select_from(counted)
 
 
 _LOWEST_FREE = _lowest_free_statement()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from ipaddress import IPv4Address
+from typing import Any, NamedTuple
 
-from sqlalchemy import or_
+from sqlalchemy import CompoundSelect, Select, bindparam, union_all
 from sqlalchemy import select as core_select
 from sqlalchemy.orm import aliased
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from policies.model import Owner
 from policies.roce.model import (
@@ -23,7 +25,6 @@ from policies.roce.model import (
     with_grant_imports,
 )
 from tenancy import models as m
-from tenancy.db import fetch_all
 from tenancy.roce import engine_settings, settings_row, subnet_at
 from tenancy.snapshot.common import (
     Context,
@@ -40,8 +41,9 @@ def load_roce_snapshot(
     """Rows -> RoceSnapshot for one fabric (bulk queries; this transaction's view).
 
     With a `context`, only its owners' nodes, NICs, segments and grants between them, the
-    switches those NICs are cabled to with their links, and the QoS classes any segment of the
-    fabric uses (they share its queues and PFC budget): see tenancy/snapshot/common.py `widen`.
+    switches those NICs are cabled to with the ports they use and the links on those ports
+    (`_context_cabling`), and the QoS classes any segment of the fabric uses (they share its
+    queues and PFC budget): see tenancy/snapshot/common.py `widen`.
     """
     session.flush()
     row = settings_row(session, fabric)
@@ -49,41 +51,100 @@ def load_roce_snapshot(
     grants = grants_of(session, fabric, context)
     segments = _segments(session, fabric, row, context)
     rows = node_rows(session, fabric, context)
-    nics = _nics(session, fabric, None if context is None else [i for i, _ in rows])
-    switch_names = None if context is None else {n.switch for n in nics}
+    cabling = (
+        _fabric_cabling(session, fabric)
+        if context is None
+        else _context_cabling(session, [i for i, _ in rows])
+    )
     return RoceSnapshot(
         fabric=settings,
-        switches=_switches(session, fabric, switch_names),
-        links=_links(session, fabric, switch_names),
+        switches=cabling.switches,
+        links=cabling.links,
         nodes=tuple(node for _, node in rows),
-        nics=nics,
+        nics=cabling.nics,
         segments=with_grant_imports(segments, grants, settings.rt_asn),
         grants=grants,
-        qos_classes=_qos(session, _used_classes(session, fabric)),
+        qos_classes=_qos(session, fabric),
     )
 
 
-def _used_classes(session: Session, fabric: m.Fabric) -> set[str | None]:
-    """The QoS classes of the fabric's active segments (one query, however many segments)."""
-    rows = fetch_all(
-        session,
-        core_select(col(m.QosClass.name))
-        .distinct()
-        .select_from(m.Segment)
-        .outerjoin(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
-        .outerjoin(m.QosClass, col(m.QosClass.id) == col(m.Tenant.qos_class_id))
-        .where(col(m.Segment.fabric_id) == fabric.id, col(m.Segment.state) == "active"),
-    )
-    return {name for (name,) in rows}
+class _Cabling(NamedTuple):
+    """What places a snapshot's NICs: the NICs, their switches (with ports) and links."""
+
+    nics: tuple[Nic, ...]
+    switches: tuple[Switch, ...]
+    links: tuple[Link, ...]
 
 
-def _switches(session: Session, fabric: m.Fabric, names: set[str] | None) -> tuple[Switch, ...]:
-    wanted = [col(m.RoceSwitch.fabric_id) == fabric.id]
-    if names is not None:
-        wanted.append(col(m.RoceSwitch.name).in_(names))
+def _fabric_cabling(session: Session, fabric: m.Fabric) -> _Cabling:
+    """Every NIC, switch (with all its ports) and link of the fabric."""
+    values = {"fabric": m.pk(fabric)}
+    connection = session.connection()
+    nics = tuple(Nic(*row) for row in connection.execute(_NICS_OF_FABRIC, values))
     ports: dict[int, list[SwitchPort]] = defaultdict(list)
-    for switch_id, name, lanes, speed, cable in fetch_all(
-        session,
+    for switch_id, *port in connection.execute(_PORTS_OF_FABRIC, values):
+        ports[switch_id].append(SwitchPort(*port))
+    switches = _switch_values(connection.execute(_SWITCHES_OF_FABRIC, values), ports)
+    links = tuple(Link(*ends) for _, *ends in connection.execute(_LINKS_OF_FABRIC, values))
+    return _Cabling(nics, switches, links)
+
+
+def _context_cabling(session: Session, node_ids: list[int]) -> _Cabling:
+    """The nodes' NICs, the switches they are cabled to with just those ports, and their links.
+
+    The rules read switches and links only to place NICs (a leaf's host port, not an uplink),
+    so a scoped snapshot holds what its NICs use and nothing that grows with the fabric: a
+    rail-optimised node reaches a leaf per NIC, each with hundreds of ports.
+    """
+    if not node_ids:
+        return _Cabling((), (), ())
+    connection = session.connection()
+    rows = connection.execute(_NICS_OF_NODES, {"nodes": node_ids}).all()
+    ports: dict[int, list[SwitchPort]] = defaultdict(list)
+    port_ids = []
+    for *_, switch_id, port_id, port_name, lanes, speed, cable in rows:
+        ports[switch_id].append(SwitchPort(port_name, lanes, speed, cable))
+        port_ids.append(port_id)  # a port holds one NIC (unique): no repeats
+    on_ports = {"ports": sorted(port_ids)}
+    switches = connection.execute(_SWITCHES_BY_ID, {"ids": sorted(ports)})
+    linked = {link_id: ends for link_id, *ends in connection.execute(_LINKS_ON_PORTS, on_ports)}
+    return _Cabling(
+        tuple(Nic(*row[:4]) for row in rows),
+        _switch_values(switches, ports),
+        tuple(Link(*linked[link_id]) for link_id in sorted(linked)),
+    )
+
+
+def _switch_values(rows: Iterable[Any], ports: dict[int, list[SwitchPort]]) -> tuple[Switch, ...]:
+    """Engine switches from (id, name, role, asn, loopback, vtep, platform) rows, in row order."""
+    return tuple(
+        Switch(
+            name,
+            SwitchRole(role),
+            asn,
+            IPv4Address(loopback),
+            IPv4Address(vtep) if vtep else None,
+            tuple(sorted(ports[switch_id], key=lambda p: p.name)),
+            platform,
+        )
+        for switch_id, name, role, asn, loopback, vtep, platform in rows
+    )
+
+
+def _switches_query() -> Select[*tuple[Any, ...]]:
+    return core_select(
+        col(m.RoceSwitch.id),
+        col(m.RoceSwitch.name),
+        col(m.RoceSwitch.role),
+        col(m.RoceSwitch.asn),
+        col(m.RoceSwitch.loopback),
+        col(m.RoceSwitch.vtep),
+        col(m.RoceSwitch.platform),
+    ).order_by(col(m.RoceSwitch.id))
+
+
+def _ports_of_fabric() -> Select[*tuple[Any, ...]]:
+    return (
         core_select(
             col(m.RoceSwitchPort.switch_id),
             col(m.RoceSwitchPort.name),
@@ -92,59 +153,56 @@ def _switches(session: Session, fabric: m.Fabric, names: set[str] | None) -> tup
             col(m.RoceSwitchPort.cable_length),
         )
         .join(m.RoceSwitch, col(m.RoceSwitch.id) == col(m.RoceSwitchPort.switch_id))
-        .where(*wanted),
-    ):
-        ports[switch_id].append(SwitchPort(name, lanes, speed, cable))
-    switches = session.exec(select(m.RoceSwitch).where(*wanted).order_by(col(m.RoceSwitch.id)))
-    return tuple(
-        Switch(
-            s.name,
-            SwitchRole(s.role),
-            s.asn,
-            IPv4Address(s.loopback),
-            IPv4Address(s.vtep) if s.vtep else None,
-            tuple(sorted(ports[m.pk(s)], key=lambda p: p.name)),
-            s.platform,
-        )
-        for s in switches
+        .where(col(m.RoceSwitch.fabric_id) == bindparam("fabric"))
     )
 
 
-def _links(session: Session, fabric: m.Fabric, names: set[str] | None) -> tuple[Link, ...]:
-    """The fabric's links, or those with an end on one of the named switches."""
+def _links_query() -> tuple[Select[*tuple[Any, ...]], Any]:
+    """Links (id first) with both ends' switch and port names; the link table, for filters."""
     a_port, b_port = aliased(m.RoceSwitchPort), aliased(m.RoceSwitchPort)
     a_switch, b_switch = aliased(m.RoceSwitch), aliased(m.RoceSwitch)
     query = (
-        core_select(col(a_switch.name), col(a_port.name), col(b_switch.name), col(b_port.name))
+        core_select(
+            col(m.RoceLink.id),
+            col(a_switch.name),
+            col(a_port.name),
+            col(b_switch.name),
+            col(b_port.name),
+        )
         .select_from(m.RoceLink)
         .join(a_port, col(a_port.id) == col(m.RoceLink.a_port_id))
         .join(a_switch, col(a_switch.id) == col(a_port.switch_id))
         .join(b_port, col(b_port.id) == col(m.RoceLink.b_port_id))
         .join(b_switch, col(b_switch.id) == col(b_port.switch_id))
-        .where(col(m.RoceLink.fabric_id) == fabric.id)
-        .order_by(col(m.RoceLink.id))
     )
-    if names is not None:
-        query = query.where(or_(col(a_switch.name).in_(names), col(b_switch.name).in_(names)))
-    return tuple(Link(*row) for row in fetch_all(session, query))
+    return query, m.RoceLink
 
 
-def _nics(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tuple[Nic, ...]:
-    query = (
+def _links_on_ports() -> CompoundSelect[*tuple[Any, ...]]:
+    """Links with an end on one of the ports (``ports``): one lookup per end's unique index."""
+    query, link = _links_query()
+    ports: Any = bindparam("ports", expanding=True)
+    return union_all(
+        query.where(col(link.a_port_id).in_(ports)), query.where(col(link.b_port_id).in_(ports))
+    )
+
+
+def _nics_query(*port: Any) -> Select[*tuple[Any, ...]]:
+    """NICs as (node, NIC, switch, port) names, then the `port` columns asked for."""
+    return (
         core_select(
-            col(m.Node.name), col(m.Nic.name), col(m.RoceSwitch.name), col(m.RoceSwitchPort.name)
+            col(m.Node.name),
+            col(m.Nic.name),
+            col(m.RoceSwitch.name),
+            col(m.RoceSwitchPort.name),
+            *port,
         )
+        .select_from(m.Nic)
         .join(m.Node, col(m.Node.id) == col(m.Nic.node_id))
         .join(m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
         .join(m.RoceSwitch, col(m.RoceSwitch.id) == col(m.RoceSwitchPort.switch_id))
-        .where(
-            col(m.Nic.fabric_id) == fabric.id
-            if node_ids is None
-            else col(m.Nic.node_id).in_(node_ids)  # the node ids are the fabric's
-        )
         .order_by(col(m.Nic.id))
     )
-    return tuple(Nic(*row) for row in fetch_all(session, query))
 
 
 def _segments(
@@ -176,25 +234,66 @@ def _segments(
     )
 
 
-def _qos(session: Session, used: set[str | None]) -> tuple[RoceQos, ...]:
+def _qos(session: Session, fabric: m.Fabric) -> tuple[RoceQos, ...]:
     """The classes the fabric's segments use: only those share its queues and PFC budget."""
-    return tuple(
-        RoceQos(
-            q.name,
-            q.roce_dscp,
-            q.roce_tc,
-            q.lossless,
-            q.ets_weight,
-            q.ecn_min_bytes,
-            q.ecn_max_bytes,
-            q.ecn_probability,
+    rows = session.connection().execute(_USED_CLASSES, {"fabric": m.pk(fabric)})
+    return tuple(RoceQos(*row) for row in rows)
+
+
+def _used_classes() -> Select[*tuple[Any, ...]]:
+    """The QoS classes of the fabric's active segments (one query, however many segments).
+
+    Through the tenants' L3VNI rows only, one per tenant: a VRF segment is claimed whole.
+    """
+    used = (
+        core_select(col(m.Tenant.qos_class_id))
+        .select_from(m.Segment)
+        .join(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
+        .where(
+            col(m.Segment.fabric_id) == bindparam("fabric"),
+            col(m.Segment.state) == "active",
+            col(m.Segment.purpose) == "l3vni",
         )
-        for q in session.exec(select(m.QosClass))
-        if q.name in used
+    )
+    return (
+        core_select(
+            col(m.QosClass.name),
+            col(m.QosClass.roce_dscp),
+            col(m.QosClass.roce_tc),
+            col(m.QosClass.lossless),
+            col(m.QosClass.ets_weight),
+            col(m.QosClass.ecn_min_bytes),
+            col(m.QosClass.ecn_max_bytes),
+            col(m.QosClass.ecn_probability),
+        )
+        .where(col(m.QosClass.id).in_(used))
+        .order_by(col(m.QosClass.id))
     )
 
 
-# Built once (see tenancy/snapshot/common.py `segment_queries`).
+# Built once: a scoped snapshot is prepared statements only.
+_SWITCHES_OF_FABRIC = _switches_query().where(col(m.RoceSwitch.fabric_id) == bindparam("fabric"))
+_SWITCHES_BY_ID = _switches_query().where(
+    col(m.RoceSwitch.id).in_(bindparam("ids", expanding=True))
+)
+_PORTS_OF_FABRIC = _ports_of_fabric()
+_LINKS_OF_FABRIC = (
+    _links_query()[0]
+    .where(col(m.RoceLink.fabric_id) == bindparam("fabric"))
+    .order_by(col(m.RoceLink.id))
+)
+_LINKS_ON_PORTS = _links_on_ports()
+_NICS_OF_FABRIC = _nics_query().where(col(m.Nic.fabric_id) == bindparam("fabric"))
+# The node ids are the fabric's; each NIC with its switch's id and its port's id and facts.
+_NICS_OF_NODES = _nics_query(
+    col(m.RoceSwitchPort.switch_id),
+    col(m.RoceSwitchPort.id),
+    col(m.RoceSwitchPort.name),
+    col(m.RoceSwitchPort.lanes),
+    col(m.RoceSwitchPort.speed),
+    col(m.RoceSwitchPort.cable_length),
+).where(col(m.Nic.node_id).in_(bindparam("nodes", expanding=True)))
+_USED_CLASSES = _used_classes()
 _SEGMENTS = segment_queries(
     core_select(
         col(m.Segment.purpose),
