@@ -53,8 +53,16 @@ SELF_SCOPED = frozenset(
 )
 
 
-def get_principal(request: Request) -> Principal:
+# The dependencies below do no I/O: `async def` keeps FastAPI from running each one in a worker
+# thread (a thread hop per dependency per request, as much CPU as the rest of a small request).
+
+
+async def get_principal(request: Request) -> Principal:
     """Who asks, as resolved by the authentication middleware (api/auth.py)."""
+    return _principal(request)
+
+
+def _principal(request: Request) -> Principal:
     principal = request.scope.get(PRINCIPAL_SCOPE_KEY)
     if not isinstance(principal, Principal):  # fail closed if the middleware did not run
         raise AuthenticationError("the request was not authenticated")
@@ -64,7 +72,7 @@ def get_principal(request: Request) -> Principal:
 CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 
 
-def get_uow(request: Request) -> UnitOfWork:
+async def get_uow(request: Request) -> UnitOfWork:
     """The app's unit of work for this request.
 
     It carries the principal, the request id, the Idempotency-Key claim, and whether the request
@@ -76,7 +84,7 @@ def get_uow(request: Request) -> UnitOfWork:
     claim = request.scope.get(CLAIM_SCOPE_KEY)
     return replace(
         uow,
-        principal=get_principal(request),
+        principal=_principal(request),
         request_id=request_id,
         idempotency=claim if isinstance(claim, IdempotencyClaim) else None,
         dry_run=dry_run_requested(request),
@@ -203,7 +211,7 @@ class ListParams:
     cursor: str | None
 
 
-def list_params(
+async def list_params(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size")] = DEFAULT_LIMIT,
     cursor: Annotated[str | None, Query(max_length=512, description="From a 'next' field")] = None,
 ) -> ListParams:

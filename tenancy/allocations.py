@@ -290,10 +290,7 @@ def release_allocation_in(tx: Tx, *, tenant_name: str, allocation_id: str) -> No
     tenant = tenant_named(tx.session, tenant_name)
     allocation = _allocation_of(tx.session, tenant, allocation_id)
     fabric = lock_fabric(tx.session, fabric_with_id(tx.session, allocation.fabric_id))
-    tx.session.refresh(allocation)  # it may have been released while we waited
-    if allocation.released_at is not None:
-        raise NotFoundError(f"allocation '{allocation_id}' was released meanwhile")
-    release_held(tx, tenant, allocation)
+    release_held(tx, tenant, allocation)  # NotFoundError if it was released while we waited
     commit_gate(
         tx,
         fabric,

@@ -75,6 +75,11 @@ def lock_tenant(session: Session, name: str, *, exclusive: bool = False) -> m.Te
     Raises:
         NotFoundError: no tenant has this name.
     """
+    created = memo(session, "created_tenants")
+    if not exclusive and name in created:
+        # Inserted by this transaction: nobody else sees the row, nothing changed it since.
+        return created[name]  # type: ignore[no-any-return]
+    created.pop(name, None)  # offboarding changes it: read it from now on
     locked = _TENANT_EXCLUSIVE if exclusive else _TENANT_SHARED
     tenant = session.exec(locked, params={"name": name}).first()
     if tenant is None:
@@ -96,6 +101,11 @@ def _tenant_lock(exclusive: bool) -> SelectOfScalar[m.Tenant]:
 
 
 _TENANT_SHARED, _TENANT_EXCLUSIVE = _tenant_lock(False), _tenant_lock(True)
+
+
+def created_tenant(session: Session, tenant: m.Tenant) -> None:
+    """Say that this transaction inserted `tenant` (with its id): `lock_tenant` returns it."""
+    memo(session, "created_tenants")[tenant.name] = known_tenant(session, tenant)
 
 
 def lock_active_tenant(session: Session, name: str) -> m.Tenant:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import Executable, bindparam, func, update
+from sqlalchemy import Executable, bindparam, case, exists, func, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
@@ -107,7 +107,7 @@ def advance_nodes(session: Session, nodes: Iterable[m.Node], event: NodeEvent) -
 
 
 def release_nodes(session: Session, fabric_id: int, node_ids: Sequence[int]) -> None:
-    """Release the nodes an ending allocation held on the fabric (one prepared UPDATE).
+    """Release the nodes an ending allocation held on the fabric (one prepared statement).
 
     On a fabric with deploy targets a node turns ``draining`` (its previous owner's key may still
     be programmed on its ports until every target applied the change); elsewhere ``free``.
@@ -117,20 +117,24 @@ def release_nodes(session: Session, fabric_id: int, node_ids: Sequence[int]) -> 
     """
     if not node_ids:
         return
-    session.flush()  # Core statements: this transaction's pending node changes first
+    session.flush()  # a Core statement: this transaction's pending node changes first
+    connection = session.connection()
+    rows = connection.execute(_RELEASE, {"ids": list(node_ids), "fabric": fabric_id}).all()
+    if len(rows) < len(node_ids):  # some node is not allocated: the table's refusal names it
+        _refuse_release(session, fabric_id, set(node_ids) - {node_id for node_id, _ in rows})
+    expire_loaded(session, m.Node, node_ids)
+    nodes_changed(session)
+    if any(state == NodeState.DRAINING.value for _, state in rows):
+        pending(session, "drains").add(fabric_id)
+
+
+def _refuse_release(session: Session, fabric_id: int, node_ids: set[int]) -> None:
+    """Raise `advance`'s `ConflictError` for the first of `node_ids` (none is allocated)."""
     connection = session.connection()
     deployed = connection.execute(_HAS_TARGETS, {"fabric": fabric_id}).first() is not None
     event = NodeEvent.DRAIN if deployed else NodeEvent.RELEASE
-    values = {"ids": list(node_ids), "next_state": TRANSITIONS[NodeState.ALLOCATED, event].value}
-    released = {node_id for (node_id,) in connection.execute(_RELEASE, values)}
-    for node_id in node_ids:
-        if node_id not in released:  # not allocated: the table's refusal, naming the node
-            name, state = connection.execute(_NAME_AND_STATE, {"id": node_id}).one()
-            advance(state, event, node=name)
-    expire_loaded(session, m.Node, node_ids)
-    nodes_changed(session)
-    if deployed:
-        pending(session, "drains").add(fabric_id)
+    name, state = connection.execute(_NAME_AND_STATE, {"id": min(node_ids)}).one()
+    advance(state, event, node=name)
 
 
 def stamp_drains(session: Session, fabric_id: int, snapshot_id: int) -> None:
@@ -153,14 +157,20 @@ _HAS_TARGETS = (
     .where(col(m.DeployTarget.fabric_id) == bindparam("fabric"))
     .limit(1)
 )
+# allocated -> draining on a fabric with deploy targets, else free (the table's two releases).
 _RELEASE = (
     update(m.Node)
     .where(
         col(m.Node.id).in_(bindparam("ids", expanding=True)),
         col(m.Node.state) == NodeState.ALLOCATED.value,
     )
-    .values(state=bindparam("next_state"))
-    .returning(col(m.Node.id))
+    .values(
+        state=case(
+            (exists(_HAS_TARGETS), TRANSITIONS[NodeState.ALLOCATED, NodeEvent.DRAIN].value),
+            else_=TRANSITIONS[NodeState.ALLOCATED, NodeEvent.RELEASE].value,
+        )
+    )
+    .returning(col(m.Node.id), col(m.Node.state))
 )
 _NAME_AND_STATE = select(col(m.Node.name), col(m.Node.state)).where(
     col(m.Node.id) == bindparam("id")

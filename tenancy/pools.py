@@ -14,7 +14,18 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Integer, Select, String, bindparam, case, delete, func, literal, update
+from sqlalchemy import (
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    literal,
+    update,
+)
 from sqlalchemy import select as core_select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -94,6 +105,7 @@ def claim(
         claimed = tx.session.connection().execute(statement, values | {"start": start}).scalar()
         if claimed is not None:
             hints[key] = claimed + 1  # every value up to it is held now
+            _note_claim(tx, fabric_id, tenant_id, pool.purpose, claimed)
             return int(claimed)
         # Nothing was inserted: the pool is exhausted, or a concurrent claim took the value
         # (or this owner's slot) first, and the next attempt sees it taken.
@@ -215,12 +227,17 @@ def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
         memo(tx.session, "pool_hints").clear()
 
 
-def release_owned(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
-    """Put every identifier the tenant holds on the fabric into quarantine (one UPDATE)."""
+def release_unused(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
+    """Quarantine every identifier the tenant holds on the fabric, if no allocation is left.
+
+    One prepared UPDATE, whose condition is that the tenant holds no unreleased allocation on
+    the fabric (the caller holds the fabric's lock: none can appear meanwhile).
+    """
     memo(tx.session, "quarantine_expired").clear()  # see `release_segment`
+    _forget_holdings(tx)
     tx.session.flush()  # a Core statement: pending segment changes first
     values = {"fabric": fabric_id, "tenant": tenant_id, "now": tx.now}
-    released = [row[0] for row in tx.session.connection().execute(_QUARANTINE, values)]
+    released = [row[0] for row in tx.session.connection().execute(_QUARANTINE_UNUSED, values)]
     expire_loaded(tx.session, m.Segment, released)
 
 
@@ -228,6 +245,7 @@ def release_segment(tx: Tx, segment: m.Segment) -> None:
     """Put a key into quarantine; it becomes claimable after the quarantine period."""
     # With no quarantine the value is free again at this transaction's next claim.
     memo(tx.session, "quarantine_expired").clear()
+    _forget_holdings(tx)
     segment.state = "quarantined"
     segment.released_at = tx.now
     tx.session.add(segment)
@@ -240,12 +258,34 @@ def held_values(
 
     By purpose: on InfiniBand that is ``{"pkey": <P_Key>}`` once the owner holds its partition.
     """
+    if tenant_id is not None and tenant_id in memo(session, "new_owners"):
+        return dict(memo(session, "held_by_new").get((fabric_id, tenant_id), {}))
     session.flush()  # a Core read: this transaction's pending claims and releases first
     statement, owner = (
         (_HELD_BY_SERVICE, service_id) if tenant_id is None else (_HELD_BY_TENANT, tenant_id)
     )
     rows = session.connection().execute(statement, {"fabric": fabric_id, "owner": owner})
     return {purpose: int(value) for purpose, value in rows}
+
+
+def holds_nothing(session: Session, *, tenant_id: int) -> None:
+    """Say that this transaction created the tenant: it holds what this transaction claims.
+
+    `held_values` then answers from memory until any identifier is released in this
+    transaction (`_forget_holdings`).
+    """
+    memo(session, "new_owners")[tenant_id] = True
+
+
+def _note_claim(tx: Tx, fabric_id: int, tenant_id: int | None, purpose: str, value: int) -> None:
+    if tenant_id is not None and tenant_id in memo(tx.session, "new_owners"):
+        memo(tx.session, "held_by_new").setdefault((fabric_id, tenant_id), {})[purpose] = value
+
+
+def _forget_holdings(tx: Tx) -> None:
+    """A release: what this transaction knew of new tenants' holdings may be stale now."""
+    memo(tx.session, "new_owners").clear()
+    memo(tx.session, "held_by_new").clear()
 
 
 def _held_statement(owner: Any) -> Select[str, int]:
@@ -258,14 +298,19 @@ def _held_statement(owner: Any) -> Select[str, int]:
 
 
 _HELD_BY_TENANT = _held_statement(m.Segment.tenant_id)
-_QUARANTINE = (
+_HELD_BY_SERVICE = _held_statement(m.Segment.service_id)
+_QUARANTINE_UNUSED = (
     update(m.Segment)
     .where(
         col(m.Segment.fabric_id) == bindparam("fabric"),
         col(m.Segment.tenant_id) == bindparam("tenant"),
         col(m.Segment.state) == "active",
+        ~exists().where(
+            col(m.Allocation.tenant_id) == bindparam("tenant"),
+            col(m.Allocation.fabric_id) == bindparam("fabric"),
+            col(m.Allocation.released_at).is_(None),
+        ),
     )
     .values(state="quarantined", released_at=bindparam("now", type_=UtcDateTime()))
     .returning(col(m.Segment.id))
 )
-_HELD_BY_SERVICE = _held_statement(m.Segment.service_id)

@@ -9,11 +9,12 @@ the fabric, its segment is quarantined. The callers hold the fabric's lock and v
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, func, update
+from sqlalchemy import bindparam, delete, update
 from sqlalchemy import select as core_select
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, select
 
+from policies.errors import NotFoundError
 from tenancy import models as m
 from tenancy import usage
 from tenancy.change_check import ChangeScope
@@ -22,25 +23,30 @@ from tenancy.locks import lock_fabrics
 from tenancy.lookups import fabric_with_id
 from tenancy.models.columns import UtcDateTime
 from tenancy.node_states import release_nodes
-from tenancy.pools import release_owned, release_segment
+from tenancy.pools import release_segment, release_unused
 from tenancy.uow import Tx
 from tenancy.verification import commit_gate
 
 
 def release_held(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
-    """End one allocation of `tenant` (the caller checked that it is not released yet)."""
+    """End one allocation of `tenant`; the caller holds the lock of the allocation's fabric.
+
+    Raises:
+        NotFoundError: the allocation was released meanwhile (checked and marked by one
+            statement, under the lock).
+    """
     tx.session.flush()  # Core statements: this transaction's pending changes first
     connection = tx.session.connection()
+    values = {"allocation": allocation.id, "now": tx.now}
+    if connection.execute(_MARK_RELEASED, values).first() is None:
+        raise NotFoundError(f"allocation '{allocation.id}' was released meanwhile")
+    set_committed_value(allocation, "released_at", tx.now)
     taken = connection.execute(_TAKE_ASSIGNMENTS, {"allocation": allocation.id})
     node_ids = [node_id for (node_id,) in taken]
     forget_loaded(tx.session, m.NodeAssignment, node_ids)
     release_nodes(tx.session, allocation.fabric_id, node_ids)  # allocated -> free or draining
-    connection.execute(_RELEASED, {"allocation": allocation.id, "now": tx.now})
-    set_committed_value(allocation, "released_at", tx.now)
     usage.close_allocation_intervals(tx, allocation.id)
-    owner = {"tenant": m.pk(tenant), "fabric": allocation.fabric_id}
-    if not connection.execute(_REMAINING, owner).scalar():
-        release_owned(tx, allocation.fabric_id, tenant_id=m.pk(tenant))
+    release_unused(tx, allocation.fabric_id, tenant_id=m.pk(tenant))
 
 
 def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
@@ -95,17 +101,9 @@ _TAKE_ASSIGNMENTS = (
     .where(col(m.NodeAssignment.allocation_id) == bindparam("allocation"))
     .returning(col(m.NodeAssignment.node_id))
 )
-_RELEASED = (
+_MARK_RELEASED = (
     update(m.Allocation)
-    .where(col(m.Allocation.id) == bindparam("allocation"))
+    .where(col(m.Allocation.id) == bindparam("allocation"), col(m.Allocation.released_at).is_(None))
     .values(released_at=bindparam("now", type_=UtcDateTime()))
-)
-_REMAINING = (
-    core_select(func.count())
-    .select_from(m.Allocation)
-    .where(
-        col(m.Allocation.tenant_id) == bindparam("tenant"),
-        col(m.Allocation.fabric_id) == bindparam("fabric"),
-        col(m.Allocation.released_at).is_(None),
-    )
+    .returning(col(m.Allocation.id))
 )

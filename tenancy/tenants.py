@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, insert
+from sqlalchemy import bindparam
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import Session, col, select
 
-from policies.errors import ConflictError
+from policies.errors import ConflictError, NotFoundError
 from tenancy import audit_log
 from tenancy import models as m
-from tenancy.locks import lock_fabrics, lock_tenant, lock_token_lineage
-from tenancy.lookups import known_tenant, qos_class_named, tenant_named
+from tenancy.locks import created_tenant, lock_fabrics, lock_tenant, lock_token_lineage
+from tenancy.lookups import qos_class_named, tenant_named
 from tenancy.pagination import page_rows
+from tenancy.pools import holds_nothing
 from tenancy.releases import release_tenant_everywhere
 from tenancy.schemas import Page, QosClassCreate, QosClassView, TenantCreate, TenantView
 from tenancy.tokens import revoke_tenant_tokens
@@ -130,9 +134,7 @@ def create_tenant(uow: UnitOfWork, *, spec: TenantCreate) -> TenantView:
 
 def create_tenant_in(tx: Tx, *, spec: TenantCreate) -> TenantView:
     """`create_tenant` inside the caller's transaction (a change set's operation)."""
-    if tx.session.connection().execute(_TENANT_ID, {"name": spec.name}).first() is not None:
-        raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
-    qos = qos_class_named(tx.session, spec.qos_class)
+    qos = _qos_class(tx, spec)
     tenant = m.Tenant(
         name=spec.name,
         kind=spec.kind,
@@ -141,18 +143,39 @@ def create_tenant_in(tx: Tx, *, spec: TenantCreate) -> TenantView:
         created_at=tx.now,
         billing_account=spec.billing_account or spec.name,
     )
-    # A Core insert (the name's unique key still refuses a concurrent twin): use cases read the
-    # tenant back by name, so the session need not track this row.
-    inserted = tx.session.connection().execute(_INSERT_TENANT, tenant.model_dump(exclude={"id"}))
-    tenant.id = inserted.scalar_one()
-    known_tenant(tx.session, tenant)
+    # One Core insert, which the name's unique key refuses for a taken name (a concurrent twin
+    # included): use cases read the tenant back by name, the session need not track the row.
+    inserted = tx.session.connection().execute(
+        _INSERT_TENANT[tx.session.get_bind().dialect.name == "postgresql"],
+        tenant.model_dump(exclude={"id"}),
+    )
+    tenant.id = inserted.scalar()
+    if tenant.id is None:
+        raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name)
+    created_tenant(tx.session, tenant)
+    holds_nothing(tx.session, tenant_id=tenant.id)
     audit_log.record(tx, "tenant.create", f"tenants/{tenant.name}")
     return tenant_view(tenant, qos.name)
 
 
+def _qos_class(tx: Tx, spec: TenantCreate) -> m.QosClass:
+    """The new tenant's QoS class; a taken name is the conflict even with an unknown class."""
+    try:
+        return qos_class_named(tx.session, spec.qos_class)
+    except NotFoundError:
+        if tx.session.connection().execute(_TENANT_ID, {"name": spec.name}).first() is not None:
+            raise ConflictError(f"tenant '{spec.name}' already exists", name=spec.name) from None
+        raise
+
+
+def _insert_tenant(postgresql: bool) -> ReturningInsert[int | None]:
+    insert = postgresql_insert if postgresql else sqlite_insert
+    return insert(m.Tenant).on_conflict_do_nothing().returning(col(m.Tenant.id))
+
+
 # Built once: a change set onboards a thousand tenants.
 _TENANT_ID = select(col(m.Tenant.id)).where(col(m.Tenant.name) == bindparam("name"))
-_INSERT_TENANT = insert(m.Tenant).returning(col(m.Tenant.id))
+_INSERT_TENANT = {flag: _insert_tenant(flag) for flag in (False, True)}
 
 
 def list_tenants(

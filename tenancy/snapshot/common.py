@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 from sqlalchemy import (
@@ -133,25 +134,38 @@ def _context_node_ids(session: Session, fabric: m.Fabric, context: Context) -> l
         "fabric": m.pk(fabric),
         "names": list(context.nodes),
     }
-    rows = session.connection().execute(_CONTEXT_NODE_IDS, values)
+    statement = _CONTEXT_NODE_IDS[
+        bool(context.tenant_ids), bool(context.service_ids), bool(context.nodes)
+    ]
+    rows = session.connection().execute(statement, values)
     return sorted({node_id or 0 for node_id, fabric_id in rows if fabric_id == fabric.id})
 
 
-def _context_node_ids_statement() -> CompoundSelect[int | None, int]:
-    """`_context_node_ids`'s query, built once: a part per kind of context member."""
-    of_tenants = (
-        select(col(m.NodeAssignment.node_id), col(m.Allocation.fabric_id))
-        .join(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
-        .where(col(m.Allocation.tenant_id).in_(bindparam("tenant_ids", expanding=True)))
-    )
-    of_services = select(col(m.NodeAssignment.node_id), bindparam("fabric", type_=Integer())).where(
-        col(m.NodeAssignment.service_id).in_(bindparam("service_ids", expanding=True))
-    )
-    named = select(col(m.Node.id), col(m.Node.fabric_id)).where(
-        col(m.Node.fabric_id) == bindparam("fabric"),
-        col(m.Node.name).in_(bindparam("names", expanding=True)),
-    )
-    return union_all(of_tenants, of_services, named)
+def _context_node_ids_statement(
+    tenants: bool, services: bool, nodes: bool
+) -> CompoundSelect[*tuple[Any, ...]]:
+    """`_context_node_ids`'s query with a part per kind of member the context has."""
+    parts: list[AnySelect] = []
+    if tenants:
+        parts.append(
+            select(col(m.NodeAssignment.node_id), col(m.Allocation.fabric_id))
+            .join(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
+            .where(col(m.Allocation.tenant_id).in_(bindparam("tenant_ids", expanding=True)))
+        )
+    if services:
+        parts.append(
+            select(col(m.NodeAssignment.node_id), bindparam("fabric", type_=Integer())).where(
+                col(m.NodeAssignment.service_id).in_(bindparam("service_ids", expanding=True))
+            )
+        )
+    if nodes:
+        parts.append(
+            select(col(m.Node.id), col(m.Node.fabric_id)).where(
+                col(m.Node.fabric_id) == bindparam("fabric"),
+                col(m.Node.name).in_(bindparam("names", expanding=True)),
+            )
+        )
+    return union_all(*parts)
 
 
 def _owners(tenant: str | None, service: str | None) -> tuple[Owner, ...]:
@@ -280,7 +294,11 @@ def scoped_values(fabric: m.Fabric, context: Context | None) -> dict[str, Any]:
 
 # Built once: a scoped snapshot is a handful of prepared statements.
 _HOLDERS_BY_ID = _holders().where(col(m.Node.id).in_(bindparam("ids", expanding=True)))
-_CONTEXT_NODE_IDS = _context_node_ids_statement()
+_CONTEXT_NODE_IDS = {
+    kinds: _context_node_ids_statement(*kinds)
+    for kinds in product((False, True), repeat=3)
+    if any(kinds)
+}
 _GRANTS_OF_FABRIC = _grants()
 _GRANTS_OF_TENANTS = _grants(col(m.Grant.tenant_id).in_(bindparam("ids", expanding=True)))
 _GRANTS_OF_SERVICES = _grants(col(m.Grant.service_id).in_(bindparam("ids", expanding=True)))

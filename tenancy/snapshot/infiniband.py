@@ -25,8 +25,8 @@ def load_ib_snapshot(
     """Read the fabric's current state (including this transaction's uncommitted changes).
 
     With a `context`, only its owners' nodes, ports, partitions and grants between them (and
-    its nodes): a scoped snapshot whose rules and digest groups match the whole fabric's for
-    those owners (tenancy/snapshot/common.py `widen`).
+    its nodes), and no QoS classes: a scoped snapshot whose rules and owner and node digest
+    groups match the whole fabric's for those owners (tenancy/snapshot/common.py `widen`).
     """
     session.flush()
     rows = node_rows(session, fabric, context)
@@ -46,19 +46,24 @@ def load_ib_snapshot(
         ports=ports,
         partitions=plan_partitions(nodes, ports, tenant_keys, service_keys, grants),
         grants=grants,
-        qos_classes=_qos_classes(session),
+        # Only the fabric's digest group and rendering read the classes, never a scoped check.
+        qos_classes=_qos_classes(session) if context is None else (),
     )
 
 
 def _ports(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tuple[IbPort, ...]:
     if node_ids is None:
-        rows = session.connection().execute(_PORTS_OF_FABRIC, {"fabric": m.pk(fabric)})
+        found = session.connection().execute(_PORTS_OF_FABRIC, {"fabric": m.pk(fabric)})
     else:
         # The node ids are the fabric's.
-        rows = session.connection().execute(_PORTS_OF_NODES, {"nodes": node_ids})
+        found = session.connection().execute(_PORTS_OF_NODES, {"nodes": node_ids})
+    # Plain tuples: they sort in C, result rows in Python.
+    rows = sorted(
+        (guid, node, hca, port, sw, sw_port) for guid, node, hca, port, sw, sw_port in found
+    )
     return tuple(
         IbPort(int(guid, 16), node, hca, port, switch, switch_port)
-        for guid, node, hca, port, switch, switch_port in sorted(rows)
+        for guid, node, hca, port, switch, switch_port in rows
     )
 
 

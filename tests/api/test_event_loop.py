@@ -58,7 +58,16 @@ PARTITIONS_CONF = DEFAULT_PARTITION_LINE + "\n"
 # Async callables allowed in a route's dependency tree: each only awaits the body or decides
 # in memory, never touching the database or parsing a document.
 ASYNC_DEPENDENCIES = frozenset(
-    {"authorize", "require_json_body", "raw_body", "heavy_work", "HTTPBearer"}
+    {
+        "authorize",
+        "require_json_body",
+        "raw_body",
+        "heavy_work",
+        "HTTPBearer",
+        "get_principal",
+        "get_uow",
+        "list_params",
+    }
 )
 
 

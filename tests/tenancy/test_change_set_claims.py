@@ -10,6 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
+from policies.errors import ConflictError
 from tenancy import allocations, changesets, tenants
 from tenancy.schemas import AllocationCreate, SegmentView, TenantCreate
 from tenancy.schemas.changesets import ChangeSetCreate
@@ -128,3 +131,25 @@ def test_a_node_released_after_a_hold_of_the_same_change_set_is_held_again_first
     )
 
     assert [results[0]["nodes"], results[2]["nodes"]] == [["gpu0002"], ["gpu0001", "gpu0003"]]
+
+
+def test_a_tenant_created_and_offboarded_in_one_change_set_can_no_longer_allocate(uow):
+    uow_create_fabric(uow)
+    create, allocate = onboard("acme", "gpu0001")
+    offboard = {"op": "offboard", "tenant": "acme"}
+    again = {"op": "allocate", "tenant": "acme", "fabric": FABRIC, "count": 1}
+
+    with pytest.raises(ConflictError, match="offboarded"):
+        apply(uow, create, allocate, offboard, again)
+
+
+def test_a_tenant_created_in_a_change_set_claims_again_after_its_release_in_it(uow):
+    fast = without_quarantine(uow)
+    uow_create_fabric(fast, first="0x0a00", last="0x0a0f")
+    create, allocate = onboard("acme", "gpu0001")
+    offboard = {"op": "offboard", "tenant": "acme"}
+    other, other_allocation = onboard("globex", "gpu0002")
+
+    results = apply(fast, create, allocate, offboard, other, other_allocation)
+
+    assert pkeys(results) == ["0x0a00", "0x0a00"]

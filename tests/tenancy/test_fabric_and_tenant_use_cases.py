@@ -194,6 +194,18 @@ def test_a_tenant_with_an_unknown_qos_class_is_refused_naming_the_class(uow, db_
     assert db_dump() == before
 
 
+def test_a_taken_name_is_the_conflict_even_with_an_unknown_qos_class(uow, db_dump):
+    tenants.create_tenant(uow, spec=ACME)
+    before = db_dump()
+
+    with pytest.raises(ConflictError, match="acme"):
+        tenants.create_tenant(
+            uow, spec=TenantCreate(name="acme", kind="external", qos_class="platinum")
+        )
+
+    assert db_dump() == before
+
+
 def test_an_unknown_tenant_is_not_found_naming_it(uow):
     with pytest.raises(NotFoundError, match="initech"):
         tenants.get_tenant(uow, name="initech")
