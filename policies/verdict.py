@@ -17,6 +17,7 @@ from policies.model import Owner, OwnerKind
 __all__ = [
     "IB_RULES",
     "MAX_COUNTEREXAMPLES_PER_RULE",
+    "POLICY_RULES",
     "ROCE_RULES",
     "Counterexample",
     "Endpoint",
@@ -66,6 +67,12 @@ class Rule(StrEnum):
     QOS_DSCP_DUPLICATE = "qos-dscp-duplicate"
     QOS_ETS_OVERCOMMIT = "qos-ets-overcommit"
     MTU_BUDGET = "mtu-budget"
+    # Policy rules (issue 13), evaluated on both technologies by policies.policy_rules.
+    DEDICATED_LEAF = "policy-dedicated-leaf"
+    POLICY_QOS_CLASS = "policy-qos-class"
+    SERVICE_VISIBILITY = "policy-service-visibility"
+    PEERING_NOT_ALLOWED = "policy-peering"
+    QUOTA_EXCEEDED = "policy-quota"
 
 
 # The rules a verdict evaluates, per fabric kind; the reachability and node rules are shared.
@@ -74,6 +81,17 @@ _SHARED_RULES = (
     Rule.SERVICE_WITHOUT_GRANT,
     Rule.UNASSIGNED_MEMBER,
     Rule.CROSS_SERVICE,
+)
+
+
+# The policy rules a per-fabric verdict evaluates. QUOTA_EXCEEDED is not one of them: quotas count
+# nodes across every fabric, and a fabric's verdict depends on that fabric only
+# (policies.policy_rules.quota_violations is called by the service with global counts).
+POLICY_RULES: tuple[Rule, ...] = (
+    Rule.DEDICATED_LEAF,
+    Rule.POLICY_QOS_CLASS,
+    Rule.SERVICE_VISIBILITY,
+    Rule.PEERING_NOT_ALLOWED,
 )
 
 
@@ -87,6 +105,7 @@ IB_RULES: tuple[Rule, ...] = (
     Rule.PKEY_OUT_OF_RANGE,
     Rule.PKEY_DUPLICATE,
     Rule.UNKNOWN_MEMBER,
+    *POLICY_RULES,
 )
 
 
@@ -94,7 +113,8 @@ ROCE_RULES: tuple[Rule, ...] = (
     *_SHARED_RULES,
     Rule.NODE_SHARED,
     Rule.MANAGEMENT_ASSIGNED,
-    *(rule for rule in Rule if rule not in IB_RULES),
+    *(rule for rule in Rule if rule not in IB_RULES and rule is not Rule.QUOTA_EXCEEDED),
+    *POLICY_RULES,
 )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from policies.model import FabricKind, Grant, Node, Owner
+from policies.policy import DEFAULT_POLICY, Peering, Policy, TenantFacts
 
 # IBA: the P_Key's low 15 bits name the partition; bit 15 is the membership (1 = full).
 PKEY_BASE_MASK = 0x7FFF
@@ -107,6 +108,9 @@ class IbSnapshot:
     `default_full` lists port GUIDs that are *full* members of the default partition 0x7fff; it is
     empty for any state isofabric itself produces (every CA port is limited there) and exists so
     that audited, deployed configurations can be represented and refuted.
+
+    `policy` is the policy in force, `tenants` the facts of every tenant that holds something in
+    the snapshot and `peerings` the accepted peerings on this fabric (policies.policy_rules).
     """
 
     fabric: IbSettings
@@ -116,6 +120,9 @@ class IbSnapshot:
     grants: tuple[Grant, ...] = ()
     qos_classes: tuple[QosClass, ...] = ()
     default_full: tuple[int, ...] = ()
+    policy: Policy = DEFAULT_POLICY
+    tenants: tuple[TenantFacts, ...] = ()
+    peerings: tuple[Peering, ...] = ()
 
     @cached_property
     def digest(self) -> str:

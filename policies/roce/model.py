@@ -16,6 +16,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from policies.model import Grant, Node, Owner
+from policies.policy import DEFAULT_POLICY, Peering, Policy, TenantFacts
 
 # VXLAN adds 50 bytes (outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8) to every tenant frame.
 VXLAN_OVERHEAD = 50
@@ -149,7 +150,11 @@ def route_target(rt_asn: int, vni: int) -> str:
 
 @dataclass(frozen=True)
 class RoceSnapshot:
-    """Everything the engine knows about one RoCE fabric at one moment."""
+    """Everything the engine knows about one RoCE fabric at one moment.
+
+    `policy` is the policy in force, `tenants` the facts of every tenant that holds something in
+    the snapshot and `peerings` the accepted peerings on this fabric (policies.policy_rules).
+    """
 
     fabric: RoceSettings
     switches: tuple[Switch, ...] = ()
@@ -159,6 +164,9 @@ class RoceSnapshot:
     segments: tuple[VrfSegment, ...] = ()
     grants: tuple[Grant, ...] = ()
     qos_classes: tuple[RoceQos, ...] = ()
+    policy: Policy = DEFAULT_POLICY
+    tenants: tuple[TenantFacts, ...] = ()
+    peerings: tuple[Peering, ...] = ()
 
     @cached_property
     def digest(self) -> str:
