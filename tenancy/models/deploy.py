@@ -29,6 +29,8 @@ class SnapshotRecord(SQLModel, table=True):
     digest: str = Field(max_length=71)
     audit_index: int
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    # The policy version in force at this snapshot (issue 13; 0 is the built-in default).
+    policy_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class ArtifactBlob(SQLModel, table=True):

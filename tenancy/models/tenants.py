@@ -25,6 +25,8 @@ class Tenant(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     billing_account: str = Field(default="", max_length=64)
     offboarded_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    # The tenant's own node quota across all fabrics (issue 13); None: its kind's quota applies.
+    max_nodes: int | None = None
 
 
 class Service(SQLModel, table=True):
