@@ -39,6 +39,7 @@ from policies.infiniband.parse_partitions import (
 from policies.infiniband.verify import verify_isolation
 from policies.intent import is_allowed_edge
 from policies.model import NodeRole, Owner
+from policies.policy_rules import allowed_peerings
 from policies.roce.model import RoceSnapshot, VrfSegment, route_target
 from policies.roce.parse_config_db import parse_config_db
 from policies.roce.parse_frr import ParsedFrr, parse_frr_conf, value_kind
@@ -138,6 +139,7 @@ def _deployed_partition(key: int, members: dict[int, str], intended: Partition |
         owner=owner,
         members=tuple(sorted(Member(guid, how == "full") for guid, how in members.items())),
         qos_class=intended.qos_class if intended else None,
+        peering=intended.peering if intended else None,
     )
 
 
@@ -193,6 +195,7 @@ class _RoceIndex:
         self.snapshot = snapshot
         self.leaf = leaf
         self.grants = frozenset(snapshot.grants)
+        self.peerings = allowed_peerings(snapshot.policy, snapshot.tenants, snapshot.peerings)
         owners = {n.name: n.owners for n in snapshot.nodes}
         self.port_node = {nic.port: nic.node for nic in snapshot.nics if nic.switch == leaf}
         self.port_owner = {
@@ -251,7 +254,7 @@ def _vlan_counterexamples(
             holder = index.port_owner.get(port)
             if holder is None or segment is None or segment.owner == holder:
                 continue
-            if is_allowed_edge(segment.owner, holder, index.grants):
+            if is_allowed_edge(segment.owner, holder, index.grants, index.peerings):
                 continue
             own = sorted(index.ports_of(segment.owner))
             yield Counterexample(
@@ -300,7 +303,7 @@ def _granted_imports(
             source = index.by_rt.get(rt)
             if segment is None or source is None or source.owner == segment.owner:
                 continue
-            if is_allowed_edge(segment.owner, source.owner, index.grants):
+            if is_allowed_edge(segment.owner, source.owner, index.grants, index.peerings):
                 edge = ReachabilityEdge(segment.owner, source.owner, source.l3vni, True)
                 granted[f"{vrf}|{rt}"] = (edge, rt)
     return granted
@@ -372,7 +375,7 @@ def _import_counterexamples(
                 segment.l3vni,
                 a,
             )
-        elif not is_allowed_edge(segment.owner, source.owner, index.grants):
+        elif not is_allowed_edge(segment.owner, source.owner, index.grants, index.peerings):
             theirs = sorted(index.ports_of(source.owner))
             yield Counterexample(
                 edge_rule(segment.owner, source.owner),

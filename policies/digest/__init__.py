@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from policies.digest.lthash import MultisetHash, element_hash
 from policies.model import Grant, Node, Owner
+from policies.policy import Peering, Policy, TenantFacts
 
 DIGEST_PREFIX = "v2:"
 # A snapshot digest of either version, as stored and exchanged (audit log, manifests, reports).
@@ -155,3 +156,36 @@ def owner_groups(facts: Facts) -> Groups:
         owner_key(owner): canonical({k: sorted(v, key=str) for k, v in sorted(found.items()) if v})
         for owner, found in facts.items()
     }
+
+
+def policy_fields(policy: Policy) -> dict[str, Any]:
+    """What the ``fabric`` group adds for the policy: nothing under the default (version 0).
+
+    Version 0 adds nothing, so every digest from before policies existed stays the same.
+    """
+    return {} if policy.version == 0 else {"policy": [policy.version, policy.fingerprint]}
+
+
+def add_policy_facts(
+    facts: Facts,
+    policy: Policy,
+    tenants: Iterable[TenantFacts],
+    peerings: Iterable[Peering],
+    wanted: set[Owner] | None,
+) -> None:
+    """Add each tenant's peers (``peerings``) and, where they count, its facts (``tenant``).
+
+    A tenant's facts (kind, QoS class, own quota) go into its group when the policy is not the
+    default or the tenant is peered (whether a peering is allowed depends on the kinds even
+    under the default policy); so nothing is added for snapshots from before policies.
+    """
+    peered: set[str] = set()
+    for peering in peerings:
+        for me, other in ((peering.a, peering.b), (peering.b, peering.a)):
+            peered.add(me)
+            if wanted is None or Owner.tenant(me) in wanted:
+                facts[Owner.tenant(me)]["peerings"].append(other)
+    for tenant in tenants:
+        owner = Owner.tenant(tenant.name)
+        if (policy.version != 0 or tenant.name in peered) and (wanted is None or owner in wanted):
+            facts[owner]["tenant"].append([tenant.kind.value, tenant.qos_class, tenant.max_nodes])

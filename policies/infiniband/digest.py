@@ -5,6 +5,10 @@ deviations on ports nobody holds. ``node:<name>``: the host's role and ports. ``
 the nodes it holds, its partition keys (with QoS class), its grants, and deviations of its ports'
 memberships from `plan_partitions`. Memberships themselves are derived, so a tenant's allocation
 changes its own group only, never the group of a service it was granted.
+
+Under a policy other than the default (version 0) the ``fabric`` group also holds the policy's
+version and fingerprint and each tenant's group its facts; a peering is in both tenants' groups
+(with its partition's key). Snapshots without either hash exactly as before.
 """
 
 from __future__ import annotations
@@ -15,15 +19,18 @@ from collections.abc import Iterable
 from policies.digest import (
     GroupMaker,
     Groups,
+    add_policy_facts,
     canonical,
     digest_of,
     holder_facts,
     node_groups,
     owner_groups,
+    policy_fields,
 )
 from policies.infiniband.intent import plan_partitions
 from policies.infiniband.model import IbSnapshot, Partition
 from policies.model import Owner, OwnerKind
+from policies.policy import Peering
 
 # Bump when plan_partitions derives different memberships from the same inputs.
 PLANNER_VERSION = "ib-partitions/1"
@@ -59,6 +66,7 @@ def _fabric_group(snapshot: IbSnapshot) -> bytes:
             ),
             "default_full": sorted(snapshot.default_full),
             "deviations": sorted(unowned),
+            **policy_fields(snapshot.policy),
         }
     )
 
@@ -70,9 +78,11 @@ def _node_groups(snapshot: IbSnapshot, wanted: set[str] | None) -> Groups:
 
 def _owner_groups(snapshot: IbSnapshot, wanted: set[Owner] | None) -> Groups:
     facts = holder_facts(snapshot.nodes, snapshot.grants, wanted)
+    add_policy_facts(facts, snapshot.policy, snapshot.tenants, snapshot.peerings, wanted)
     for partition in snapshot.partitions:
-        if wanted is None or partition.owner in wanted:
-            facts[partition.owner]["keys"].append([partition.pkey, partition.qos_class])
+        for key_holder, (label, entry) in _key_entries(partition):
+            if wanted is None or key_holder in wanted:
+                facts[key_holder][label].append(entry)
     for holder, deviations in _deviations(snapshot).items():
         if holder is not None and (wanted is None or holder in wanted):
             facts[holder]["deviations"].extend(list(d) for d in deviations)
@@ -80,6 +90,18 @@ def _owner_groups(snapshot: IbSnapshot, wanted: set[Owner] | None) -> Groups:
 
 
 _MAKER = GroupMaker(_fabric_group, _node_groups, _owner_groups)
+
+
+def _key_entries(partition: Partition) -> list[tuple[Owner, tuple[str, list[object]]]]:
+    """Where a partition's key is recorded: its owner's ``keys``, or both peers'."""
+    peering = partition.peering
+    if peering is None:
+        return [(partition.owner, ("keys", [partition.pkey, partition.qos_class]))]
+    a, b = Owner.tenant(peering.a), Owner.tenant(peering.b)
+    return [
+        (a, ("peering_keys", [partition.pkey, peering.b])),
+        (b, ("peering_keys", [partition.pkey, peering.a])),
+    ]
 
 
 def _deviations(snapshot: IbSnapshot) -> dict[Owner | None, list[Deviation]]:
@@ -100,13 +122,16 @@ def _deviations(snapshot: IbSnapshot) -> dict[Owner | None, list[Deviation]]:
 def _replan(snapshot: IbSnapshot) -> tuple[Partition, ...]:
     tenant_keys: dict[str, tuple[int, str | None]] = {}
     service_keys: dict[str, int] = {}
+    peering_keys: dict[Peering, int] = {}
     for p in snapshot.partitions:
-        if p.owner.kind is OwnerKind.TENANT:
+        if p.peering is not None:
+            peering_keys.setdefault(p.peering, p.pkey)
+        elif p.owner.kind is OwnerKind.TENANT:
             tenant_keys.setdefault(p.owner.name, (p.pkey, p.qos_class))
         elif p.owner.kind is OwnerKind.SERVICE:
             service_keys.setdefault(p.owner.name, p.pkey)
     return plan_partitions(
-        snapshot.nodes, snapshot.ports, tenant_keys, service_keys, snapshot.grants
+        snapshot.nodes, snapshot.ports, tenant_keys, service_keys, snapshot.grants, peering_keys
     )
 
 

@@ -3,7 +3,8 @@
 The memberships follow reference/infiniband.md §1.3: a tenant's ports are full members of the
 tenant's partition; a shared service's ports are full members of the service partition, and the
 ports of every tenant granted that service are limited members of it (limited talks only to full,
-so two granted tenants still cannot reach each other through the service partition).
+so two granted tenants still cannot reach each other through the service partition). An accepted
+peering with a key is a shared partition in which the ports of both tenants are full members.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from policies.infiniband.model import IbPort, Member, Partition
 from policies.model import Grant, Node, Owner
+from policies.policy import Peering
 
 
 def ports_by_owner(nodes: Iterable[Node], ports: Iterable[IbPort]) -> dict[Owner, list[int]]:
@@ -31,6 +33,7 @@ def plan_partitions(
     tenant_keys: Mapping[str, tuple[int, str | None]],
     service_keys: Mapping[str, int],
     grants: Iterable[Grant],
+    peering_keys: Mapping[Peering, int] | None = None,
 ) -> tuple[Partition, ...]:
     """Derive every tenant and service partition with its members from ownership and grants.
 
@@ -40,10 +43,12 @@ def plan_partitions(
         tenant_keys: tenant name -> (P_Key, QoS class name) for tenants holding a partition.
         service_keys: service name -> P_Key.
         grants: which tenants may reach which services.
+        peering_keys: accepted peering -> the P_Key of its shared partition (owned by the
+            peering's first tenant, no QoS class).
 
     Returns:
-        Partitions sorted by key; members sorted by GUID. Tenants and services without a key get
-        no partition (their ports stay in the default partition only).
+        Partitions sorted by key; members sorted by GUID. Tenants, services and peerings without
+        a key get no partition (their ports stay in the default partition only).
     """
     owned = ports_by_owner(nodes, ports)
     granted: dict[str, list[str]] = defaultdict(list)
@@ -58,7 +63,16 @@ def plan_partitions(
         for tenant in granted[name]:
             members += _members(owned[Owner.tenant(tenant)], full=False)
         partitions.append(Partition(pkey, Owner.service(name), tuple(sorted(members))))
+    for peering, pkey in (peering_keys or {}).items():
+        partitions.append(_peering_partition(owned, peering, pkey))
     return tuple(sorted(partitions, key=lambda p: p.pkey))
+
+
+def _peering_partition(owned: Mapping[Owner, list[int]], peering: Peering, pkey: int) -> Partition:
+    # reference/infiniband.md §1.3: full members reach each other, so both sides are full.
+    guids = {*owned.get(Owner.tenant(peering.a), ()), *owned.get(Owner.tenant(peering.b), ())}
+    members = _members(guids, full=True)
+    return Partition(pkey, Owner.tenant(peering.a), members, peering=peering)
 
 
 def _members(guids: Iterable[int], *, full: bool) -> tuple[Member, ...]:

@@ -70,12 +70,17 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Partition:
-    """An InfiniBand partition: a 15-bit key owned by a tenant or a service, with its members."""
+    """An InfiniBand partition: a 15-bit key owned by a tenant or a service, with its members.
+
+    A peering's shared partition has `peering` set; both tenants' ports are full members and
+    its `owner` is the peering's first tenant (`peering.a`).
+    """
 
     pkey: int
     owner: Owner
     members: tuple[Member, ...]
     qos_class: str | None = None
+    peering: Peering | None = None
 
     @property
     def name(self) -> str:
@@ -83,11 +88,34 @@ class Partition:
 
         ``tenant_acme``; a longer one is cut to 26 characters plus ``_<key>``. Slugs hold no
         '_', so a cut name (two '_') never equals a whole one (one '_'), and keys are unique.
+        A peering's is ``peer_<a>_<b>`` (two '_'), cut as `peering_partition_name` says.
         """
+        if self.peering is not None:
+            return peering_partition_name(self.peering, self.pkey)
         whole = f"{self.owner.kind.value}_{self.owner.name}"
         if len(whole) <= MAX_PARTITION_NAME:
             return whole
         return f"{whole[: MAX_PARTITION_NAME - 5]}_{self.pkey & PKEY_BASE_MASK:04x}"
+
+
+# The part of a cut peering name left for the two slugs: "peer_", two '_' and a 4-digit key.
+_PEER_SLUGS = MAX_PARTITION_NAME - len("peer_") - 2 - 4
+
+
+def peering_partition_name(peering: Peering, pkey: int) -> str:
+    """``peer_<a>_<b>`` within OpenSM's 31 bytes; longer: ``peer_<a'>_<b'>_<key>``.
+
+    A cut name keeps a prefix of both slugs (each gets half of the 20 characters left, or more
+    when the other is shorter), so it holds three '_' and never equals a whole peering name
+    (two), nor a tenant's or service's (other prefixes); the key makes cut names unique.
+    """
+    whole = f"peer_{peering.a}_{peering.b}"
+    if len(whole) <= MAX_PARTITION_NAME:
+        return whole
+    a_room = max(_PEER_SLUGS // 2, _PEER_SLUGS - len(peering.b))
+    a = peering.a[:a_room]
+    b = peering.b[: _PEER_SLUGS - len(a)]
+    return f"peer_{a}_{b}_{pkey & PKEY_BASE_MASK:04x}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,7 @@ def observed_snapshot(intended: IbSnapshot, tables: Mapping[int, Iterable[int]])
                 owner=known.owner if known else Owner.unassigned(format_pkey(base)),
                 members=tuple(sorted(Member(g, full) for g, full in held.items())),
                 qos_class=known.qos_class if known else None,
+                peering=known.peering if known else None,
             )
         )
     default_full = tuple(sorted(g for g, full in default.items() if full))

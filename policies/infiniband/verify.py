@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from functools import cached_property
 
 from policies.infiniband.model import (
     DEFAULT_PKEY,
@@ -22,6 +23,8 @@ from policies.infiniband.model import (
 )
 from policies.intent import is_allowed_edge
 from policies.model import NodeRole, Owner
+from policies.policy import Peering
+from policies.policy_rules import LeafPort, PolicyInputs, allowed_peerings, policy_violations
 from policies.verdict import (
     IB_RULES,
     Counterexample,
@@ -48,11 +51,41 @@ class _Index:
             owners = node.owners if node else ()
             self.owner[port.guid] = owners[0] if owners else Owner.unassigned(port.node)
         self.grants = frozenset(snapshot.grants)
+        self.peerings = allowed_peerings(snapshot.policy, snapshot.tenants, snapshot.peerings)
 
     def endpoint(self, guid: int) -> Endpoint:
         port = self.port.get(guid)
         node = port.node if port else "?"
         return Endpoint(guid, node, self.owner.get(guid, Owner.unassigned(node)))
+
+    @cached_property
+    def first_port(self) -> dict[Owner, IbPort]:
+        """Each owner's first port: its first node by name, that node's lowest GUID."""
+        owners = {node.name: node.owners for node in self.snapshot.nodes}
+        first: dict[Owner, IbPort] = {}
+        for port in sorted(self.snapshot.ports, key=lambda p: (p.node, p.guid)):
+            for owner in owners.get(port.node, ()):
+                first.setdefault(owner, port)
+        return first
+
+    def owner_endpoint(self, owner: Owner) -> Endpoint:
+        """`owner`'s first port (``?`` when it holds none in the snapshot)."""
+        port = self.first_port.get(owner)
+        return Endpoint(port.guid, port.node, owner) if port else Endpoint(0, "?", owner)
+
+    @cached_property
+    def own_key(self) -> dict[Owner, int]:
+        """The P_Key of each owner's own partition (peering partitions aside)."""
+        keys: dict[Owner, int] = {}
+        for p in self.snapshot.partitions:
+            if p.peering is None:
+                keys.setdefault(p.owner, p.pkey)
+        return keys
+
+    @cached_property
+    def peering_key(self) -> dict[Peering, int]:
+        """The P_Key of each peering's shared partition."""
+        return {p.peering: p.pkey for p in self.snapshot.partitions if p.peering is not None}
 
 
 def verify_isolation(snapshot: IbSnapshot, *, digest: str | None = None) -> Verdict:
@@ -61,8 +94,10 @@ def verify_isolation(snapshot: IbSnapshot, *, digest: str | None = None) -> Verd
     Property: for every pair of distinct owners that share a partition with at least one full
     member between them, the pair is allowed by intent (a tenant and a service it was granted).
     Also checked: nodes held by two owners, management nodes held at all, tenant ports that are
-    full members of the default partition, the per-port P_Key budget (counting 0x7fff), and keys
-    that are invalid, outside the fabric's range, duplicated, or list unknown ports.
+    full members of the default partition, the per-port P_Key budget (counting 0x7fff), keys
+    that are invalid, outside the fabric's range, duplicated, or list unknown ports, and the
+    snapshot's policy (policies.policy_rules; a leaf is the switch an HCA port is cabled to).
+    Two tenants in an accepted peering the policy allows are an intended edge.
 
     Args:
         snapshot: the fabric, or a part of it.
@@ -82,6 +117,7 @@ def verify_isolation(snapshot: IbSnapshot, *, digest: str | None = None) -> Verd
         _default_partition_violations(index),
         _key_violations(index),
         _budget_violations(index),
+        policy_violations(_policy_inputs(index)),
     ):
         found.extend(capped(check))
     return Verdict(
@@ -130,7 +166,7 @@ def _is_infrastructure(index: _Index, guid: int) -> bool:
 def _edge(index: _Index, a: Owner, a_guid: int, b: Owner, b_guid: int, pkey: int) -> Witnessed:
     if b < a:
         a, a_guid, b, b_guid = b, b_guid, a, a_guid
-    allowed = is_allowed_edge(a, b, index.grants)
+    allowed = is_allowed_edge(a, b, index.grants, index.peerings)
     return ReachabilityEdge(a, b, pkey, allowed), a_guid, b_guid
 
 
@@ -247,3 +283,26 @@ def _budget_violations(index: _Index) -> Iterator[Counterexample]:
                 None,
                 index.endpoint(guid),
             )
+
+
+def _policy_inputs(index: _Index) -> PolicyInputs:
+    snapshot = index.snapshot
+    return PolicyInputs(
+        policy=snapshot.policy,
+        tenants=snapshot.tenants,
+        peerings=snapshot.peerings,
+        grants=snapshot.grants,
+        cabling=_cabling(index),
+        endpoint=index.owner_endpoint,
+        segment=index.own_key.get,
+        peering_segment=index.peering_key.get,
+    )
+
+
+def _cabling(index: _Index) -> Iterator[LeafPort]:
+    """Every HCA port cabled to a switch, once per owner of its node."""
+    owners = {node.name: node.owners for node in index.snapshot.nodes}
+    for port in index.snapshot.ports:
+        if port.switch is not None:
+            for owner in owners.get(port.node, ()):
+                yield port.switch, Endpoint(port.guid, port.node, owner)

@@ -5,6 +5,10 @@
 segment (VRF, VNIs, VLANs, subnet, RD) with its QoS class's definition, and route-target imports
 that differ from those its grants call for (`with_grant_imports`). Grant imports are derived, so
 a tenant's first segment changes its own group only, not the groups of the services it reaches.
+
+Under a policy other than the default (version 0) the ``fabric`` group also holds the policy's
+version and fingerprint and each tenant's group its facts; a peering is in both tenants' groups
+(its imports are derived like a grant's). Snapshots without either hash exactly as before.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from dataclasses import asdict, replace
 from policies.digest import (
     GroupMaker,
     Groups,
+    add_policy_facts,
     canonical,
     digest_of,
     holder_facts,
     node_groups,
     owner_groups,
+    policy_fields,
 )
 from policies.model import Owner
 from policies.roce.model import RoceSnapshot, with_grant_imports
@@ -54,6 +60,7 @@ def _fabric_group(snapshot: RoceSnapshot) -> bytes:
             "unused_qos": sorted(
                 canonical(asdict(q)).decode() for q in snapshot.qos_classes if q.name not in used
             ),
+            **policy_fields(snapshot.policy),
         }
     )
 
@@ -65,6 +72,7 @@ def _node_groups(snapshot: RoceSnapshot, wanted: set[str] | None) -> Groups:
 
 def _owner_groups(snapshot: RoceSnapshot, wanted: set[Owner] | None) -> Groups:
     facts = holder_facts(snapshot.nodes, snapshot.grants, wanted)
+    add_policy_facts(facts, snapshot.policy, snapshot.tenants, snapshot.peerings, wanted)
     qos = {q.name: canonical(asdict(q)).decode() for q in snapshot.qos_classes}
     derived = _derived_imports(snapshot)
     for segment in snapshot.segments:
@@ -83,7 +91,7 @@ _MAKER = GroupMaker(_fabric_group, _node_groups, _owner_groups)
 
 def _derived_imports(snapshot: RoceSnapshot) -> dict[Owner, set[str]]:
     bare = tuple(replace(s, imports=()) for s in snapshot.segments)
-    planned = with_grant_imports(bare, snapshot.grants, snapshot.fabric.rt_asn)
+    planned = with_grant_imports(bare, snapshot.grants, snapshot.fabric.rt_asn, snapshot.peerings)
     derived: dict[Owner, set[str]] = {}
     for segment in planned:
         derived.setdefault(segment.owner, set()).update(segment.imports)

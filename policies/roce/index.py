@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from policies.model import Owner, OwnerKind
+from policies.policy_rules import allowed_peerings
 from policies.roce.model import (
     Nic,
     RoceSnapshot,
@@ -27,6 +28,7 @@ class RoceIndex:
         self.snapshot = snapshot
         self.settings = snapshot.fabric
         self.grants = frozenset(snapshot.grants)
+        self.peerings = allowed_peerings(snapshot.policy, snapshot.tenants, snapshot.peerings)
         self.segment: dict[Owner, VrfSegment] = {}
         self.by_rt: dict[str, list[VrfSegment]] = defaultdict(list)
         for segment in snapshot.segments:

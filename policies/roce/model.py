@@ -9,6 +9,7 @@ its subnet. VLAN IDs are fabric-wide (the same ID on every leaf). Route targets 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import cached_property
@@ -183,27 +184,30 @@ class RoceSnapshot:
 
 
 def with_grant_imports(
-    segments: tuple[VrfSegment, ...], grants: tuple[Grant, ...], rt_asn: int
+    segments: tuple[VrfSegment, ...],
+    grants: tuple[Grant, ...],
+    rt_asn: int,
+    peerings: Iterable[Peering] = (),
 ) -> tuple[VrfSegment, ...]:
-    """Add the route leaks that grants call for, in both directions.
+    """Add the route leaks that grants and accepted peerings call for, in both directions.
 
     The tenant's VRF imports the service's RT and the service's VRF imports the tenant's RT;
-    one direction alone would leave replies without a route.
+    one direction alone would leave replies without a route. A peering makes each of its two
+    tenants' VRFs import the other's L3VNI RT.
 
     Returns:
         Segments sorted by L3VNI with sorted, de-duplicated `imports`.
     """
     by_owner = {s.owner: s for s in segments}
     extra: dict[Owner, set[str]] = {s.owner: set(s.imports) for s in segments}
-    for grant in grants:
-        tenant, service = (
-            by_owner.get(Owner.tenant(grant.tenant)),
-            by_owner.get(Owner.service(grant.service)),
-        )
-        if tenant is None or service is None:
+    pairs = [(Owner.tenant(g.tenant), Owner.service(g.service)) for g in grants]
+    pairs += [(Owner.tenant(p.a), Owner.tenant(p.b)) for p in peerings]
+    for x, y in pairs:
+        one, other = by_owner.get(x), by_owner.get(y)
+        if one is None or other is None:
             continue
-        extra[tenant.owner].add(route_target(rt_asn, service.l3vni))
-        extra[service.owner].add(route_target(rt_asn, tenant.l3vni))
+        extra[one.owner].add(route_target(rt_asn, other.l3vni))
+        extra[other.owner].add(route_target(rt_asn, one.l3vni))
     return tuple(
         sorted(
             (replace(s, imports=tuple(sorted(extra[s.owner]))) for s in segments),

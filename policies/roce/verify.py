@@ -9,10 +9,12 @@ routing tables, so two owners can communicate iff
 * one host-facing switch port carries both (NICs of both cabled to it, or a node held by both).
 
 Intent is `policies.intent.is_allowed_edge`: an owner reaches itself, a tenant reaches the services
-it was granted, nothing else. Each cross-owner edge is reported once; its `segment` is the VNI that
-is shared when the edge comes from a VNI collision, and otherwise the L3VNI of the target side (the
-service's L3VNI for a grant), or of the source side when the target has no segment (an unassigned
-node cabled to a tenant's port).
+it was granted and the tenants it is peered with (an accepted peering the policy allows), nothing
+else. Each cross-owner edge is reported once; its `segment` is the VNI that is shared when the
+edge comes from a VNI collision, and otherwise the L3VNI of the target side (the service's L3VNI
+for a grant), or of the source side when the target has no segment (an unassigned node cabled to
+a tenant's port). The snapshot's policy is checked too (policies.policy_rules; a leaf is the
+switch a NIC is cabled to).
 
 Route leaks: an import that reaches another owner is judged like any other edge (cross-tenant,
 service-without-grant, ...), so a granted leak is allowed and an ungranted one is refuted with both
@@ -31,6 +33,7 @@ from itertools import chain, combinations
 
 from policies.intent import is_allowed_edge
 from policies.model import NodeRole, Owner
+from policies.policy_rules import LeafPort, PolicyInputs, policy_violations
 from policies.roce.index import RoceIndex, Witnessed, nic_port
 from policies.roce.model import (
     Nic,
@@ -92,6 +95,7 @@ def verify_roce(snapshot: RoceSnapshot, *, digest: str | None = None) -> Verdict
         _nic_violations(index),
         qos_violations(snapshot.qos_classes, snapshot.fabric.max_lossless_priorities),
         mtu_violations(snapshot.fabric),
+        policy_violations(_policy_inputs(index)),
     )
     found = capped(checks)
     return Verdict(
@@ -124,7 +128,7 @@ def _edge(
     if b.owner < a.owner:
         a, b = b, a
     segment = vni if vni is not None else index.segment[b.owner].l3vni
-    allowed = is_allowed_edge(a.owner, b.owner, index.grants)
+    allowed = is_allowed_edge(a.owner, b.owner, index.grants, index.peerings)
     return ReachabilityEdge(a.owner, b.owner, segment, allowed), a, b, why
 
 
@@ -272,10 +276,29 @@ def _nic_violations(index: RoceIndex) -> Iterator[Counterexample]:
         )
 
 
-# --- identifiers --------------------------------------------------------------------------------
+# --- policy -------------------------------------------------------------------------------------
 
 
-# --- QoS and MTU --------------------------------------------------------------------------------
+def _policy_inputs(index: RoceIndex) -> PolicyInputs:
+    snapshot = index.snapshot
+    return PolicyInputs(
+        policy=snapshot.policy,
+        tenants=snapshot.tenants,
+        peerings=snapshot.peerings,
+        grants=snapshot.grants,
+        cabling=_cabling(index),
+        endpoint=index.endpoint,
+        segment=lambda owner: _l3vni(index, owner),
+    )
 
 
-# --- fabric settings ----------------------------------------------------------------------------
+def _l3vni(index: RoceIndex, owner: Owner) -> int | None:
+    segment = index.segment.get(owner)
+    return segment.l3vni if segment else None
+
+
+def _cabling(index: RoceIndex) -> Iterator[LeafPort]:
+    """Every NIC with the leaf it is cabled to, once per owner of its node (none if free)."""
+    for nic in index.snapshot.nics:
+        for owner in index.owners.get(nic.node, ()):
+            yield nic.switch, Endpoint(0, nic.node, owner, nic_port(nic))
