@@ -54,6 +54,8 @@ def lock_fabrics(session: Session, fabrics: Iterable[m.Fabric]) -> None:
             {"cls": FABRIC_LOCK_CLASS, "fabric": fabric_id},
         )
         held[fabric_id] = True
+        # A policy change holds every fabric's lock: one read before this lock may be stale.
+        memo(session, "policy").clear()
 
 
 def lock_fabric(session: Session, fabric: m.Fabric) -> m.Fabric:

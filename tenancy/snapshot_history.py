@@ -76,6 +76,7 @@ def _views(
             current=newest is not None and row.id == newest.id,
             retained=row.digest in retained or (newest is not None and row.id == newest.id),
             deployed_to=sorted(deployed.get(row.digest, [])),
+            policy_version=row.policy_version,
         )
         for row in rows
     ]

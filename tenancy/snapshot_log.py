@@ -1,5 +1,7 @@
 """The fabric's snapshot log: one row per committed change of its digest (see SnapshotRecord).
 
+Each row names the policy version in force when it was committed (issue 13).
+
 Written by the commit gate in every change's own transaction, so the history holds exactly the
 committed, verified states; the same rule backfilled the log from the audit log (migration 0013).
 """
@@ -14,6 +16,7 @@ from sqlmodel import Session, col, select
 
 from tenancy import models as m
 from tenancy.models.columns import UtcDateTime
+from tenancy.policy_store import current_policy
 from tenancy.uow import Tx
 
 
@@ -24,6 +27,7 @@ def record(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> m.SnapshotRecord:
         digest=entry.digest_after or "",
         audit_index=entry.index,
         created_at=entry.time,
+        policy_version=current_policy(tx.session).version,
     )
     # One statement: the row goes in unless the fabric's newest row has this digest already.
     added = tx.session.connection().execute(_ADD_IF_NEW, row.model_dump(exclude={"id"}))
@@ -51,8 +55,9 @@ def _add_if_new() -> ReturningInsert[int | None]:
         bindparam("digest", type_=String()),
         bindparam("audit_index", type_=Integer()),
         bindparam("created_at", type_=UtcDateTime()),
+        bindparam("policy_version", type_=Integer()),
     ).where(~exists(same))
-    columns = ["fabric_id", "digest", "audit_index", "created_at"]
+    columns = ["fabric_id", "digest", "audit_index", "created_at", "policy_version"]
     statement = insert(m.SnapshotRecord).from_select(columns, rows)
     return statement.returning(col(m.SnapshotRecord.id))
 

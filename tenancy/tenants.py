@@ -119,6 +119,7 @@ def tenant_view(tenant: m.Tenant, qos_name: str) -> TenantView:
         created_at=tenant.created_at,
         offboarded_at=tenant.offboarded_at,
         billing_account=tenant.billing_account or tenant.name,
+        max_nodes=tenant.max_nodes,
     )
 
 

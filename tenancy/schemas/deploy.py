@@ -31,6 +31,9 @@ class SnapshotView(BaseModel):
     current: bool = Field(description="The fabric's state now")
     retained: bool = Field(description="Its artifact bytes can be fetched (or it is current)")
     deployed_to: list[str] = Field(description="Targets whose last applied snapshot this is")
+    policy_version: int = Field(
+        default=0, description="The policy version in force at this snapshot (0: the default)"
+    )
 
 
 class TargetCreate(Strict):

@@ -84,8 +84,29 @@ class TenantCreate(Strict):
     )
 
 
+class TenantPatch(Strict):
+    """Body of PATCH /v1/tenants/{tenant} (operators): each member given is changed.
+
+    `max_nodes` is the tenant's own node quota across all fabrics (null: its kind's quota).
+    """
+
+    max_nodes: StrictInt | None = Field(default=None, ge=0, le=2**31 - 1)
+    qos_class: Slug | None = None
+    billing_account: BillingAccount | None = None
+
+    @model_validator(mode="after")
+    def _no_null_names(self) -> Self:
+        for name in ("qos_class", "billing_account"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"'{name}' cannot be null; omit it to keep the current one")
+        return self
+
+
 class TenantView(BaseModel):
-    """A tenant; `status` is ``active``, or ``offboarded`` with `offboarded_at` set."""
+    """A tenant; `status` is ``active``, or ``offboarded`` with `offboarded_at` set.
+
+    `max_nodes` is its own node quota (null: its kind's quota in the policy applies).
+    """
 
     name: str
     kind: str
@@ -94,6 +115,7 @@ class TenantView(BaseModel):
     created_at: datetime
     offboarded_at: datetime | None
     billing_account: str
+    max_nodes: int | None = None
 
 
 class SegmentView(BaseModel):

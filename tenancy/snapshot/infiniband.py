@@ -17,6 +17,7 @@ from tenancy.snapshot.common import (
     scoped_values,
     segment_queries,
 )
+from tenancy.snapshot.policy_inputs import policy_inputs
 
 
 def load_ib_snapshot(
@@ -34,6 +35,9 @@ def load_ib_snapshot(
     ports = _ports(session, fabric, None if context is None else [i for i, _ in rows])
     tenant_keys, service_keys = _segments(session, fabric, context)
     grants = grants_of(session, fabric, context)
+    policy = policy_inputs(
+        session, fabric, context, nodes=nodes, grants=grants, segment_tenants=tenant_keys
+    )
     return IbSnapshot(
         fabric=IbSettings(
             name=fabric.name,
@@ -48,6 +52,9 @@ def load_ib_snapshot(
         grants=grants,
         # Only the fabric's digest group and rendering read the classes, never a scoped check.
         qos_classes=_qos_classes(session) if context is None else (),
+        policy=policy.policy,
+        tenants=policy.tenants,
+        peerings=policy.peerings,
     )
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import select as core_select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
 
-from policies.model import Owner
+from policies.model import Owner, OwnerKind
 from policies.roce.model import (
     Link,
     Nic,
@@ -33,6 +33,7 @@ from tenancy.snapshot.common import (
     scoped_values,
     segment_queries,
 )
+from tenancy.snapshot.policy_inputs import policy_inputs
 
 
 def load_roce_snapshot(
@@ -56,15 +57,28 @@ def load_roce_snapshot(
         if context is None
         else _context_cabling(session, [i for i, _ in rows])
     )
+    nodes = tuple(node for _, node in rows)
+    owners = (s.owner for s in segments)
+    policy = policy_inputs(
+        session,
+        fabric,
+        context,
+        nodes=nodes,
+        grants=grants,
+        segment_tenants=[o.name for o in owners if o.kind is OwnerKind.TENANT],
+    )
     return RoceSnapshot(
         fabric=settings,
         switches=cabling.switches,
         links=cabling.links,
-        nodes=tuple(node for _, node in rows),
+        nodes=nodes,
         nics=cabling.nics,
         segments=with_grant_imports(segments, grants, settings.rt_asn),
         grants=grants,
         qos_classes=_qos(session, fabric),
+        policy=policy.policy,
+        tenants=policy.tenants,
+        peerings=policy.peerings,
     )
 
 

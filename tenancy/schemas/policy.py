@@ -1,0 +1,108 @@
+"""The policy document (issue 13): per tenant kind and per shared service, as PUT and GET show it.
+
+A PUT may omit any kind, any field of a kind and the services: what it omits takes the built-in
+default's value (`policies.policy.DEFAULT_POLICY`), so ``{}`` is the default policy. Responses
+always carry every field, plus the version and who created it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, StrictInt
+
+from tenancy.schemas.common import Slug, Strict
+
+# Counts of names in one document: far above any real policy, small enough to validate at once.
+MAX_NAMES = 256
+# The columns holding quotas are 32-bit integers (PostgreSQL refuses more: a 500, not a 422).
+MAX_QUOTA = 2**31 - 1
+
+IsolationName = Literal["segment", "dedicated_leaf"]
+KindName = Literal["internal", "external"]
+VisibilityName = Literal["all", "internal", "external"]
+Quota = StrictInt
+
+
+class KindPolicyDocument(Strict):
+    """The rules for every tenant of one kind; an omitted field keeps the default's value."""
+
+    isolation: IsolationName = Field(
+        default="segment",
+        description="'segment': own partition or VRF on shared switches; 'dedicated_leaf': "
+        "no port of another tenant on a leaf switch one of the tenant's ports is cabled to",
+    )
+    qos_classes: list[Slug] | None = Field(
+        default=None,
+        max_length=MAX_NAMES,
+        description="The QoS classes a tenant of this kind may hold (each must exist); "
+        "null: any class",
+    )
+    max_nodes: Quota | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_QUOTA,
+        description="Nodes a tenant of this kind may hold across all fabrics (a tenant's own "
+        "max_nodes wins); null: no quota",
+    )
+    peering: list[KindName] = Field(
+        default_factory=list, max_length=2, description="The kinds it may peer with"
+    )
+    default_grants: list[Slug] = Field(
+        default_factory=list,
+        max_length=MAX_NAMES,
+        description="Services granted on a tenant's first allocation on a fabric (where the "
+        "fabric has them and their visibility admits the kind)",
+    )
+
+
+class KindsDocument(Strict):
+    """The rules per tenant kind; an omitted kind keeps the default's rules."""
+
+    internal: KindPolicyDocument = Field(default_factory=KindPolicyDocument)
+    external: KindPolicyDocument = Field(default_factory=KindPolicyDocument)
+
+
+class PolicyDocument(Strict):
+    """Body of PUT /v1/policy (JSON or YAML): the rules per tenant kind and per shared service."""
+
+    kinds: KindsDocument = Field(default_factory=KindsDocument)
+    services: dict[Slug, VisibilityName] = Field(
+        default_factory=dict,
+        max_length=MAX_NAMES,
+        description="Per shared service name: which kinds may be granted it ('all', "
+        "'internal', 'external'); a service not listed is visible to all",
+    )
+
+
+class KindPolicyView(BaseModel):
+    """One kind's rules as in force: every field present."""
+
+    isolation: IsolationName
+    qos_classes: list[str] | None
+    max_nodes: int | None
+    peering: list[KindName]
+    default_grants: list[str]
+
+
+class KindsView(BaseModel):
+    """The rules per tenant kind."""
+
+    internal: KindPolicyView
+    external: KindPolicyView
+
+
+class PolicyView(BaseModel):
+    """A version of the policy: the document and where it came from.
+
+    Version 0 is the built-in default (no `created_at`, no `created_by`); versions count from 1.
+    Equal fingerprints mean equal rules.
+    """
+
+    version: int
+    fingerprint: str
+    created_at: datetime | None
+    created_by: str | None
+    kinds: KindsView
+    services: dict[str, VisibilityName]
