@@ -8,6 +8,7 @@
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
+    │   ├── NoPlacementError      free nodes exist, but the policy's leaf rule leaves too few
     │   ├── PortMovedError        an import moves a port to another host while one of them is held
     │   ├── IdempotencyInProgressError  a request with the same Idempotency-Key is in progress
     │   ├── SecretNotReplayedError  the first response to this Idempotency-Key held a secret
@@ -65,6 +66,15 @@ class ConflictError(IsofabricError):
 
 class PoolExhaustedError(ConflictError):
     """No free identifier is left in the fabric's range."""
+
+
+class NoPlacementError(ConflictError):
+    """A `count` allocation found enough free nodes, but too few the policy lets it place.
+
+    Under ``dedicated_leaf`` a node may not be cabled to a leaf holding another tenant's port,
+    and no tenant may be placed on a dedicated tenant's leaf (`policies.placement`). The
+    extensions count the nodes ``requested``, ``available`` (free) and ``placeable``.
+    """
 
 
 class PortMovedError(ConflictError):
