@@ -26,8 +26,10 @@ from tenancy.db import fetch_all
 from tenancy.history import AllocationState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, fabric_with_id, node_named, tenant_named
-from tenancy.node_states import HeldNode, advance_nodes, hold_free_nodes
+from tenancy.node_states import HeldNode, advance_nodes
 from tenancy.pagination import page_rows
+from tenancy.placement import hold_placed_nodes
+from tenancy.policy_store import current_policy
 from tenancy.releases import release_held
 from tenancy.schemas import (
     AllocationCreate,
@@ -71,7 +73,8 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
     """Give a tenant nodes exclusively, creating its partition on the fabric on first use.
 
     Named nodes must exist, be compute nodes and be free; `count` picks free compute nodes in
-    name order. The result is verified before commit; a failure leaves nothing behind.
+    name order, or where the policy's leaf rule lets it (`tenancy.placement`). The result is
+    verified before commit; a failure leaves nothing behind.
     """
     with uow.transaction() as tx:
         return allocate_in(tx, tenant_name=tenant_name, spec=spec)
@@ -93,7 +96,8 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
         assign_nodes(tx.session, named, allocation_id=allocation.id)
         nodes = [HeldNode(m.pk(node), node.name) for node in named]
     else:
-        nodes = _hold_free_nodes(tx.session, fabric, spec.count or 0)
+        policy = current_policy(tx.session)
+        nodes = hold_placed_nodes(tx.session, fabric, tenant, spec.count or 0, policy)
         segment = ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
         _insert_allocation(tx, allocation, nodes)
     usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
@@ -117,17 +121,6 @@ def _named_free_nodes(session: Session, fabric: m.Fabric, names: Sequence[str]) 
             )
         if session.get(m.NodeAssignment, node.id) is not None:
             raise ConflictError(f"node '{node.name}' is already allocated", node=node.name)
-    return nodes
-
-
-def _hold_free_nodes(session: Session, fabric: m.Fabric, count: int) -> list[HeldNode]:
-    """`count` free compute nodes in name order, held from now on (refused if fewer are free)."""
-    nodes = hold_free_nodes(session, m.pk(fabric), count)
-    if len(nodes) < count:
-        raise ConflictError(
-            f"fabric '{fabric.name}' has {len(nodes)} free compute node(s), {count} requested",
-            available=len(nodes),
-        )
     return nodes
 
 

@@ -55,6 +55,19 @@ def hold_free_nodes(session: Session, fabric_id: int, count: int) -> list[HeldNo
     return nodes
 
 
+def hold_chosen_nodes(session: Session, node_ids: Sequence[int]) -> list[HeldNode]:
+    """Hold the chosen nodes that are still free (free -> allocated), one statement; by name.
+
+    A node no longer free is not held and does not come back: the caller refuses fewer nodes
+    than it chose, and its rollback undoes the update.
+    """
+    session.flush()  # a Core statement: this transaction's pending node changes first
+    rows = session.connection().execute(_HOLD_CHOSEN, {"ids": list(node_ids)})
+    nodes = sorted((HeldNode(int(row[0] or 0), row[1]) for row in rows), key=_name)
+    expire_loaded(session, m.Node, [n.id for n in nodes])
+    return nodes
+
+
 def nodes_changed(session: Session) -> None:
     """Say that this transaction changed nodes' states or roles: holding restarts from the top."""
     memo(session, "nodes_held_up_to").clear()
@@ -92,6 +105,15 @@ def _hold_statement(postgresql: bool) -> Executable:
 
 
 _HOLD = {flag: _hold_statement(flag) for flag in (False, True)}
+_HOLD_CHOSEN = (
+    update(m.Node)
+    .where(
+        col(m.Node.id).in_(bindparam("ids", expanding=True)),
+        col(m.Node.state) == NodeState.FREE.value,
+    )
+    .values(state=TRANSITIONS[NodeState.FREE, NodeEvent.HOLD].value)
+    .returning(col(m.Node.id), col(m.Node.name))
+)
 
 
 def _name(node: HeldNode) -> str:
