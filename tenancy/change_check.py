@@ -76,9 +76,11 @@ def check_change(tx: Tx, fabric: m.Fabric, scope: ChangeScope | None) -> Verdict
 
 def _check_whole(tx: Tx, fabric: m.Fabric) -> Verdict:
     snapshot = load_snapshot(tx.session, fabric)
-    verdict = verify_snapshot(snapshot)
+    # Groups are hashed once: for the verdict's digest and for the stored state.
+    hashes = digest_state.whole_hashes(snapshot)
+    verdict = verify_snapshot(snapshot, digest=digest_state.digest_of_whole(hashes))
     if verdict.holds:
-        digest_state.rebuild(tx, fabric, snapshot)
+        digest_state.rebuild(tx, fabric, snapshot, hashes)
     return verdict
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col
 
-from policies.digest import Groups, digest_of_hashes, group_hash, hashes_of
+from policies.digest import DIGEST_PREFIX, Groups, digest_of_hashes, group_hash, hashes_of
 from policies.digest.lthash import MultisetHash
 from policies.infiniband.digest import ib_groups
 from policies.infiniband.model import IbSnapshot
@@ -43,10 +43,25 @@ def groups_of(
     return roce_groups(snapshot, owners=owners, nodes=nodes)
 
 
-def rebuild(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> m.FabricDigest:
-    """Store every group hash of the whole `snapshot` and its digest; only changed rows move."""
+def whole_hashes(snapshot: Snapshot) -> dict[str, bytes]:
+    """Every group hash of the whole `snapshot`, by key (`rebuild` stores them)."""
+    return hashes_of(groups_of(snapshot))
+
+
+def digest_of_whole(hashes: Mapping[str, bytes]) -> str:
+    """The v2 digest of a whole snapshot from its `whole_hashes` (no group hashed again)."""
+    return digest_of_hashes(hashes.values())
+
+
+def rebuild(
+    tx: Tx, fabric: m.Fabric, snapshot: Snapshot, hashes: Mapping[str, bytes] | None = None
+) -> m.FabricDigest:
+    """Store every group hash of the whole `snapshot` and its digest; only changed rows move.
+
+    `hashes` are the snapshot's `whole_hashes` when the caller computed them already.
+    """
     fabric_id = m.pk(fabric)
-    hashes = hashes_of(groups_of(snapshot))
+    hashes = whole_hashes(snapshot) if hashes is None else hashes
     stored = dict(_stored(tx.session, fabric_id))
     changed = {k: h for k, h in hashes.items() if stored.get(k) != h}
     gone = [k for k in stored if k not in hashes]
@@ -54,7 +69,7 @@ def rebuild(tx: Tx, fabric: m.Fabric, snapshot: Snapshot) -> m.FabricDigest:
     total = MultisetHash()
     for element in hashes.values():
         total.add(element)
-    return _save(tx, fabric_id, total, digest_of_hashes(hashes.values()))
+    return _save(tx, fabric_id, total, DIGEST_PREFIX + total.digest())
 
 
 def replace_groups(

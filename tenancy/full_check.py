@@ -48,10 +48,12 @@ def full_check(uow: UnitOfWork, *, fabric_name: str) -> FullCheckView:
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        verdict = verify_snapshot(snapshot := load_snapshot(tx.session, fabric))
+        snapshot = load_snapshot(tx.session, fabric)
+        hashes = digest_state.whole_hashes(snapshot)
+        verdict = verify_snapshot(snapshot, digest=digest_state.digest_of_whole(hashes))
         row = digest_state.current(tx.session, m.pk(fabric))
         if row is None and verdict.holds:
-            row = digest_state.rebuild(tx, fabric, snapshot)
+            row = digest_state.rebuild(tx, fabric, snapshot, hashes)
         stored = row.digest if row is not None else None
         alarm = _alarm(fabric, verdict, row)
         if row is not None:

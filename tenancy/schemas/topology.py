@@ -12,6 +12,7 @@ from pydantic import (
     StrictInt,
     model_serializer,
 )
+from typing_extensions import TypedDict
 
 from tenancy.schemas.bounds import Asn, UnicastIpv4
 from tenancy.schemas.common import (
@@ -22,19 +23,21 @@ from tenancy.schemas.common import (
 )
 
 
-class TopologyPortChange(BaseModel):
+class TopologyPortChange(TypedDict):
     """An HCA port the import added, or one it no longer saw.
 
     A port no longer seen is ``removed``, or ``kept`` (with `allocated` true) when its node is held
     by a tenant or a service, so that a holder never loses ports silently.
     """
 
+    # A TypedDict, not a model: a first import reports every port (100k on the benchmark
+    # fabric), and dicts validate and serialize about 7x faster than models (bench_import).
     guid: str
     node: str
     hca: str
     port: int
-    allocated: bool = False
-    action: Literal["added", "removed", "kept"] = "added"
+    allocated: bool
+    action: Literal["added", "removed", "kept"]
 
 
 class NicChange(BaseModel):

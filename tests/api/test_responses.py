@@ -25,7 +25,12 @@ def fastapi_bytes(model: BaseModel) -> bytes:
 
 def port(index: int) -> TopologyPortChange:
     return TopologyPortChange(
-        guid=f"0x{index:016x}", node=f"gpu{index // 8:05d}", hca="mlx5_0", port=1
+        guid=f"0x{index:016x}",
+        node=f"gpu{index // 8:05d}",
+        hca="mlx5_0",
+        port=1,
+        allocated=False,
+        action="added",
     )
 
 

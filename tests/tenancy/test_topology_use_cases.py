@@ -65,9 +65,9 @@ def test_importing_the_sample_counts_its_switches_nodes_and_ports(ib_east):
 def test_importing_the_sample_reports_every_port_as_added_in_guid_order(ib_east):
     added = reimport(ib_east, example_topology()).added
 
-    assert [p.guid for p in added] == sorted(g for gs in PORT_GUIDS.values() for g in gs)
+    assert [p["guid"] for p in added] == sorted(g for gs in PORT_GUIDS.values() for g in gs)
     assert added[0] == port("0x0000000000100001", "sm01", "mlx5_0", allocated=False, action="added")
-    assert [(p.node, p.hca) for p in added if p.node == "gpu0001"] == [
+    assert [(p["node"], p["hca"]) for p in added if p["node"] == "gpu0001"] == [
         ("gpu0001", "mlx5_0"),
         ("gpu0001", "mlx5_1"),
     ]
@@ -197,7 +197,7 @@ def test_a_reimport_lacking_a_free_nodes_ports_removes_them_and_marks_the_node_a
 def test_a_reimport_keeps_a_service_nodes_vanished_port(uow, onboarded):
     result = reimport(uow, without_hosts(example_topology(), ["stor02"]))
 
-    assert [(p.node, p.action) for p in result.missing] == [("stor02", "kept")]
+    assert [(p["node"], p["action"]) for p in result.missing] == [("stor02", "kept")]
     service = shared_services.get_service(uow, fabric_name="ib-east", name="storage")
     assert service.nodes == ["stor01", "stor02"]
 
@@ -207,7 +207,7 @@ def test_a_vanished_port_that_comes_back_is_added_again(uow, onboarded):
 
     result = reimport(uow, example_topology())
 
-    assert [(p.guid, p.node, p.action) for p in result.added] == [
+    assert [(p["guid"], p["node"], p["action"]) for p in result.added] == [
         ("0x000000000010001f", "gpu0008", "added"),
         ("0x0000000000100021", "gpu0008", "added"),
     ]
@@ -243,7 +243,7 @@ def test_ports_gone_and_moved_in_numbers_are_read_a_few_at_a_time(ib_east, monke
     result = reimport(ib_east, without_hosts(moved, hosts))
 
     removed = [(host, "removed") for host in hosts for _hca in range(2)]
-    assert [(p.node, p.action) for p in result.missing] == removed
+    assert [(p["node"], p["action"]) for p in result.missing] == removed
     assert [(m.source, m.target) for m in result.moved] == [("gpu0004", "gpu0009")] * 2
     assert result.absent_nodes == ["gpu0004", *hosts]
     node = nodes.get_node(ib_east, fabric_name="ib-east", node_name="gpu0009")
