@@ -8,7 +8,8 @@ what isolation depends on, all explicit (reference/roce.md §4, §7):
 * the default BGP instance: BGP unnumbered to the spines (peer-group FABRIC), the loopback and
   VTEP /32s, ``advertise-all-vni`` and one ``vni`` block per L2VNI with an explicit RD and RTs;
 * one BGP instance per VRF exporting its connected subnet as EVPN type-5 routes with an explicit
-  RD, its own RT, and one extra ``route-target import`` per grant (the audited route leaks).
+  RD, its own RT, and one extra ``route-target import`` per grant or allowed peering (the
+  audited route leaks).
 
 Route targets are type 0 ``rt_asn:VNI`` and identical on every leaf: with an eBGP underlay and
 per-leaf ASNs, FRR's automatic RTs (``ASN:VNI``) differ per leaf and manual RTs switch the auto RT
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from policies.errors import ArtifactHazardError, InvalidValueError, NotFoundError
 from policies.findings import Severity
 from policies.model import Grant, Owner
+from policies.policy_rules import allowed_peerings
 from policies.roce.model import RoceSnapshot, Switch, SwitchRole, VrfSegment, route_target
 from policies.roce.parse_frr import MAX_VNI, MAX_VRF_NAME, parse_frr_conf, value_kind
 
@@ -58,13 +60,14 @@ def render_frr_conf(snapshot: RoceSnapshot, leaf: str) -> str:
     Contract: deterministic text; VRFs and VRF BGP instances sorted by L3VNI, L2VNI blocks by
     L2VNI, all present only for segments with a host port on the leaf (a NIC of a node the
     segment's owner holds); every RD is type 1 and unique in the file; every RT is type 0
-    ``rt_asn:VNI``; a VRF imports only its own RT plus the RTs of the segments a grant pairs it
-    with. The text is parsed back with `parse_frr_conf` before it is returned.
+    ``rt_asn:VNI``; a VRF imports only its own RT plus the RTs of the segments a grant or an
+    accepted peering the policy allows pairs it with. The text is parsed back with
+    `parse_frr_conf` before it is returned.
 
     Raises:
         NotFoundError: if no switch is named `leaf`.
         InvalidValueError: if `leaf` is a spine or has no VTEP, or a VNI, VRF name, RD or RT is out
-            of range, VNIs or RDs collide, or a segment imports an RT no grant backs.
+            of range, VNIs or RDs collide, or a segment imports an RT no grant or peering backs.
         ArtifactHazardError: if the rendered text has an error finding (an engine defect).
     """
     switch = _leaf(snapshot, leaf)
@@ -171,7 +174,9 @@ def _leaks(snapshot: RoceSnapshot, segment: VrfSegment) -> tuple[tuple[str, str]
     leaks = []
     for rt in sorted(set(segment.imports) - {own}):
         if rt not in allowed:
-            raise InvalidValueError(f"{segment.vrf} ({segment.owner}) imports {rt}: no grant")
+            raise InvalidValueError(
+                f"{segment.vrf} ({segment.owner}) imports {rt}: no grant or peering"
+            )
         leaks.append((_rt(rt), allowed[rt]))
     return tuple(leaks)
 
@@ -191,15 +196,24 @@ def _granted_imports_by_owner(snapshot: RoceSnapshot) -> dict[Owner, dict[str, s
         return cached[1]
     by_owner = {s.owner: s for s in snapshot.segments}
     allowed: dict[Owner, dict[str, str]] = {}
-    for grant in sorted(snapshot.grants, key=lambda g: (g.tenant, g.service)):
-        pair = (Owner.tenant(grant.tenant), Owner.service(grant.service))
+    for pair, label in _import_pairs(snapshot):
         for owner, peer in (pair, pair[::-1]):
             if peer in by_owner:
                 rt = route_target(snapshot.fabric.rt_asn, by_owner[peer].l3vni)
-                allowed.setdefault(owner, {}).setdefault(rt, _grant_label(grant))
+                allowed.setdefault(owner, {}).setdefault(rt, label)
     _GRANT_CACHE.clear()
     _GRANT_CACHE[id(snapshot)] = (snapshot, allowed)
     return allowed
+
+
+def _import_pairs(snapshot: RoceSnapshot) -> Iterator[tuple[tuple[Owner, Owner], str]]:
+    """The owner pairs whose VRFs import each other's RT: grants, then allowed peerings."""
+    for grant in sorted(snapshot.grants, key=lambda g: (g.tenant, g.service)):
+        yield (Owner.tenant(grant.tenant), Owner.service(grant.service)), _grant_label(grant)
+    peerings = allowed_peerings(snapshot.policy, snapshot.tenants, snapshot.peerings)
+    for peering in sorted(peerings):
+        a, b = Owner.tenant(peering.a), Owner.tenant(peering.b)
+        yield (a, b), f"peering {a} <-> {b}"
 
 
 def _grant_label(grant: Grant) -> str:
