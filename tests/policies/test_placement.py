@@ -18,8 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.errors import ConflictError, NoPlacementError
+from policies.model import Owner
 from policies.placement import Candidate, Occupancy, blocked_leaves, place
-from policies.policy import Isolation, KindPolicy, Policy, TenantKind
+from policies.policy import Isolation, KindPolicy, Policy, TenantFacts, TenantKind
+from policies.policy_rules import dedicated_leaf_violations
+from policies.verdict import Endpoint
 
 DEDICATED, SEGMENT = Isolation.DEDICATED_LEAF, Isolation.SEGMENT
 FABRIC = "ib-rail"
@@ -145,6 +148,30 @@ def check_placement(fabric: Fabric, count: int, tenant: str, policy, kind) -> No
     assert len(chosen) == count == len(set(chosen))
     assert list(chosen) == sorted(chosen)
     assert set(chosen) <= set(placeable)
+    # The verifier's rule agrees: the placement adds no shared leaf to what was there before.
+    placed = Fabric(fabric.leaves, {**fabric.holder, **dict.fromkeys(chosen, tenant)})
+    assert leaf_rule_refutations(placed, policy, kind) <= leaf_rule_refutations(
+        fabric, policy, kind
+    )
+
+
+def leaf_rule_refutations(
+    fabric: Fabric, policy: Policy, kind: Mapping[str, TenantKind]
+) -> set[str]:
+    """The messages of the verifier's dedicated-leaf counterexamples (policies/policy_rules.py)."""
+    cabling = [
+        (leaf, Endpoint(0, node, owner_of(holder)))
+        for node, holder in fabric.holder.items()
+        if holder
+        for leaf in fabric.leaves[node]
+    ]
+    facts = [TenantFacts(name, tenant_kind) for name, tenant_kind in kind.items()]
+    return {c.message for c in dedicated_leaf_violations(policy, facts, cabling)}
+
+
+def owner_of(holder: str) -> Owner:
+    kind, _, name = holder.rpartition(":")
+    return Owner.service(name) if kind == "service" else Owner.tenant(name)
 
 
 @settings(max_examples=300, deadline=None)
