@@ -1,10 +1,13 @@
 """Which free nodes a `count` allocation holds: what `policies.placement` needs, loaded.
 
-Under a policy with no kind on `dedicated_leaf` (the default) nothing more is read than before
-policies existed: the first free compute nodes by name, chosen and held in one statement
-(`hold_free_nodes`). Otherwise two indexed statements load the free compute nodes with the
-leaves their ports are cabled to, and the tenants holding ports on those leaves (no other leaf
-can matter: it blocks no candidate and ranks none); `place` picks, and one statement holds.
+Under a policy with no kind on `dedicated_leaf` (the default) nothing is read but the policy
+(once per transaction, `current_policy`) and what was read before policies existed: the first
+free compute nodes by name, chosen and held in one statement (`hold_free_nodes`). Otherwise
+one statement loads the free compute nodes with the leaves their ports are cabled to, and one
+the tenants holding ports on those leaves (no other leaf can matter: it blocks no candidate and
+ranks none); `place` picks, and one statement holds. On RoCE the second goes from each leaf
+down its ports by index; on InfiniBand it reads the fabric's ports, as ``port`` has no index
+by switch (one would cost every topology import).
 Concurrency: the caller holds the fabric's lock (tenancy/allocations.py), so the occupancy
 read stays true until commit; the ``node_assignment`` primary key is the backstop.
 """
