@@ -23,6 +23,7 @@ from tenancy import models as m
 from tenancy import usage
 from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
+from tenancy.default_grants import grant_defaults, pending_defaults
 from tenancy.history import AllocationState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, fabric_with_id, node_named, tenant_named
@@ -30,6 +31,7 @@ from tenancy.node_states import HeldNode, advance_nodes
 from tenancy.pagination import page_rows
 from tenancy.placement import hold_placed_nodes
 from tenancy.policy_store import current_policy
+from tenancy.quotas import ensure_tenant_within_quota, guard_quota
 from tenancy.releases import release_held
 from tenancy.schemas import (
     AllocationCreate,
@@ -85,7 +87,9 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
     # The tenant's lock first (lock order): an offboarding cannot commit in between and
     # leave the tenant with nodes it never saw (issue 10, item 3).
     tenant = lock_active_tenant(tx.session, tenant_name)
+    guard_quota(tx, tenant)  # before the fabric lock (lock order)
     fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
+    defaults = pending_defaults(tx, tenant, fabric)  # before this allocation is written
     allocation = m.Allocation(
         id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
     )
@@ -101,6 +105,7 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
         segment = ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
         _insert_allocation(tx, allocation, nodes)
     usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
+    ensure_tenant_within_quota(tx, tenant)  # nodes held on every fabric (issue 13)
     commit_gate(
         tx,
         fabric,
@@ -108,6 +113,7 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
         f"tenants/{tenant.name}/allocations/{allocation.id}",
         ChangeScope.tenant(tenant.name),
     )
+    grant_defaults(tx, tenant, fabric, defaults)
     return _allocation_view(allocation, tenant, fabric, [n.name for n in nodes], segment)
 
 

@@ -1,35 +1,61 @@
-"""Parsing of uploaded inventory documents (JSON or YAML) into the RoCE inventory schema."""
+"""Parsing of uploaded documents (JSON or YAML): the RoCE inventory, the policy document."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
-from policies.errors import InputFormatError, InvalidValueError
+from policies.errors import InputFormatError, InvalidValueError, UnsupportedMediaTypeError
 from tenancy.schemas import RoceInventory
+from tenancy.schemas.policy import PolicyDocument
 
 JSON = "application/json"
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml"})
-# An inventory is four levels deep (document, table, item, list of ports); 32 is generous.
+# An inventory is four levels deep (document, table, item, list of ports), a policy four
+# (document, kinds, kind, list); 32 is generous.
 MAX_DEPTH = 32
-_TOO_DEEP = "the document is nested too deeply to be an inventory"
+_TOO_DEEP = "the document is nested too deeply (an inventory or a policy is a few levels deep)"
 
 
 def parse_inventory(text: str, media_type: str) -> RoceInventory:
     """A RoCE inventory from JSON or YAML text; a document that does not parse or fit is a 422."""
-    document = _load(text, media_type)
+    return _validated(RoceInventory, _load(text, media_type), "inventory")
+
+
+def parse_policy(text: str, media_type: str) -> PolicyDocument:
+    """A policy document (issue 13) from JSON or YAML text.
+
+    Raises:
+        UnsupportedMediaTypeError: the body is neither JSON nor YAML (415).
+        InputFormatError: it does not parse (422).
+        InvalidValueError: it does not fit the policy document's schema (422).
+    """
+    if media_type != JSON and media_type not in YAML_TYPES:
+        sent = f"'{media_type[:80]}'" if media_type else "no Content-Type"
+        raise UnsupportedMediaTypeError(
+            f"a policy document is JSON or YAML; the request has {sent}",
+            accepted=[JSON, *sorted(YAML_TYPES)],
+        )
+    return _validated(PolicyDocument, _load(text, media_type), "policy document")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _validated(model: type[M], document: Any, what: str) -> M:
     try:
-        return RoceInventory.model_validate(document)
+        return model.model_validate(document)
     except PydanticValidationError as error:
         errors = [
             {"pointer": "/" + "/".join(str(p) for p in e["loc"]), "detail": e["msg"]}
             for e in error.errors(include_url=False)
         ]
         summary = "; ".join(f"{e['pointer']}: {e['detail']}" for e in errors[:5])
-        raise InvalidValueError(f"the inventory is not valid: {summary}", errors=errors) from error
+        raise InvalidValueError(f"the {what} is not valid: {summary}", errors=errors) from error
 
 
 def _load(text: str, media_type: str) -> Any:

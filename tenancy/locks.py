@@ -12,9 +12,9 @@ something (an allocation, a grant, a token, a proof): each checked the tenant's 
 own snapshot, so an allocation could commit after an offboarding that never saw it (issue 10,
 item 3). Those use cases lock the tenant's row (`lock_tenant`) and re-read its status under it.
 
-Lock order, the same in every transaction so that none waits in a cycle: the tenant row, then the
-token lineage lock, then fabric locks in id order, then the audit log's lock (taken by the first
-audit record, so every other lock is taken before anything is recorded).
+Lock order, the same in every transaction so that none waits in a cycle: the tenant row, then its
+quota lock, then the token lineage lock, then fabric locks in id order, then the audit log's lock
+(taken by the first audit record, so every other lock is taken before anything is recorded).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from tenancy.tx_memo import memo
 
 # First key of pg_advisory_xact_lock(int, int): the lock class for fabrics ("IF" in ASCII).
 FABRIC_LOCK_CLASS = 0x4946
+# First key of a tenant's node quota lock ("QT"; the second is the tenant's id).
+TENANT_QUOTA_LOCK_CLASS = 0x5154
 # The one lock over the parent/child graph of API tokens ("TK"): minting a child and revoking
 # an ancestor must not interleave, or the child outlives its revoked parent (issue 10, item 7).
 TOKEN_LINEAGE_LOCK = (0x544B, 0)
@@ -121,6 +123,19 @@ def lock_active_tenant(session: Session, name: str) -> m.Tenant:
     if tenant.status != "active":
         raise ConflictError(f"tenant '{tenant.name}' is {tenant.status}", tenant=tenant.name)
     return tenant
+
+
+def lock_tenant_quota(session: Session, tenant: m.Tenant) -> None:
+    """Block until this transaction holds `tenant`'s quota lock (after its row, before fabrics).
+
+    A quota counts nodes across fabrics, whose locks do not serialise two changes of one tenant
+    on two fabrics (tenancy/quotas.py).
+    """
+    if _postgresql(session):
+        session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:cls, :tenant)"),
+            {"cls": TENANT_QUOTA_LOCK_CLASS, "tenant": m.pk(tenant)},
+        )
 
 
 def lock_token_lineage(session: Session) -> None:

@@ -1,4 +1,4 @@
-"""Routes under /v1/tenants: onboard, list, read and offboard tenants; their reachability."""
+"""Routes under /v1/tenants: onboard, list, read, patch and offboard tenants; their reachability."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow
 from policies.authz import Role
-from tenancy import cached_reads, tenants
+from tenancy import cached_reads, tenant_patch, tenants
 from tenancy.schemas import (
     Page,
     TenantCreate,
@@ -16,6 +16,7 @@ from tenancy.schemas import (
     TenantSummary,
     TenantView,
 )
+from tenancy.schemas.tenants import TenantPatch
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
@@ -68,6 +69,15 @@ def get_reachability(tenant: str, uow: Uow) -> TenantReachabilityView:
     whether the fabric's isolation verdict holds.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
     return cached_reads.tenant_reachability(uow, tenant_name=tenant)
+
+
+@router.patch("/{tenant}")
+def patch_tenant(tenant: str, spec: TenantPatch, uow: Uow) -> TenantView:
+    """Change a tenant's own node quota (`max_nodes`, null: its kind's), QoS class or billing
+    account (operators); verified like any change: a class or quota the policy or the tenant's
+    holdings refute is a 409 with the counterexamples.
+    """  # noqa: D205 - the published OpenAPI description, kept word for word
+    return tenant_patch.patch_tenant(uow, name=tenant, spec=spec)
 
 
 @router.delete("/{tenant}")

@@ -40,6 +40,7 @@ def test_offboarding_returns_the_tenant_as_offboarded_at_the_current_time(client
         "created_at": None,
         "offboarded_at": "2026-03-01T13:00:00Z",
         "billing_account": "acme",
+        "max_nodes": None,
     }
 
 

@@ -154,6 +154,7 @@ def test_onboarding_a_tenant_returns_201_with_an_active_record(client):
         "created_at": "2026-03-01T12:00:00Z",
         "offboarded_at": None,
         "billing_account": "acme",
+        "max_nodes": None,
     }
 
 

@@ -1,0 +1,86 @@
+"""Routes under /v1/policy: the internal/external operation policy and its versions (issue 13).
+
+Operators read and change it; auditors read it and every version. Tenant roles and billing do
+not: the document is the operator's configuration (it names internal services and the other
+kind's rules), and what a tenant may hold shows in its own answers (a refused change names the
+rule). See policies/authz.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+from fastapi.responses import Response
+
+from api.deps import HEAVY_WORK, Listing, Uow
+from api.limits import RawBody, decode_text, media_type
+from api.responses import json_response
+from tenancy import policy
+from tenancy.documents import parse_policy
+from tenancy.schemas import Page
+from tenancy.schemas.policy import PolicyDocument, PolicyView
+
+router = APIRouter(prefix="/v1/policy", tags=["policy"])
+
+EXAMPLE_YAML = """\
+kinds:
+  external:
+    isolation: dedicated_leaf
+    qos_classes: [gold, silver]
+    peering: []
+  internal:
+    peering: [internal]
+    default_grants: [telemetry]
+services:
+  telemetry: internal
+"""
+
+
+@router.get("")
+def get_policy(uow: Uow) -> PolicyView:
+    """The policy in force: version 0 is the built-in default (today's behaviour)."""
+    return policy.get_policy(uow)
+
+
+# A plain function: FastAPI runs it in a worker thread, so verifying every fabric whole never
+# blocks the event loop; the body is read here (JSON or YAML), not by FastAPI.
+@router.put(
+    "",
+    response_model=PolicyView,
+    dependencies=[HEAVY_WORK],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": PolicyDocument.model_json_schema()},
+                "application/yaml": {
+                    "schema": {"type": "string"},
+                    "example": EXAMPLE_YAML,
+                },
+            },
+        }
+    },
+)
+def put_policy(request: Request, uow: Uow, body: RawBody) -> Response:
+    """Replace the policy (JSON, or YAML as application/yaml, application/x-yaml or text/yaml).
+
+    Omitted kinds and fields take the default's values. The change is verified on every fabric
+    and against every tenant's node quota: one that any state violates is refused (409 with the
+    counterexamples) and `?dry_run=true` shows them without writing. A document with the same
+    rules as the policy in force changes nothing and answers the current version.
+    """
+    document = parse_policy(decode_text(body), media_type(request))
+    return json_response(policy.put_policy(uow, document=document))
+
+
+@router.get("/versions")
+def list_policy_versions(uow: Uow, listing: Listing) -> Page[PolicyView]:
+    """Every stored version, oldest first (version 0, the built-in default, is not listed)."""
+    return policy.list_policy_versions(uow, limit=listing.limit, cursor=listing.cursor)
+
+
+@router.get("/versions/{version}")
+def get_policy_version(version: Annotated[int, Path(ge=0, le=2**31 - 1)], uow: Uow) -> PolicyView:
+    """One version of the policy; 0 is the built-in default."""
+    return policy.get_policy_version(uow, version=version)
