@@ -55,7 +55,12 @@ m = g(r.sub, p.sub, r.dom) && (p.dom == "*" || r.dom == p.dom) \
 
 _TENANT_READS = (
     r"^/v1/tenants/\{tenant\}(/(allocations|grants)(/\{(allocation_id|grant_id)\})?"
-    r"|/reachability)?$"
+    r"|/reachability|/peerings|/peering-requests)?$"
+)
+# Consented peering (issue 13): a tenant-admin requests, accepts and ends its own tenant's.
+_PEERING_WRITES = (
+    r"^/v1/tenants/\{tenant\}/(peerings(/\{peering_id\})?"
+    r"|peering-requests/\{peering_id\}/accept)$"
 )
 # opensm.conf holds the subnet's management keys: never an auditor's, live or from history.
 _SECRET_FILES = r"^/v1/fabrics/\{fabric\}/(snapshots/\{digest\}/)?artifacts/(.*/)?opensm\.conf$"
@@ -77,6 +82,7 @@ POLICY_TEXT = "\n".join(
         r"p, tenant-admin, *, ^/v1/(tenants|qos-classes)$, ^GET$, allow",
         rf"p, tenant-admin, *, {_TENANT_READS}, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/tokens(/\{token_id\})?$, ^(GET|POST|DELETE)$, allow",
+        rf"p, tenant-admin, *, {_PEERING_WRITES}, ^(POST|DELETE)$, allow",
         # isolation proofs (issue 5): issuing changes nothing, so auditors may POST it too
         r"p, auditor, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
         r"p, tenant-admin, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",

@@ -10,6 +10,7 @@ still use it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -92,13 +93,28 @@ def claim(
         PoolExhaustedError: every value of the pool is active or still quarantined.
         ConflictError: concurrent claims took every value tried (retry the request).
     """
+    owner = {"tenant_id": tenant_id, "service_id": service_id, "peering_id": None}
+    return _claim(tx, fabric, pool, owner)
+
+
+def claim_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
+    """`claim` for an accepted peering (its own partition's P_Key on InfiniBand)."""
+    return _claim(
+        tx, fabric, pool, {"tenant_id": None, "service_id": None, "peering_id": peering_id}
+    )
+
+
+def _claim(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | None]) -> int:
+    """`claim` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``)."""
+    tenant_id = owner["tenant_id"]
+    assert tenant_id is None or isinstance(tenant_id, int)
     fabric_id = m.pk(fabric)
     tx.session.flush()  # the statements below bypass the ORM: pending releases must be rows
     _expire_quarantine(tx, fabric_id)
     hints = memo(tx.session, "pool_hints")
     key = (fabric_id, pool.kind, pool.first, pool.last)
     values = {"fabric": fabric_id, "kind": pool.kind, "last": pool.last, "purpose": pool.purpose}
-    values |= {"tenant_id": tenant_id, "service_id": service_id, "created_at": tx.now}
+    values |= {**owner, "created_at": tx.now}
     for _ in range(MAX_CLAIM_ATTEMPTS):
         start = hints.get(key, pool.first)
         statement = _CLAIM[_postgresql(tx)]
@@ -142,9 +158,11 @@ def _claim_statement(postgresql: bool) -> ReturningInsert[int]:
         literal("active"),
         bindparam("tenant_id", type_=Integer()),
         bindparam("service_id", type_=Integer()),
+        bindparam("peering_id", type_=String()),
         bindparam("created_at", type_=UtcDateTime()),
     ).where(free.is_not(None), free <= bindparam("last"))
     columns = ["fabric_id", "kind", "value", "purpose", "state", "tenant_id", "service_id"]
+    columns.append("peering_id")
     insert = postgresql_insert if postgresql else sqlite_insert
     statement = insert(m.Segment).from_select([*columns, "created_at"], row)
     return statement.on_conflict_do_nothing().returning(col(m.Segment.value))

@@ -23,6 +23,7 @@ from tenancy.locks import lock_fabrics
 from tenancy.lookups import fabric_with_id
 from tenancy.models.columns import UtcDateTime
 from tenancy.node_states import release_nodes
+from tenancy.peerings import end_tenant_peerings, open_peering_fabric_ids
 from tenancy.pools import release_segment, release_unused
 from tenancy.uow import Tx
 from tenancy.verification import commit_gate
@@ -50,10 +51,12 @@ def release_held(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
 
 
 def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
-    """Release all of a tenant's allocations and grants (offboarding); verify every fabric.
+    """End a tenant's peerings, release its allocations and grants (offboarding); verify.
 
-    The caller holds the tenant's lock exclusively (`tenancy.locks.lock_tenant`): no allocation
-    or grant of the tenant is in flight, so the fabrics found here are all it holds anything on.
+    The caller holds the tenant's lock exclusively (`tenancy.locks.lock_tenant`): no allocation,
+    grant or peering request of the tenant is in flight, so the fabrics found here are all it
+    holds anything on. Each peering ends as `DELETE .../peerings/{id}` would (its own verified,
+    audited ``peering.end``), before the release.
     """
     touched = {
         row[0]
@@ -65,7 +68,9 @@ def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
         )
     }
     fabrics = [fabric_with_id(tx.session, fabric_id) for fabric_id in sorted(touched)]
-    lock_fabrics(tx.session, fabrics)
+    peered = [fabric_with_id(tx.session, f) for f in open_peering_fabric_ids(tx.session, tenant)]
+    lock_fabrics(tx.session, fabrics + peered)  # all at once: the lock order is by id
+    end_tenant_peerings(tx, tenant)
     _release_everything(tx, tenant)
     for fabric in fabrics:
         scope = ChangeScope.tenant(tenant.name)

@@ -2,7 +2,8 @@
 
 Use cases do not test a fabric's kind themselves. They take the fabric's `Technology` and call
 what differs (claiming and showing an owner's segment, which rows are ports, how a segment is
-written, which topology documents the fabric takes, what rendering reads besides the snapshot), or
+written, which topology documents the fabric takes, what rendering reads besides the snapshot,
+what an accepted peering claims), or
 hand a snapshot to `verify_snapshot` and `render_snapshot`. Adding a technology means adding one
 entry to `_TECHNOLOGIES`.
 """
@@ -28,7 +29,7 @@ from policies.verdict import Verdict
 from tenancy import models as m
 from tenancy import roce
 from tenancy.documents import JSON, YAML_TYPES
-from tenancy.pools import claim_pkey, held_values
+from tenancy.pools import Pool, claim_pkey, held_values, pkey_pool
 from tenancy.schemas import RoceSegmentView, SegmentView
 from tenancy.snapshot import Snapshot
 from tenancy.subnet_manager import subnet_manager_keys
@@ -94,6 +95,9 @@ class Technology:
     ensure_segment: EnsureSegment
     segment_view: ViewSegment
     render_inputs: Callable[[Tx, m.Fabric], RenderInputs]
+    # The pool an accepted peering's own identifier comes from: a shared partition's P_Key on
+    # InfiniBand; None on RoCE, where a peering imports route targets between existing VRFs.
+    peering_pool: Callable[[m.Fabric], Pool] | None = None
 
     def accepts_topology(self, media_type: str) -> bool:
         """True when PUT .../topology with this media type fits the fabric."""
@@ -147,6 +151,7 @@ _TECHNOLOGIES = {
         ensure_segment=_ensure_partition,
         segment_view=_partition_view,
         render_inputs=_opensm_render_inputs,
+        peering_pool=pkey_pool,
     ),
     FabricKind.ROCE: Technology(
         kind=FabricKind.ROCE,

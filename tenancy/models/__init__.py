@@ -14,6 +14,7 @@ from tenancy.models.deploy import (
 )
 from tenancy.models.digest import DigestGroup, FabricDigest
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
+from tenancy.models.peerings import Peering
 from tenancy.models.policy import PolicyVersion
 from tenancy.models.read_cache import CachedRead
 from tenancy.models.records import (
@@ -46,6 +47,7 @@ __all__ = [
     "Nic",
     "Node",
     "NodeAssignment",
+    "Peering",
     "PolicyVersion",
     "Port",
     "Proof",

@@ -46,6 +46,8 @@ class Service(SQLModel, table=True):
 class Segment(SQLModel, table=True):
     """A claimed identifier (a P_Key): active for its owner, then quarantined until reuse.
 
+    The owner is a tenant, a service or (a P_Key on InfiniBand) a peering of two tenants.
+
     The unique (fabric, kind, value) constraint is the backstop that makes allocation race-free
     across processes; the partial index keeps one active partition per tenant per fabric.
     """
@@ -72,6 +74,10 @@ class Segment(SQLModel, table=True):
     service_id: int | None = Field(default=None, foreign_key="service.id", index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     released_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    # An accepted InfiniBand peering's shared partition (issue 13); tenant and service are null.
+    peering_id: str | None = Field(
+        default=None, foreign_key="peering.id", index=True, max_length=36
+    )
 
 
 class Allocation(SQLModel, table=True):

@@ -23,15 +23,16 @@ from policies.model import Grant, Node, NodeRole, Owner, OwnerKind
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.lookups import tenant_ids
+from tenancy.snapshot.peerings import KeyedPeering, peerings_touching
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
     """The owners (and nodes) a scoped snapshot holds in full: everything they hold and reach.
 
-    `widen` also resolves the owners' ids and the grants between them, once: the scoped queries
-    select rows by those ids (index lookups whatever the planner's statistics, which a freshly
-    bulk-loaded PostgreSQL table lacks), never through joins on names.
+    `widen` also resolves the owners' ids, the grants and the accepted peerings between them,
+    once: the scoped queries select rows by those ids (index lookups whatever the planner's
+    statistics, which a freshly bulk-loaded PostgreSQL table lacks), never through joins on names.
     """
 
     tenants: frozenset[str] = field(default_factory=frozenset)
@@ -40,6 +41,7 @@ class Context:
     tenant_ids: frozenset[int] = field(default_factory=frozenset)
     service_ids: frozenset[int] = field(default_factory=frozenset)
     grants: tuple[Grant, ...] = ()
+    peerings: tuple[KeyedPeering, ...] = ()
 
     def owners(self) -> frozenset[Owner]:
         """The context's tenants and services as owners."""
@@ -206,9 +208,11 @@ def widen(
 
     Every rule's counterexample that a change can create names a touched owner or node, and its
     other side is within reach of it: the holders of touched nodes, tenants granted a touched
-    service, and services granted to any of those tenants (their partitions or VRFs hold the
-    tenants' ports or route targets). Nodes and grants beyond that are untouched and verified.
-    The context carries the grants between its owners (all those of its tenants).
+    service, the peers of any of those tenants (an accepted peering's partition or route-target
+    imports hold both sides), and services granted to any of those tenants (their partitions or
+    VRFs hold the tenants' ports or route targets). Nodes and grants beyond that are untouched
+    and verified. The context carries the grants between its owners (all those of its tenants)
+    and the accepted peerings of the tenants found before their peers.
     """
     tenants = {o.name for o in owners if o.kind is OwnerKind.TENANT}
     services = {o.name for o in owners if o.kind is OwnerKind.SERVICE}
@@ -222,6 +226,8 @@ def widen(
         values = {"fabric": fabric_id, "ids": list(service_ids.values())}
         granted = connection.execute(_GRANTS_OF_SERVICES, values)
         tenant_ids.update({t: t_id or 0 for t, t_id, _, _ in granted})
+    peerings, peers = peerings_touching(session, fabric_id, tenant_ids.values())
+    tenant_ids.update(peers)
     values = {"fabric": fabric_id, "ids": list(tenant_ids.values())}
     rows = connection.execute(_GRANTS_OF_TENANTS, values).all() if tenant_ids else []
     service_ids.update({s: s_id or 0 for _, _, s, s_id in rows})
@@ -232,6 +238,7 @@ def widen(
         frozenset(tenant_ids.values()),
         frozenset(service_ids.values()),
         tuple(sorted(Grant(tenant, service) for tenant, _, service, _ in rows)),
+        peerings,
     )
 
 
