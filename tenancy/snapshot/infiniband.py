@@ -17,6 +17,7 @@ from tenancy.snapshot.common import (
     scoped_values,
     segment_queries,
 )
+from tenancy.snapshot.peerings import peering_keys
 from tenancy.snapshot.policy_inputs import policy_inputs
 
 
@@ -25,9 +26,10 @@ def load_ib_snapshot(
 ) -> IbSnapshot:
     """Read the fabric's current state (including this transaction's uncommitted changes).
 
-    With a `context`, only its owners' nodes, ports, partitions and grants between them (and
-    its nodes), and no QoS classes: a scoped snapshot whose rules and owner and node digest
-    groups match the whole fabric's for those owners (tenancy/snapshot/common.py `widen`).
+    With a `context`, only its owners' nodes, ports, partitions, grants and accepted peerings
+    between them (and its nodes), and no QoS classes: a scoped snapshot whose rules and owner
+    and node digest groups match the whole fabric's for those owners (tenancy/snapshot/common.py
+    `widen`).
     """
     session.flush()
     rows = node_rows(session, fabric, context)
@@ -35,6 +37,7 @@ def load_ib_snapshot(
     ports = _ports(session, fabric, None if context is None else [i for i, _ in rows])
     tenant_keys, service_keys = _segments(session, fabric, context)
     grants = grants_of(session, fabric, context)
+    peerings = peering_keys(session, fabric, context)
     policy = policy_inputs(
         session, fabric, context, nodes=nodes, grants=grants, segment_tenants=tenant_keys
     )
@@ -48,7 +51,7 @@ def load_ib_snapshot(
         ),
         nodes=nodes,
         ports=ports,
-        partitions=plan_partitions(nodes, ports, tenant_keys, service_keys, grants),
+        partitions=plan_partitions(nodes, ports, tenant_keys, service_keys, grants, peerings),
         grants=grants,
         # Only the fabric's digest group and rendering read the classes, never a scoped check.
         qos_classes=_qos_classes(session) if context is None else (),

@@ -18,6 +18,7 @@ from policies.policy import Peering, Policy, TenantFacts
 from tenancy import models as m
 from tenancy.policy_store import current_policy, tenant_facts
 from tenancy.snapshot.common import Context
+from tenancy.snapshot.peerings import accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +33,11 @@ class PolicyInputs:
 def accepted_peerings(
     session: Session, fabric: m.Fabric, context: Context | None = None
 ) -> tuple[Peering, ...]:
-    """The accepted peerings on `fabric` (between the context's tenants, if given), sorted.
+    """The accepted peerings on `fabric` (those `widen` read for the context, if given), sorted.
 
-    The hook for consented peering (issue 13, item 4): none exist until the peerings table does.
+    Whether the policy allows each one is the verifier's rule (policies.policy_rules).
     """
-    return ()
+    return tuple(peering for peering, _ in accepted(session, fabric, context))
 
 
 def policy_inputs(

@@ -73,7 +73,7 @@ def load_roce_snapshot(
         links=cabling.links,
         nodes=nodes,
         nics=cabling.nics,
-        segments=with_grant_imports(segments, grants, settings.rt_asn),
+        segments=with_grant_imports(segments, grants, settings.rt_asn, policy.peerings),
         grants=grants,
         qos_classes=_qos(session, fabric),
         policy=policy.policy,
