@@ -4,7 +4,7 @@ record (added, kept and removed ports), the format each fabric takes, malformed 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -39,7 +39,9 @@ def reimport(uow: UnitOfWork, text: str) -> Any:
     return topology.import_topology(uow, fabric_name="ib-east", text=text)
 
 
-def port(guid: str, node: str, hca: str, *, allocated: bool, action: str) -> TopologyPortChange:
+def port(
+    guid: str, node: str, hca: str, *, allocated: bool, action: Literal["added", "removed", "kept"]
+) -> TopologyPortChange:
     return TopologyPortChange(
         guid=guid, node=node, hca=hca, port=1, allocated=allocated, action=action
     )
