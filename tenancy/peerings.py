@@ -64,19 +64,24 @@ def request_peering(uow: UnitOfWork, *, tenant_name: str, spec: PeeringCreate) -
         fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
         _check_allowed(tx.session, requester, peer)
         _refuse_open_twin(tx.session, fabric, requester, peer)
-        peering = m.Peering(
-            id=str(uuid.uuid4()),
-            fabric_id=m.pk(fabric),
-            requester_id=m.pk(requester),
-            peer_id=m.pk(peer),
-            state=REQUESTED,
-            requested_at=tx.now,
-            requested_by=tx.principal.name,
-        )
-        tx.session.add(peering)
-        tx.session.flush()
+        peering = _new_request(tx, fabric, requester, peer)
         _gate(tx, fabric, peering, "peering.request", tenant_name)
         return peering_view(tx.session, peering)
+
+
+def _new_request(tx: Tx, fabric: m.Fabric, requester: m.Tenant, peer: m.Tenant) -> m.Peering:
+    peering = m.Peering(
+        id=str(uuid.uuid4()),
+        fabric_id=m.pk(fabric),
+        requester_id=m.pk(requester),
+        peer_id=m.pk(peer),
+        state=REQUESTED,
+        requested_at=tx.now,
+        requested_by=_by(tx),
+    )
+    tx.session.add(peering)
+    tx.session.flush()
+    return peering
 
 
 def _lock_pair(session: Session, tenant_name: str, peer_name: str) -> tuple[m.Tenant, m.Tenant]:
@@ -151,8 +156,10 @@ def accept_peering(uow: UnitOfWork, *, tenant_name: str, peering_id: str) -> Pee
         requester = lock_active_tenant(tx.session, _tenant_name(tx.session, peering.requester_id))
         fabric = lock_fabric(tx.session, fabric_with_id(tx.session, peering.fabric_id))
         tx.session.refresh(peering)  # it may have been ended while we waited
-        if peering.state != REQUESTED:
-            raise NotFoundError(f"peering request '{peering_id}' was ended meanwhile")
+        if peering.state != REQUESTED:  # accepted or ended by a concurrent request
+            raise NotFoundError(
+                f"peering request '{peering_id}' is no longer pending", resource="peering"
+            )
         _check_allowed(tx.session, requester, peer)
         _accept(tx, fabric, peering)
         _gate(tx, fabric, peering, "peering.accept", tenant_name)
