@@ -16,7 +16,11 @@ PeeringState = Literal["open", "requested", "accepted", "ended", "all"]
 
 
 class PeeringCreate(Strict):
-    """Body of a peering request: the fabric and the tenant the requester wants to reach."""
+    """Body of a peering request: the fabric and the tenant the requester wants to reach.
+
+    Neither tenant needs to hold nodes on the fabric (requiring it would tell a requester where
+    another tenant runs): the peering applies to whatever both hold there, now or later.
+    """
 
     fabric: Slug
     peer: Slug
