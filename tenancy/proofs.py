@@ -1,8 +1,10 @@
 """Isolation proofs (issue 5): issue, store and list DSSE-signed in-toto Statements.
 
 Issuing verifies the fabric, renders its artifacts, states the tenant's endpoints, ownership,
-segments and reachable set, signs the Statement with the service's active key and stores the
-envelope. It is recorded in the audit log (``proof.issue``) but changes no managed state.
+segments and reachable set and the policy in force (version, fingerprint, the tenant's kind and
+its isolation; on dedicated leaves the topology of the tenant's leaves, see
+`policies.evidence.policy_claims`), signs the Statement with the service's active key and stores
+the envelope. It is recorded in the audit log (``proof.issue``) but changes no managed state.
 
 Each proof has a view (`policies.evidence.proofs`, "Views"), stored with it: ``full`` for
 operators and auditors, ``tenant`` for a tenant's roles, which then read only tenant views, so a
@@ -78,7 +80,7 @@ def issue(
                 snapshot_digest=verdict.snapshot_digest,
             )
         _, files = render_fabric(tx, fabric)
-        subjects, claims = claims_for(snapshot, tenant.name, files, view)
+        subjects, claims = claims_for(snapshot, tenant.name, files, view, tenant.kind)
         predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
         statement = build_statement(subjects, predicate)
         envelope = sign_envelope(statement, signing_keys.signing_key(tx))

@@ -118,6 +118,26 @@ def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:
         segments = statement["predicate"]["segments"]
         others = ", ".join(f"{s['segment']}: {s['others']['count']}" for s in segments)
         typer.echo(f"others: OK ({others}; counted in the file, none reachable)")
+    _echo_policy(statement["predicate"])
+
+
+def _echo_policy(predicate: dict[str, Any]) -> None:
+    """Say what check_claims found of the policy claims (policies.evidence.policy_claims)."""
+    policy = predicate.get("policy")
+    if policy is None:
+        typer.echo("policy: not stated (issued before policies existed; checked as before)")
+        return
+    stated = f"policy: version {policy['version']} ({policy['fingerprint']})"
+    if "isolation" in policy:
+        stated += f", tenant kind {policy['tenant_kind']}, isolation {policy['isolation']}"
+    typer.echo(stated)
+    topology = predicate.get("dedicated_leaf")
+    if topology is not None:
+        where = "VLAN members" if predicate.get("kind") == "roce" else "partition members"
+        typer.echo(
+            f"dedicated_leaf: OK ({len(topology['leaves'])} leaf switch(es), no other tenant's "
+            f"port on any; the tenant's ports there are its {where} in the artifacts)"
+        )
 
 
 def _artifact_bytes(directory: Path, name: str) -> bytes:

@@ -1,8 +1,10 @@
 """The claims of an isolation proof: what a tenant's ports reach, stated so a file can confirm it.
 
-`claims_for` dispatches on the snapshot's technology. Every claim follows from the artifacts named
-as subjects (reference/ecosystem.md: in-toto statement in a DSSE envelope), so `proof verify` can
-check it offline against those files. The view (`policies.evidence.proofs`, "Views") decides
+`claims_for` dispatches on the snapshot's technology. Every reachability claim follows from the
+artifacts named as subjects (reference/ecosystem.md: in-toto statement in a DSSE envelope), so
+`proof verify` can check it offline against those files. The policy in force and, on dedicated
+leaves, the topology the tenant's leaves rest on are `policies.evidence.policy_claims` (which
+says what of them the artifacts confirm). The view (`policies.evidence.proofs`, "Views") decides
 what is named: everything (``full``), or only the tenant's and the services' ports with the
 other members of each segment counted (``tenant``), because a tenant may not learn which other
 tenants share a service with it.
@@ -15,6 +17,7 @@ from typing import Any
 
 from policies.artifacts import Artifact
 from policies.errors import ConflictError, NotFoundError
+from policies.evidence.policy_claims import policy_claims
 from policies.evidence.proofs import (
     FULL_VIEW,
     OTHERS,
@@ -33,6 +36,7 @@ from policies.infiniband.model import (
 )
 from policies.infiniband.render import PARTITIONS_PATH
 from policies.model import Owner
+from policies.policy import TenantKind
 from policies.roce.model import RoceSnapshot, route_target
 
 Subjects = list[tuple[str, str]]
@@ -43,6 +47,7 @@ def claims_for(
     tenant: str,
     files: tuple[Artifact, ...],
     view: View = FULL_VIEW,
+    kind: TenantKind | str | None = None,
 ) -> tuple[Subjects, dict[str, Any]]:
     """The subjects and claims of `tenant`'s proof on the fabric `snapshot` describes.
 
@@ -51,9 +56,11 @@ def claims_for(
         tenant: The tenant the proof is about.
         files: The artifacts rendered from `snapshot`.
         view: ``full`` names every member; ``tenant`` counts the ones it may not name.
+        kind: The tenant's kind (None: from the snapshot's tenant facts), for the policy claim.
 
     Returns:
-        The subjects and the claims, ``view`` among them.
+        The subjects and the claims, ``view`` and ``policy`` among them (and the dedicated-leaf
+        topology when the tenant's kind is on dedicated leaves: `policy_claims`).
 
     Raises:
         ConflictError: on RoCE, the tenant has no segment or no port on the fabric; in a tenant
@@ -64,7 +71,7 @@ def claims_for(
         subjects, claims = roce_claims(snapshot, tenant, files)
     else:
         subjects, claims = ib_claims(snapshot, tenant, files, view)
-    claims = {"view": view} | claims
+    claims = {"view": view} | claims | policy_claims(snapshot, tenant, kind)
     if view == TENANT_VIEW and (strangers := named_strangers({"tenant": tenant} | claims)):
         # Unreachable for a verified fabric; refuse rather than name them to the tenant.
         raise ConflictError(f"tenant '{tenant}' reaches owners it may not see ({len(strangers)})")

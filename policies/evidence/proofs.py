@@ -34,6 +34,8 @@ may contain: the count proves that the tenant reaches no one it cannot see. On R
 VRF's imported route targets in every frr.conf subject must be exactly its own plus those of the
 claimed services, and its switch ports must be VLAN members in config_db.json; a RoCE proof
 names no other tenant in either view, so its tenant view differs only in ``view``.
+Policy claims (issue 13) are checked last, by `policies.evidence.policy_claims`; a proof issued
+before policies existed carries none and is checked exactly as before.
 
 Pure: keys and time are passed in; every failure raises `policies.errors.InvalidValueError`.
 """
@@ -58,6 +60,7 @@ from policies.evidence.dsse import (
     sign_envelope,
     verify_envelope,
 )
+from policies.evidence.policy_claims import check_policy_claims
 from policies.infiniband.model import DEFAULT_PKEY, format_guid, format_pkey
 from policies.infiniband.parse_partitions import (
     ParsedPartitions,
@@ -370,8 +373,9 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
 
     Raises:
         InvalidValueError: A digest differs, the verdict does not hold, a tenant view names an
-            owner it may not name or counts members the artifacts do not have, or the artifacts
-            give another reachable set than the one claimed.
+            owner it may not name or counts members the artifacts do not have, the artifacts
+            give another reachable set than the one claimed, or the policy claims do not hold
+            (`policies.evidence.policy_claims.check_policy_claims`).
     """
     check_subjects(statement, files)
     predicate = statement["predicate"]
@@ -390,4 +394,5 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
             f"(reachable but not claimed: {extra or 'none'}; claimed but not derived: "
             f"{absent or 'none'})"
         )
+    check_policy_claims(predicate, subjects)
     return derived
