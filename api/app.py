@@ -28,6 +28,7 @@ from api.routes import (
     keys,
     nodes,
     peerings,
+    policy,
     proofs,
     qos,
     services,
@@ -75,6 +76,7 @@ AUTHORIZED_ROUTERS = (
     tokens.router,
     config_audits.router,
     usage.router,
+    policy.router,
 )
 # These routers carry the authorization dependencies themselves.
 SELF_AUTHORIZED_ROUTERS = (proofs.router, keys.router)

@@ -72,6 +72,10 @@ _AGENT_READS = (
 # `object_for`). No regex may contain a comma: the policy text is CSV.
 POLICY_TEXT = "\n".join(
     [
+        # The policy document (issue 13) is covered by these two rows: operators read and
+        # change it (/v1/policy, PATCH /v1/tenants/{tenant}), auditors read it and its versions.
+        # Tenant roles and billing get no row for it: it is the operator's configuration (it
+        # names internal services and the other kind's rules).
         r"p, operator, *, ^/v1(/.*)?$, ^[A-Z]+$, allow",
         r"p, auditor, *, ^/v1(/.*)?$, ^GET$, allow",
         r"p, auditor, *, ^/v1/fabrics/\{fabric\}/(audits|observations)$, ^POST$, allow",

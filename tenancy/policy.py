@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import col, select
 
 from policies.errors import InvalidValueError, IsolationViolationError, NotFoundError
@@ -20,7 +21,7 @@ from policies.policy import DEFAULT_POLICY, Policy
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.locks import lock_fabrics
-from tenancy.pagination import page_rows
+from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.policy_store import (
     current_policy,
     newest_version,
@@ -72,13 +73,23 @@ def get_policy_version(uow: UnitOfWork, *, version: int) -> PolicyView:
 
 def list_policy_versions(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[PolicyView]:
     """The stored versions, oldest first (version 0, the default, is not stored nor listed)."""
+    after = _cursor_version(decode_cursor(cursor))
     with uow.transaction(read_only=True) as tx:
-        query = select(m.PolicyVersion)
-        rows, total, after = page_rows(
-            tx.session, query, col(m.PolicyVersion.version), limit, cursor
-        )
-        views = [policy_view(policy_of_row(row), row) for row in rows]
-        return Page(data=views, count=total, next=after)
+        total = tx.session.exec(select(func.count()).select_from(m.PolicyVersion)).one()
+        query = select(m.PolicyVersion).where(col(m.PolicyVersion.version) > after)
+        rows = list(tx.session.exec(query.order_by(col(m.PolicyVersion.version)).limit(limit + 1)))
+        views = [policy_view(policy_of_row(row), row) for row in rows[:limit]]
+        keys = [str(view.version) for view in views]
+        return Page(data=views, count=total, next=next_cursor(keys, limit, len(rows) > limit))
+
+
+def _cursor_version(after: str | None) -> int:
+    """The version a cursor resumes after (numbers, not text: version 10 follows 9)."""
+    if after is None:
+        return 0
+    if not (after.isascii() and after.isdigit() and len(after) <= 10):
+        raise InvalidValueError("cursor is not valid", parameter="cursor")
+    return int(after)
 
 
 def put_policy(uow: UnitOfWork, *, document: PolicyDocument) -> PolicyView:

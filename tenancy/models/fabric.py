@@ -74,7 +74,11 @@ class Port(SQLModel, table=True):
     report a peer.
     """
 
-    __table_args__ = (UniqueConstraint("fabric_id", "guid"),)
+    __table_args__ = (
+        UniqueConstraint("fabric_id", "guid"),
+        # The ports on a leaf (issue 13): a change under a dedicated-leaf policy reads them.
+        Index("ix_port_fabric_switch_name", "fabric_id", "switch_name"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     node_id: int = Field(foreign_key="node.id", index=True)

@@ -23,6 +23,8 @@ from policies.model import Grant, Node, NodeRole, Owner, OwnerKind
 from tenancy import models as m
 from tenancy.db import fetch_all
 from tenancy.lookups import tenant_ids
+from tenancy.policy_store import current_policy
+from tenancy.snapshot.leaves import leaf_neighbours
 from tenancy.snapshot.peerings import KeyedPeering, peerings_touching
 
 
@@ -212,7 +214,8 @@ def widen(
     imports hold both sides), and services granted to any of those tenants (their partitions or
     VRFs hold the tenants' ports or route targets). Nodes and grants beyond that are untouched
     and verified. The context carries the grants between its owners (all those of its tenants)
-    and the accepted peerings of the tenants found before their peers.
+    and the accepted peerings of the tenants found before their peers. Under a dedicated-leaf
+    policy it also holds the tenants on the touched tenants' leaves (tenancy/snapshot/leaves.py).
     """
     tenants = {o.name for o in owners if o.kind is OwnerKind.TENANT}
     services = {o.name for o in owners if o.kind is OwnerKind.SERVICE}
@@ -226,6 +229,8 @@ def widen(
         values = {"fabric": fabric_id, "ids": list(service_ids.values())}
         granted = connection.execute(_GRANTS_OF_SERVICES, values)
         tenant_ids.update({t: t_id or 0 for t, t_id, _, _ in granted})
+    policy = current_policy(session)
+    tenant_ids.update(leaf_neighbours(session, fabric, policy, list(tenant_ids.values())))
     peerings, peers = peerings_touching(session, fabric_id, tenant_ids.values())
     tenant_ids.update(peers)
     values = {"fabric": fabric_id, "ids": list(tenant_ids.values())}

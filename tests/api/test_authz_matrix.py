@@ -60,6 +60,7 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/tenants/{tenant}"): ("AAAAA", "NNAAA"),
     ("GET", "/v1/tenants/{tenant}/reachability"): ("AAFAA", "NNFAA"),
     ("DELETE", "/v1/tenants/{tenant}"): ("FFFFA", "NNFFA"),
+    ("PATCH", "/v1/tenants/{tenant}"): ("FFFFA", "NNFFA"),
     ("POST", "/v1/tenants/{tenant}/allocations"): ("FFFFA", "NNFFA"),
     ("GET", "/v1/tenants/{tenant}/allocations"): ("AAFAA", "NNFAA"),
     ("GET", "/v1/tenants/{tenant}/allocations/{allocation_id}"): ("AAFAA", "NNFAA"),
@@ -105,6 +106,11 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/fabrics/{fabric}/signed-manifest"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}"): ("FFFFA", None),
     ("POST", "/v1/fabrics/{fabric}/nodes/{node}/force-drain"): ("FFFFA", None),
+    # the policy document (issue 13): the operator's configuration, its versions for auditors
+    ("GET", "/v1/policy"): ("FFFAA", None),
+    ("PUT", "/v1/policy"): ("FFFFA", None),
+    ("GET", "/v1/policy/versions"): ("FFFAA", None),
+    ("GET", "/v1/policy/versions/{version}"): ("FFFAA", None),
 }
 
 CASES = [
@@ -169,6 +175,7 @@ def url_for(
         "proof_id": MISSING_ID,
         "name": "sm-a",
         "digest": digest,
+        "version": "0",
     }
     url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
     query = {

@@ -9,6 +9,12 @@ digest must equal the whole snapshot's, and the committed state must verify.
 The InfiniBand fabric allows 3 P_Keys per port (the default partition, the tenant's own, one
 service), so granting a tenant a second service must be refused as a `pkey-budget-exceeded`
 violation: the sequences reach refusals, and a fixed case below checks one.
+
+Policies (issue 13): the sequences also change the policy (dedicated leaves per kind, QoS
+classes, service visibility, quotas, default grants), patch tenants and allocate named nodes,
+on the demo fabrics (every node on the same leaves) and on the rail-optimised example fabric
+(leaf groups), so the policy rules' counterexamples are cross-checked too: a scoped change under
+a dedicated-leaf policy must see the other tenants on its leaves (tenancy/snapshot/leaves.py).
 """
 
 from __future__ import annotations
@@ -25,18 +31,21 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from policies.errors import IsofabricError, IsolationViolationError
-from tenancy import allocations, nodes, shared_services, tenants
+from tenancy import allocations, nodes, policy, shared_services, tenant_patch, tenants
 from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.lookups import fabric_named
 from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, ServiceCreate, TenantCreate
+from tenancy.schemas.policy import PolicyDocument
+from tenancy.schemas.tenants import TenantPatch
 from tenancy.settings import Settings
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import verify_snapshot
 from tenancy.uow import UnitOfWork
 from tests.builders import (
     FABRIC,
+    REPO,
     ROCE_FABRIC,
     ROCE_STORAGE_NODES,
     SERVICE,
@@ -48,7 +57,29 @@ from tests.builders import (
 from tests.keys import key_settings, register_key
 
 TENANTS = ("t0", "t1", "t2", "t3")
+KINDS = {"t0": "external", "t1": "external", "t2": "internal", "t3": "internal"}
 SECOND_SERVICE = "telemetry"
+RAIL_FABRIC = "ib-rail"
+RAIL_TOPOLOGY = REPO / "examples" / "ib-rail.ibnetdiscover"
+CLASSES = ("gold", "silver", "bronze")
+POLICIES = tuple(
+    PolicyDocument.model_validate(document)
+    for document in (
+        {},
+        {"kinds": {"external": {"isolation": "dedicated_leaf"}}},
+        {
+            "kinds": {
+                "internal": {"isolation": "dedicated_leaf", "qos_classes": ["gold", "silver"]}
+            },
+            "services": {SECOND_SERVICE: "internal"},
+        },
+        {
+            "kinds": {
+                "external": {"qos_classes": ["gold"], "max_nodes": 3, "default_grants": [SERVICE]}
+            }
+        },
+    )
+)
 
 
 @dataclass
@@ -103,12 +134,24 @@ def _services(uow: UnitOfWork, fabric: str, storage: tuple[str, ...], telemetry:
         )
     for tenant in TENANTS:
         tenants.create_tenant(
-            uow, spec=TenantCreate(name=tenant, kind="external", qos_class="gold")
+            uow, spec=TenantCreate(name=tenant, kind=KINDS[tenant], qos_class="gold")
         )
 
 
+def _seed_rail(uow: UnitOfWork) -> tuple[str, tuple[str, ...]]:
+    """The rail-optimised example: four leaf groups of four compute nodes, services apart."""
+    uow_create_fabric(uow, RAIL_FABRIC, RAIL_TOPOLOGY.read_text())
+    roles = {"sm01": "management", "stor01": "storage", "stor02": "storage"}
+    for node, role in roles.items():
+        nodes.set_node_role(
+            uow, fabric_name=RAIL_FABRIC, node_name=node, patch=NodePatch(role=role)
+        )
+    _services(uow, RAIL_FABRIC, ("stor01", "stor02"), "tel01")
+    return RAIL_FABRIC, tuple(f"gpu{i:04d}" for i in range(1, 17))
+
+
 Seeder = Callable[[UnitOfWork], tuple[str, tuple[str, ...]]]
-SEEDERS: dict[str, Seeder] = {"infiniband": _seed_ib, "roce": _seed_roce}
+SEEDERS: dict[str, Seeder] = {"infiniband": _seed_ib, "roce": _seed_roce, "ib-rail": _seed_rail}
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +237,49 @@ def set_role(world: World, _: str, which: int) -> None:
     )
 
 
-OPERATIONS = {f.__name__: f for f in (allocate, release, grant, revoke, offboard, set_role)}
-WEIGHTED = ["allocate"] * 4 + ["release"] * 2 + ["grant"] * 3 + ["revoke", "offboard", "set_role"]
+def allocate_named(world: World, tenant: str, which: int) -> None:
+    """One named node: unlike `count`, not placed by the policy, so the leaf rule may refuse it."""
+    node = world.free_nodes[which % len(world.free_nodes)]
+    view = allocations.allocate(
+        world.uow, tenant_name=tenant, spec=AllocationCreate(fabric=world.fabric, nodes=[node])
+    )
+    world.allocations.setdefault(tenant, []).append(view.id)
+
+
+def set_policy(world: World, _: str, which: int) -> None:
+    policy.put_policy(world.uow, document=POLICIES[which % len(POLICIES)])
+
+
+def patch(world: World, tenant: str, which: int) -> None:
+    """A QoS class (which < 9) or an own quota of 0..4 nodes (the rest)."""
+    change = {"qos_class": CLASSES[which % 3]} if which < 9 else {"max_nodes": which - 9}
+    spec = TenantPatch.model_validate(change)
+    tenant_patch.patch_tenant(world.uow, name=tenant, spec=spec)
+
+
+OPERATIONS = {
+    f.__name__: f
+    for f in (
+        allocate,
+        release,
+        grant,
+        revoke,
+        offboard,
+        set_role,
+        allocate_named,
+        set_policy,
+        patch,
+    )
+}
+WEIGHTED = (
+    ["allocate"] * 4
+    + ["release"] * 2
+    + ["grant"] * 3
+    + ["revoke", "offboard", "set_role"]
+    + ["allocate_named"] * 3
+    + ["set_policy"] * 2
+    + ["patch"]
+)
 
 steps = st.lists(
     st.tuples(st.sampled_from(WEIGHTED), st.sampled_from(TENANTS), st.integers(0, 13)),
@@ -225,11 +309,14 @@ def assert_committed_state_is_the_stored_one(world: World) -> None:
 
 @pytest.mark.parametrize("kind", sorted(SEEDERS))
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(sequence=steps)
-def test_incremental_verdicts_and_digests_equal_the_whole_fabrics(world_of, kind, sequence):
+@given(policy_in_force=st.integers(0, len(POLICIES) - 1), sequence=steps)
+def test_incremental_verdicts_and_digests_equal_the_whole_fabrics(
+    world_of, kind, policy_in_force, sequence
+):
     world = world_of(kind)
+    set_policy(world, "", policy_in_force)  # the empty fabric holds under every policy
     for name, tenant, number in sequence:
         run(world, name, tenant, number)  # the gate's cross-check raises on any divergence
         assert_committed_state_is_the_stored_one(world)
@@ -245,4 +332,20 @@ def test_a_refused_change_has_the_whole_fabrics_counterexamples(world_of):
 
     rules = {e["rule"] for e in refused.value.extensions["counterexamples"]}
     assert rules == {"pkey-budget-exceeded"}
+    assert_committed_state_is_the_stored_one(world)
+
+
+def test_a_change_beside_a_dedicated_tenant_is_refused_as_the_whole_fabric_refuses_it(world_of):
+    world = world_of("ib-rail")
+    set_policy(world, "", 1)  # external tenants on dedicated leaves
+    allocate_named(world, "t0", 0)  # external t0 on gpu0001, leaf group 1
+
+    with pytest.raises(IsolationViolationError) as refused:
+        allocate_named(world, "t2", 1)  # internal t2 on gpu0002: group 1's leaves are t0's
+
+    examples = refused.value.extensions["counterexamples"]
+    assert {e["rule"] for e in examples} == {"policy-dedicated-leaf"}
+    assert {(e["a"]["owner"], e["b"]["owner"]) for e in examples} == {("tenant:t0", "tenant:t2")}
+    assert len(examples) == 4  # one per rail: the node's four HCAs reach four leaves
+    allocate_named(world, "t2", 4)  # gpu0005, leaf group 2: beside no dedicated tenant
     assert_committed_state_is_the_stored_one(world)

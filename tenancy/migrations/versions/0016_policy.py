@@ -3,7 +3,7 @@
 policy_version holds each version of the document (none at upgrade: the built-in default,
 version 0, is in force); tenant.max_nodes is a tenant's own node quota (null: its kind's);
 snapshot_record.policy_version says which version held at each snapshot (0 for the existing
-history, which was taken under the default).
+history, which was taken under the default); ix_port_fabric_switch_name finds the ports on a leaf.
 
 Revision ID: 0016
 Revises: 0015
@@ -38,9 +38,12 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("policy_version", sa.Integer(), nullable=False, server_default="0")
         )
+    # The ports on a leaf: a change under a dedicated-leaf policy reads its leaves' neighbours.
+    op.create_index("ix_port_fabric_switch_name", "port", ["fabric_id", "switch_name"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_port_fabric_switch_name", table_name="port")
     with op.batch_alter_table("snapshot_record", schema=None) as batch_op:
         batch_op.drop_column("policy_version")
     with op.batch_alter_table("tenant", schema=None) as batch_op:

@@ -1,0 +1,206 @@
+"""The policy document over HTTP (issue 13): GET, PUT as JSON or YAML, dry runs, versions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policies.policy import DEFAULT_POLICY
+from tenancy.pagination import encode_cursor
+from tests.builders import APPLICATION_YAML, FABRIC, assert_problem, audit_trail, ok
+
+# Allowed by today's state: every external tenant's class is listed.
+EXTERNAL_CLASSES = {"kinds": {"external": {"qos_classes": ["gold", "bronze"]}}}
+# Refuted by today's state: globex (external) holds bronze.
+GOLD_ONLY = {"kinds": {"external": {"qos_classes": ["gold"]}}}
+YAML_CLASSES = """\
+kinds:
+  external:
+    qos_classes: [gold, bronze]
+"""
+
+
+def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
+    body = ok(client.get("/v1/policy"))
+
+    assert body == {
+        "version": 0,
+        "fingerprint": DEFAULT_POLICY.fingerprint,
+        "created_at": None,
+        "created_by": None,
+        "kinds": {
+            "internal": {
+                "isolation": "segment",
+                "qos_classes": None,
+                "max_nodes": None,
+                "peering": ["internal"],
+                "default_grants": [],
+            },
+            "external": {
+                "isolation": "segment",
+                "qos_classes": None,
+                "max_nodes": None,
+                "peering": [],
+                "default_grants": [],
+            },
+        },
+        "services": {},
+    }
+    assert ok(client.get("/v1/policy/versions/0")) == body
+    assert ok(client.get("/v1/policy/versions")) == {"data": [], "count": 0, "next": None}
+
+
+def test_a_put_stores_version_1_audits_it_per_fabric_and_moves_the_digest(
+    client, onboarded, engine
+):
+    digest_before = ok(client.get(f"/v1/fabrics/{FABRIC}/verification"))["snapshot_digest"]
+
+    body = ok(client.put("/v1/policy", json=EXTERNAL_CLASSES))
+
+    assert body["version"] == 1 and body["created_by"] == "anonymous"
+    assert body["created_at"] == "2026-03-01T12:00:00Z"
+    assert body["kinds"]["external"]["qos_classes"] == ["bronze", "gold"]
+    assert body["kinds"]["internal"]["peering"] == ["internal"]  # omitted: the default's
+    assert ok(client.get("/v1/policy")) == body
+    assert ok(client.get("/v1/policy/versions/1")) == body
+    assert ok(client.get("/v1/policy/versions"))["data"] == [body]
+    assert audit_trail(engine)[-1] == ("policy.update", "policy/versions/1")
+    verdict = ok(client.get(f"/v1/fabrics/{FABRIC}/verification"))
+    assert verdict["holds"] and verdict["snapshot_digest"] != digest_before
+    newest, previous = ok(client.get(f"/v1/fabrics/{FABRIC}/snapshots"))["data"][:2]
+    assert (newest["digest"], newest["policy_version"]) == (verdict["snapshot_digest"], 1)
+    assert (previous["digest"], previous["policy_version"]) == (digest_before, 0)
+
+
+def test_the_same_rules_again_are_a_no_op_answering_the_current_version(client, onboarded, db_dump):
+    first = ok(client.put("/v1/policy", json=EXTERNAL_CLASSES))
+    before = db_dump()
+
+    again = ok(
+        client.put(
+            "/v1/policy",
+            json={"kinds": {"external": {"qos_classes": ["bronze", "gold", "gold"]}}},
+        )
+    )
+
+    assert again == first
+    assert db_dump() == before
+    assert ok(client.put("/v1/policy", json={}))["version"] == 2  # back to the default's rules
+    assert ok(client.get("/v1/policy"))["fingerprint"] == DEFAULT_POLICY.fingerprint
+
+
+@pytest.mark.parametrize("media", ["application/yaml", "application/x-yaml", "text/yaml"])
+def test_a_yaml_document_is_the_same_policy_as_its_json(client, media):
+    body = ok(client.put("/v1/policy", content=YAML_CLASSES, headers={"content-type": media}))
+
+    assert body["kinds"]["external"]["qos_classes"] == ["bronze", "gold"]
+    assert ok(client.put("/v1/policy", json=EXTERNAL_CLASSES))["version"] == body["version"]
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "problem"),
+    [
+        ("kinds: [unclosed", APPLICATION_YAML, 422, "invalid-document"),
+        ("kinds: &a {}\nservices: *a", APPLICATION_YAML, 422, "invalid-document"),
+        ('{"kinds": ', {"content-type": "application/json"}, 422, "invalid-document"),
+        ("kinds: {}", {"content-type": "text/plain"}, 415, "unsupported-media-type"),
+        ('{"kinds": {"other": {}}}', {"content-type": "application/json"}, 422, "validation-error"),
+        ('{"rules": {}}', {"content-type": "application/json"}, 422, "validation-error"),
+        ('["kinds"]', {"content-type": "application/json"}, 422, "validation-error"),
+        ("kinds: {external: {max_nodes: -1}}", APPLICATION_YAML, 422, "validation-error"),
+        ("kinds: {external: {max_nodes: 1.5}}", APPLICATION_YAML, 422, "validation-error"),
+        ("kinds: {external: {isolation: rack}}", APPLICATION_YAML, 422, "validation-error"),
+        ("services: {storage: customers}", APPLICATION_YAML, 422, "validation-error"),
+        ("kinds: {external: {peering: [partners]}}", APPLICATION_YAML, 422, "validation-error"),
+    ],
+)
+def test_a_bad_document_is_a_4xx_problem_and_changes_nothing(
+    client, db_dump, content, headers, status, problem
+):
+    before = db_dump()
+
+    assert_problem(client.put("/v1/policy", content=content, headers=headers), status, problem)
+
+    assert db_dump() == before
+
+
+def test_an_unknown_qos_class_is_a_422_naming_it(client, db_dump):
+    before = db_dump()
+
+    body = assert_problem(
+        client.put("/v1/policy", json={"kinds": {"internal": {"qos_classes": ["platinum"]}}}),
+        422,
+        "validation-error",
+    )
+
+    assert body["qos_class"] == "platinum" and "platinum" in body["detail"]
+    assert db_dump() == before
+
+
+def test_a_tightening_the_state_violates_is_a_409_with_its_counterexamples(
+    client, onboarded, db_dump
+):
+    before = db_dump()
+
+    body = assert_problem(client.put("/v1/policy", json=GOLD_ONLY), 409, "isolation-violation")
+
+    assert db_dump() == before
+    (example,) = body["counterexamples"]
+    assert example["rule"] == "policy-qos-class" and example["fabric"] == FABRIC
+    assert example["a"]["owner"] == "tenant:globex" and "'bronze'" in example["message"]
+    assert [f["fabric"] for f in body["fabrics"]] == [FABRIC]
+    assert ok(client.get("/v1/policy"))["version"] == 0
+
+
+def test_a_quota_below_what_tenants_hold_is_a_409_naming_each(client, onboarded, db_dump):
+    before = db_dump()
+
+    body = assert_problem(
+        client.put("/v1/policy", json={"kinds": {"external": {"max_nodes": 1}}}), 409
+    )
+
+    assert db_dump() == before
+    assert [(c["rule"], c["message"].split()[0]) for c in body["counterexamples"]] == [
+        ("policy-quota", "tenant:acme"),
+        ("policy-quota", "tenant:globex"),
+    ]
+
+
+def test_a_dry_run_shows_the_counterexamples_and_writes_nothing(client, onboarded, db_dump):
+    before = db_dump()
+
+    refused = ok(client.put("/v1/policy?dry_run=true", json=GOLD_ONLY))
+    allowed = ok(client.put("/v1/policy?dry_run=true", json=EXTERNAL_CLASSES))
+
+    assert db_dump() == before
+    assert refused["dry_run"] is True and refused["holds"] is False
+    (fabric,) = refused["fabrics"]
+    assert [c["rule"] for c in fabric["counterexamples"]] == ["policy-qos-class"]
+    assert allowed["holds"] is True
+    (fabric,) = allowed["fabrics"]
+    assert fabric["snapshot_digest_before"] != fabric["snapshot_digest_after"]
+    assert fabric["reachability"] == {"added": [], "removed": []}
+
+
+def test_versions_page_oldest_first_and_an_unknown_one_is_a_404(client):
+    for classes in (["gold"], ["silver"], ["bronze"]):
+        ok(client.put("/v1/policy", json={"kinds": {"internal": {"qos_classes": classes}}}))
+
+    first = ok(client.get("/v1/policy/versions?limit=2"))
+    rest = ok(client.get(f"/v1/policy/versions?limit=2&cursor={first['next']}"))
+
+    assert [v["version"] for v in first["data"] + rest["data"]] == [1, 2, 3]
+    assert first["count"] == 3 and rest["next"] is None
+    assert_problem(client.get("/v1/policy/versions/4"), 404, "not-found")
+    assert_problem(client.get(f"/v1/policy/versions?cursor={encode_cursor('x')}"), 422)
+    assert_problem(client.get("/v1/policy/versions/-1"), 422)
+
+
+def test_the_document_is_stored_canonically(client, engine):
+    ok(client.put("/v1/policy", content=YAML_CLASSES, headers=APPLICATION_YAML))
+
+    with engine.connect() as connection:
+        (stored,) = connection.exec_driver_sql("SELECT document FROM policy_version").one()
+
+    assert json.loads(stored)["kinds"]["external"]["qos_classes"] == ["bronze", "gold"]
