@@ -99,6 +99,8 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "peering.accepted_by": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
     "peering.ended_by": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
     "tenant.kind": ("'internal' or 'external'", len("internal")),
+    "policy_version.fingerprint": ("Policy.fingerprint, sha256:<hex>", len("sha256:" + "0" * 64)),
+    "policy_version.created_by": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
     "tenant.status": ("'active' or 'offboarded'", len("offboarded")),
     "usage_interval.billing_account": ("tenant.billing_account or tenant.name", 64),
     "usage_interval.qos_class": ("qos_class.name", 63),
