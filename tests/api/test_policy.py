@@ -204,3 +204,75 @@ def test_the_document_is_stored_canonically(client, engine):
         (stored,) = connection.exec_driver_sql("SELECT document FROM policy_version").one()
 
     assert json.loads(stored)["kinds"]["external"]["qos_classes"] == ["bronze", "gold"]
+
+
+# --- the policy in the rest of the service ------------------------------------------------------
+
+
+def test_an_operator_patches_a_tenants_quota_class_and_account(client, onboarded, engine):
+    body = ok(
+        client.patch(
+            "/v1/tenants/acme",
+            json={"max_nodes": 4, "qos_class": "silver", "billing_account": "acct:7"},
+        )
+    )
+
+    assert (body["max_nodes"], body["qos_class"], body["billing_account"]) == (
+        4,
+        "silver",
+        "acct:7",
+    )
+    assert ok(client.get("/v1/tenants/acme")) == body
+    assert audit_trail(engine)[-1] == ("tenant.update", "tenants/acme")
+    assert ok(client.patch("/v1/tenants/acme", json={"max_nodes": None}))["max_nodes"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "status"),
+    [
+        ({"max_nodes": 1}, 409),  # acme holds 2
+        ({"max_nodes": -1}, 422),
+        ({"max_nodes": "3"}, 422),
+        ({"qos_class": None}, 422),
+        ({"billing_account": None}, 422),
+        ({"qos_class": "platinum"}, 404),
+        ({"kind": "internal"}, 422),
+    ],
+)
+def test_a_bad_patch_is_a_problem_and_changes_nothing(client, onboarded, db_dump, change, status):
+    before = db_dump()
+
+    body = assert_problem(client.patch("/v1/tenants/acme", json=change), status)
+
+    assert db_dump() == before
+    if status == 409:
+        assert [c["rule"] for c in body["counterexamples"]] == ["policy-quota"]
+
+
+def test_an_allocation_over_the_quota_is_a_409_with_the_counterexample(client, onboarded):
+    ok(client.put("/v1/policy", json={"kinds": {"external": {"max_nodes": 2}}}))
+
+    body = assert_problem(
+        client.post("/v1/tenants/globex/allocations", json={"fabric": FABRIC, "count": 1}),
+        409,
+        "isolation-violation",
+    )
+
+    (example,) = body["counterexamples"]
+    assert example["rule"] == "policy-quota"
+    assert example["message"].startswith("tenant:globex (external) holds 3 nodes")
+
+
+def test_a_first_allocation_brings_the_default_grants_and_the_versions_are_audited(
+    client, onboarded
+):
+    ok(client.put("/v1/policy", json={"kinds": {"internal": {"default_grants": ["storage"]}}}))
+    assert client.post("/v1/tenants", json={"name": "lab", "kind": "internal"}).status_code == 201
+
+    ok_alloc = client.post("/v1/tenants/lab/allocations", json={"fabric": FABRIC, "count": 1})
+
+    assert ok_alloc.status_code == 201, ok_alloc.text
+    (granted,) = ok(client.get("/v1/tenants/lab/grants"))["data"]
+    assert (granted["fabric"], granted["service"]) == (FABRIC, "storage")
+    entries = ok(client.get("/v1/audit/entries?limit=1000"))["data"]
+    assert ("policy.update", "policy/versions/1") in {(e["action"], e["target"]) for e in entries}

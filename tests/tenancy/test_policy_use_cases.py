@@ -242,3 +242,10 @@ def test_a_default_grant_the_visibility_forbids_or_already_held_is_not_made(uow,
     )
     allocations.allocate(uow, tenant_name="initech", spec=ONE_NODE)  # granted once, not twice
     assert shared_services.list_grants(uow, tenant_name="initech", limit=10, cursor=None).count == 1
+
+
+def test_class_changes_on_roce_keep_the_incremental_digest_the_whole_ones(uow, roce_onboarded):
+    for tenant, qos in (("acme", "silver"), ("globex", "gold"), ("acme", "bronze")):
+        patch(uow, tenant, qos_class=qos)  # the gate's cross-check compares with the whole
+
+        assert full_check.full_check(uow, fabric_name="roce-west").matches
