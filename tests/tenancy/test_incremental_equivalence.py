@@ -15,6 +15,8 @@ classes, service visibility, quotas, default grants), patch tenants and allocate
 on the demo fabrics (every node on the same leaves) and on the rail-optimised example fabric
 (leaf groups), so the policy rules' counterexamples are cross-checked too: a scoped change under
 a dedicated-leaf policy must see the other tenants on its leaves (tenancy/snapshot/leaves.py).
+They also peer tenants and end peerings: a change to one side is verified with the other side's
+ports (`widen` reads the peers), including a peering's P_Key over the budget of 3.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from policies.errors import IsofabricError, IsolationViolationError
-from tenancy import allocations, nodes, policy, shared_services, tenant_patch, tenants
+from tenancy import allocations, nodes, peerings, policy, shared_services, tenant_patch, tenants
 from tenancy import models as m
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.lookups import fabric_named
 from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, ServiceCreate, TenantCreate
+from tenancy.schemas.peerings import PeeringCreate
 from tenancy.schemas.policy import PolicyDocument
 from tenancy.schemas.tenants import TenantPatch
 from tenancy.settings import Settings
@@ -78,6 +81,14 @@ POLICIES = tuple(
                 "external": {"qos_classes": ["gold"], "max_nodes": 3, "default_grants": [SERVICE]}
             }
         },
+        # Peering across kinds and among customers, none among teams: an accepted
+        # internal peering is refused by it (rule policy-peering).
+        {
+            "kinds": {
+                "internal": {"peering": ["external"]},
+                "external": {"peering": ["external", "internal"]},
+            }
+        },
     )
 )
 
@@ -91,6 +102,7 @@ class World:
     free_nodes: tuple[str, ...]
     allocations: dict[str, list[str]] = field(default_factory=dict)
     grants: dict[tuple[str, str], str] = field(default_factory=dict)
+    peerings: list[tuple[str, str, str]] = field(default_factory=list)  # id, requester, peer
     refused: int = 0
 
 
@@ -257,6 +269,29 @@ def patch(world: World, tenant: str, which: int) -> None:
     tenant_patch.patch_tenant(world.uow, name=tenant, spec=spec)
 
 
+# Whom a tenant asks to peer: its own kind's other tenant (even numbers), else one of the other
+# kind (the default policy lets teams peer, the last of POLICIES customers and across kinds).
+SAME_KIND = {"t0": "t1", "t1": "t0", "t2": "t3", "t3": "t2"}
+OTHER_KIND = {"t0": ("t2", "t3"), "t1": ("t3", "t2"), "t2": ("t0", "t1"), "t3": ("t1", "t0")}
+
+
+def peer(world: World, tenant: str, which: int) -> None:
+    """`tenant` requests a peering with another tenant, which accepts it (issue 13, item 4)."""
+    other = SAME_KIND[tenant] if which % 2 == 0 else OTHER_KIND[tenant][which // 2 % 2]
+    spec = PeeringCreate(fabric=world.fabric, peer=other)
+    asked = peerings.request_peering(world.uow, tenant_name=tenant, spec=spec)
+    world.peerings.append((asked.id, tenant, other))
+    peerings.accept_peering(world.uow, tenant_name=other, peering_id=asked.id)
+
+
+def unpeer(world: World, _: str, which: int) -> None:
+    """One side of a peering made so far ends it (the requester on even numbers)."""
+    if world.peerings:
+        peering, requester, other = world.peerings.pop(which % len(world.peerings))
+        side = requester if which % 2 == 0 else other
+        peerings.end_peering(world.uow, tenant_name=side, peering_id=peering)
+
+
 OPERATIONS = {
     f.__name__: f
     for f in (
@@ -269,6 +304,8 @@ OPERATIONS = {
         allocate_named,
         set_policy,
         patch,
+        peer,
+        unpeer,
     )
 }
 WEIGHTED = (
@@ -279,6 +316,8 @@ WEIGHTED = (
     + ["allocate_named"] * 3
     + ["set_policy"] * 2
     + ["patch"]
+    + ["peer"] * 2
+    + ["unpeer"]
 )
 
 steps = st.lists(
@@ -348,4 +387,36 @@ def test_a_change_beside_a_dedicated_tenant_is_refused_as_the_whole_fabric_refus
     assert {(e["a"]["owner"], e["b"]["owner"]) for e in examples} == {("tenant:t0", "tenant:t2")}
     assert len(examples) == 4  # one per rail: the node's four HCAs reach four leaves
     allocate_named(world, "t2", 4)  # gpu0005, leaf group 2: beside no dedicated tenant
+    assert_committed_state_is_the_stored_one(world)
+
+
+def test_a_peering_over_the_pkey_budget_is_refused_as_the_whole_fabric_refuses_it(world_of):
+    world = world_of("infiniband")
+    allocate(world, "t2", 1)
+    allocate(world, "t3", 1)
+    grant(world, "t2", 0)  # t2's port: the default partition, its own and storage's
+
+    with pytest.raises(IsolationViolationError) as refused:
+        peer(world, "t2", 0)  # t3 accepts: the peering's partition is a fourth key on t2's port
+
+    rules = {e["rule"] for e in refused.value.extensions["counterexamples"]}
+    assert rules == {"pkey-budget-exceeded"}
+    assert_committed_state_is_the_stored_one(world)
+
+
+@pytest.mark.parametrize("kind", ["infiniband", "roce"])
+def test_a_policy_against_an_accepted_peering_is_refused_with_its_counterexample(world_of, kind):
+    world = world_of(kind)
+    allocate(world, "t2", 1)
+    allocate(world, "t3", 1)
+    peer(world, "t2", 0)  # internal t2 and t3: the default policy lets teams peer
+
+    with pytest.raises(IsolationViolationError) as refused:
+        set_policy(world, "", len(POLICIES) - 1)  # no peering among teams
+
+    examples = refused.value.extensions["counterexamples"]
+    # Not allowed, the peering is no intended edge: its reach is refuted as cross-tenant too.
+    assert {e["rule"] for e in examples} == {"policy-peering", "cross-tenant-reachability"}
+    unpeer(world, "", 1)  # t3 ends it
+    set_policy(world, "", len(POLICIES) - 1)
     assert_committed_state_is_the_stored_one(world)
