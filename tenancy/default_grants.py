@@ -9,7 +9,6 @@ interval. A service the fabric lacks is skipped: policies name services across f
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection
 
 from sqlalchemy import bindparam, exists
@@ -18,11 +17,9 @@ from sqlmodel import col, select
 
 from policies.policy import Policy, TenantKind
 from tenancy import models as m
-from tenancy import usage
-from tenancy.change_check import ChangeScope
+from tenancy.grant_records import record_grant
 from tenancy.policy_store import current_policy
 from tenancy.uow import Tx
-from tenancy.verification import commit_gate
 
 
 def pending_defaults(tx: Tx, tenant: m.Tenant, fabric: m.Fabric) -> tuple[str, ...]:
@@ -45,7 +42,7 @@ def grant_defaults(tx: Tx, tenant: m.Tenant, fabric: m.Fabric, names: Collection
         return
     policy = current_policy(tx.session)
     for service in _grantable(tx, tenant, fabric, names, policy):
-        _grant(tx, tenant, fabric, service)
+        record_grant(tx, tenant, fabric, service)
 
 
 def _grantable(
@@ -66,22 +63,6 @@ def _grantable(
     )
     kind = TenantKind(tenant.kind)
     return [s for s in tx.session.exec(query) if policy.visibility(s.name).admits(kind)]
-
-
-def _grant(tx: Tx, tenant: m.Tenant, fabric: m.Fabric, service: m.Service) -> None:
-    """One grant, as `shared_services.grant_service_in` makes it: row, usage, gate and audit."""
-    grant = m.Grant(
-        id=str(uuid.uuid4()),
-        tenant_id=m.pk(tenant),
-        fabric_id=m.pk(fabric),
-        service_id=m.pk(service),
-        created_at=tx.now,
-    )
-    tx.session.add(grant)
-    tx.session.flush()
-    usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
-    target = f"tenants/{tenant.name}/grants/{grant.id}"
-    commit_gate(tx, fabric, "grant.create", target, ChangeScope.tenant(tenant.name))
 
 
 # Built once: the first-allocation check runs on every allocation whose kind has defaults.

@@ -7,8 +7,6 @@ reach the service but still not each other.
 
 from __future__ import annotations
 
-import uuid
-
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
@@ -19,6 +17,7 @@ from tenancy import usage
 from tenancy.allocations import assign_nodes, ensure_segment, segment_view
 from tenancy.change_check import ChangeScope
 from tenancy.db import fetch_all
+from tenancy.grant_records import record_grant
 from tenancy.history import GrantState, in_state, is_in_state
 from tenancy.locks import lock_active_tenant, lock_fabric
 from tenancy.lookups import fabric_named, node_named, service_named, tenant_named
@@ -118,21 +117,7 @@ def grant_service_in(tx: Tx, *, tenant_name: str, spec: GrantCreate) -> GrantVie
         )
     ).first():
         raise ConflictError(f"tenant '{tenant_name}' already has a grant for '{spec.service}'")
-    grant = m.Grant(
-        id=str(uuid.uuid4()),
-        tenant_id=m.pk(tenant),
-        fabric_id=m.pk(fabric),
-        service_id=m.pk(service),
-        created_at=tx.now,
-    )
-    tx.session.add(grant)
-    tx.session.flush()
-    usage.open_grant_interval(tx, tenant, fabric, service, grant.id)
-    # The tenant's group holds its grants; the service's partition or VRF gains only derived
-    # memberships or imports, and `widen` brings the service into the verified context.
-    target = f"tenants/{tenant.name}/grants/{grant.id}"
-    commit_gate(tx, fabric, "grant.create", target, ChangeScope.tenant(tenant.name))
-    return _grant_view(tx.session, grant)
+    return _grant_view(tx.session, record_grant(tx, tenant, fabric, service))
 
 
 def _grant_view(session: Session, grant: m.Grant) -> GrantView:
