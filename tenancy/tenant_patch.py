@@ -27,6 +27,7 @@ from tenancy.policy_store import current_policy
 from tenancy.quotas import ensure_tenant_within_quota, policy_refusal
 from tenancy.schemas import TenantView
 from tenancy.schemas.tenants import TenantPatch
+from tenancy.snapshot.peerings import accepted_peering_fabrics
 from tenancy.tenants import tenant_view
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import commit_gate
@@ -116,7 +117,7 @@ def _ensure_class_allowed(policy: Policy, tenant: m.Tenant, qos_name: str) -> No
 
 
 def _fabrics_of(tx: Tx, tenant: m.Tenant) -> list[m.Fabric]:
-    """The fabrics where the tenant holds a segment or a grant, in id order (the lock order)."""
+    """Where the tenant holds a segment, a grant or an accepted peering, in id (lock) order."""
     held = union(
         core_select(col(m.Segment.fabric_id)).where(
             col(m.Segment.tenant_id) == m.pk(tenant), col(m.Segment.state) == "active"
@@ -124,6 +125,7 @@ def _fabrics_of(tx: Tx, tenant: m.Tenant) -> list[m.Fabric]:
         core_select(col(m.Grant.fabric_id)).where(
             col(m.Grant.tenant_id) == m.pk(tenant), col(m.Grant.revoked_at).is_(None)
         ),
+        accepted_peering_fabrics(m.pk(tenant)),
     )
     query = select(m.Fabric).where(col(m.Fabric.id).in_(held)).order_by(col(m.Fabric.id))
     return list(tx.session.exec(query))

@@ -61,6 +61,19 @@ def peerings_touching(
     return _keyed(rows), ids
 
 
+def accepted_peering_fabrics(tenant_id: int) -> Select[int]:
+    """The fabrics whose snapshots carry an accepted peering of the tenant.
+
+    A peered tenant's facts (kind, QoS class, own quota) are in its digest group there even
+    where it holds nothing else (policies.digest `add_policy_facts`): a change of its facts
+    is verified on those fabrics too.
+    """
+    return select(col(m.Peering.fabric_id)).where(
+        col(m.Peering.state) == "accepted",
+        or_(col(m.Peering.requester_id) == tenant_id, col(m.Peering.peer_id) == tenant_id),
+    )
+
+
 def _keyed(rows: Iterable[Any]) -> tuple[KeyedPeering, ...]:
     found = ((Peering.between(a, b), key) for a, _, b, _, key in rows)
     return tuple(sorted(found, key=lambda keyed: keyed[0]))

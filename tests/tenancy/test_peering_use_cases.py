@@ -11,10 +11,15 @@ from sqlalchemy import Engine
 
 from policies.errors import ConflictError, InvalidValueError, IsolationViolationError, NotFoundError
 from policies.verdict import Rule
-from tenancy import allocations, peerings, policy, tenants, verification
+from tenancy import allocations, peerings, policy, tenant_patch, tenants, verification
+from tenancy import models as m
+from tenancy.lookups import fabric_named
 from tenancy.schemas import AllocationCreate, SegmentView, TenantCreate
 from tenancy.schemas.peerings import PeeringCreate, PeeringView
 from tenancy.schemas.policy import PolicyDocument
+from tenancy.schemas.tenants import TenantPatch
+from tenancy.snapshot import load_snapshot
+from tenancy.technology import verify_snapshot
 from tenancy.uow import UnitOfWork
 from tests.builders import (
     FABRIC,
@@ -260,6 +265,22 @@ def test_a_policy_that_lets_external_tenants_peer_lets_them(uow, onboarded):
     peerings.accept_peering(uow, tenant_name="globex", peering_id=view.id)
 
     assert ("tenant:acme", "tenant:globex", True) in edges(uow)
+
+
+def test_patching_a_peered_tenant_that_holds_nothing_restates_the_fabrics_digest(uow, onboarded):
+    for name in ("team-a", "team-b"):
+        tenants.create_tenant(uow, spec=TenantCreate(name=name, kind="internal"))
+    view = request(uow, tenant="team-a", peer="team-b")
+    peerings.accept_peering(uow, tenant_name="team-b", peering_id=view.id)
+
+    # A peered tenant's facts are in its digest group: the class change is a change of ib-east.
+    tenant_patch.patch_tenant(uow, name="team-a", spec=TenantPatch(qos_class="gold"))
+
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, FABRIC)
+        whole = verify_snapshot(load_snapshot(tx.session, fabric))
+        stored = tx.session.get(m.FabricDigest, fabric.id)
+    assert stored is not None and stored.digest == whole.snapshot_digest
 
 
 def test_a_peer_that_releases_its_nodes_stays_peered_with_no_ports_in_the_partition(
