@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, join, select
 from sqlmodel import Session, col
 
 from policies.model import FabricKind
@@ -61,10 +61,16 @@ def _leaves(rows: Rows, dedicated: set[str]) -> tuple[set[Any], set[Any]]:
 _DEDICATED = Isolation.DEDICATED_LEAF
 
 
-def _holders(leaf: Any) -> Select[Any, str, int, str]:
-    """(leaf, tenant name, id, kind) over the nodes tenants hold; the caller joins the ports."""
+def _holders(leaf: Any, ports: Any, node_of_port: Any) -> Select[Any, str, int, str]:
+    """(leaf, tenant name, id, kind) over the `ports` of nodes tenants hold.
+
+    Joined in order (port, assignment, allocation, tenant): PostgreSQL refuses an ON clause
+    that names a table joined later, SQLite does not.
+    """
     return (
         select(leaf, col(m.Tenant.name), col(m.Tenant.id), col(m.Tenant.kind))
+        .select_from(ports)
+        .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == node_of_port)
         .join(m.Allocation, col(m.Allocation.id) == col(m.NodeAssignment.allocation_id))
         .join(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id))
         .distinct()
@@ -74,8 +80,7 @@ def _holders(leaf: Any) -> Select[Any, str, int, str]:
 def _ib_queries() -> _Queries:
     """InfiniBand: a leaf is the switch (by name) an HCA port is cabled to."""
     leaf = col(m.Port.switch_name)
-    base = _holders(leaf).select_from(m.Port)
-    base = base.join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Port.node_id))
+    base = _holders(leaf, m.Port, col(m.Port.node_id))
     on_fabric = col(m.Port.fabric_id) == bindparam("fabric")
     touched = base.where(
         on_fabric,
@@ -88,12 +93,8 @@ def _ib_queries() -> _Queries:
 def _roce_queries() -> _Queries:
     """RoCE: a leaf is the switch (by id) of the port a NIC is cabled to."""
     leaf = col(m.RoceSwitchPort.switch_id)
-    base = (
-        _holders(leaf)
-        .select_from(m.Nic)
-        .join(m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
-        .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Nic.node_id))
-    )
+    nics = join(m.Nic, m.RoceSwitchPort, col(m.RoceSwitchPort.id) == col(m.Nic.switch_port_id))
+    base = _holders(leaf, nics, col(m.Nic.node_id))
     touched = base.where(
         col(m.Allocation.fabric_id) == bindparam("fabric"),
         col(m.Allocation.tenant_id).in_(bindparam("ids", expanding=True)),
