@@ -147,6 +147,7 @@ def test_a_new_tenant_is_active_and_billed_to_its_own_name(uow, clock):
         "created_at": clock.now,
         "offboarded_at": None,
         "billing_account": "acme",
+        "max_nodes": None,
     }
     assert tenants.get_tenant(uow, name="acme") == view
 

@@ -42,6 +42,7 @@ def test_offboarding_returns_the_tenant_as_offboarded_at_the_clock_time(uow, onb
         "qos_class": "gold",
         "offboarded_at": clock.now,
         "billing_account": "acme",
+        "max_nodes": None,
     }
 
 
