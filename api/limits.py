@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -74,6 +74,27 @@ async def raw_body(request: Request) -> bytes:
 
 
 RawBody = Annotated[bytes, Depends(raw_body)]
+
+
+def body_at_most(max_bytes: int) -> Callable[[Request], Awaitable[bytes]]:
+    """`raw_body` for a route whose documents are small: over `max_bytes` is a 413 at once.
+
+    The service-wide cap (`BodySizeLimit`, 64 MiB by default) is sized for topologies; a small
+    document's parser (PyYAML: about 150 KB/s) would hold a worker thread for minutes on that.
+    """
+
+    async def read(request: Request) -> bytes:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise HTTPException(413, f"request body exceeds {max_bytes} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise HTTPException(413, f"request body exceeds {max_bytes} bytes")
+        return bytes(body)
+
+    return read
 
 
 def decode_text(raw: bytes) -> str:

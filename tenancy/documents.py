@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Hashable
 from typing import Any, TypeVar
 
 import yaml
@@ -61,9 +63,9 @@ def _validated(model: type[M], document: Any, what: str) -> M:
 def _load(text: str, media_type: str) -> Any:
     try:
         if media_type == JSON:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_unique_members)
         _refuse_aliases(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: builds no objects
     except RecursionError as error:
         # '[' * 100000: the parsers recurse per level; a real inventory is a few levels deep.
         raise InputFormatError(_TOO_DEEP) from error
@@ -77,18 +79,51 @@ def _load(text: str, media_type: str) -> Any:
         raise InputFormatError(f"the YAML does not parse: {error}", line=line) from error
 
 
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose names are unique (RFC 8259 §4: else parsers disagree on the value)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        twice = sorted(name for name, n in Counter(name for name, _ in pairs).items() if n > 1)
+        raise InputFormatError(f"the JSON names member(s) {', '.join(map(repr, twice))} twice")
+    return document
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader refusing a key given twice in one mapping (it keeps the last one).
+
+    YAML 1.2 §3.2.1.1 requires keys to be unique; a document stating a rule twice is ambiguous,
+    and a policy that silently kept the second statement would not be the one its author read.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader refuses it: "found unhashable key"
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise InputFormatError(f"the YAML names key {key!r} twice", line=line)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _refuse_aliases(text: str) -> None:
-    """Refuse YAML anchors, aliases and deep nesting before anything is built.
+    """Refuse YAML anchors, aliases, explicit tags and deep nesting before anything is built.
 
     A 20 KB document of nested aliases expands to gigabytes (the "billion laughs"), and every
-    nesting level costs PyYAML a recursion; an inventory needs neither. The event stream is read
-    first, so nothing is expanded and a deep document stops at the first level too many.
+    nesting level costs PyYAML a recursion; an inventory needs neither. An explicit tag makes a
+    value another type than it reads as (``!!binary Z29sZA==`` is the name ``gold``), which no
+    document here needs. The event stream is read first, so nothing is expanded and a deep
+    document stops at the first level too many.
     """
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         line = event.start_mark.line + 1 if event.start_mark else None
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise InputFormatError("YAML anchors and aliases are not accepted", line=line)
+        if getattr(event, "tag", None) is not None:
+            raise InputFormatError("YAML tags (such as !!binary) are not accepted", line=line)
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import Response
 
 from api.deps import HEAVY_WORK, Listing, Uow
-from api.limits import RawBody, decode_text, media_type
+from api.limits import body_at_most, decode_text, media_type
 from api.responses import json_response
 from tenancy import policy
 from tenancy.documents import parse_policy
 from tenancy.schemas import Page
-from tenancy.schemas.policy import PolicyDocument, PolicyView
+from tenancy.schemas.policy import MAX_DOCUMENT_BYTES, PolicyDocument, PolicyView
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
+# A policy is at most a few dozen KB: a larger body is a 413 before any parsing.
+PolicyBody = Annotated[bytes, Depends(body_at_most(MAX_DOCUMENT_BYTES))]
 
 EXAMPLE_YAML = """\
 kinds:
@@ -62,13 +64,14 @@ def get_policy(uow: Uow) -> PolicyView:
         }
     },
 )
-def put_policy(request: Request, uow: Uow, body: RawBody) -> Response:
+def put_policy(request: Request, uow: Uow, body: PolicyBody) -> Response:
     """Replace the policy (JSON, or YAML as application/yaml, application/x-yaml or text/yaml).
 
     Omitted kinds and fields take the default's values. The change is verified on every fabric
     and against every tenant's node quota: one that any state violates is refused (409 with the
     counterexamples) and `?dry_run=true` shows them without writing. A document with the same
-    rules as the policy in force changes nothing and answers the current version.
+    rules as the policy in force changes nothing and answers the current version. A body over
+    MAX_DOCUMENT_BYTES is a 413.
     """
     document = parse_policy(decode_text(body), media_type(request))
     return json_response(policy.put_policy(uow, document=document))

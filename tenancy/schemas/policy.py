@@ -3,6 +3,11 @@
 A PUT may omit any kind, any field of a kind and the services: what it omits takes the built-in
 default's value (`policies.policy.DEFAULT_POLICY`), so ``{}`` is the default policy. Responses
 always carry every field, plus the version and who created it.
+
+Service names (`services`, `default_grants`) need not exist yet, unlike QoS class names (global,
+seeded): services are created per fabric, possibly after the policy, and a rule applies to any
+service of that name on any fabric, now or later. A YAML document has no anchors, aliases, tags
+or repeated keys, and a JSON one no repeated member names (tenancy/documents.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from tenancy.schemas.common import Slug, Strict
 
 # Counts of names in one document: far above any real policy, small enough to validate at once.
 MAX_NAMES = 256
+# Bytes of one document: the largest the schema admits (256 services, 256 classes and 256 grants
+# per kind, 63-character names, block style) is about 92 KB; PyYAML parses 256 KiB in about 2 s.
+MAX_DOCUMENT_BYTES = 256 * 1024
 # The columns holding quotas are 32-bit integers (PostgreSQL refuses more: a 500, not a 422).
 MAX_QUOTA = 2**31 - 1
 
@@ -53,7 +61,8 @@ class KindPolicyDocument(Strict):
         default_factory=list,
         max_length=MAX_NAMES,
         description="Services granted on a tenant's first allocation on a fabric (where the "
-        "fabric has them and their visibility admits the kind)",
+        "fabric has them and their visibility admits the kind; a name no fabric has yet is "
+        "accepted)",
     )
 
 
@@ -72,7 +81,8 @@ class PolicyDocument(Strict):
         default_factory=dict,
         max_length=MAX_NAMES,
         description="Per shared service name: which kinds may be granted it ('all', "
-        "'internal', 'external'); a service not listed is visible to all",
+        "'internal', 'external'); a service not listed is visible to all; a name no fabric "
+        "has yet is accepted and applies to services created later",
     )
 
 
