@@ -33,7 +33,7 @@ from tenancy.quotas import ensure_all_within_quota
 from tenancy.schemas import Page
 from tenancy.schemas.policy import PolicyDocument, PolicyView
 from tenancy.uow import Tx, UnitOfWork
-from tenancy.verification import commit_gate
+from tenancy.verification import commit_gate, ensure_isolated
 
 POLICY_TARGET = "policy"
 
@@ -112,8 +112,7 @@ def put_policy(uow: UnitOfWork, *, document: PolicyDocument) -> PolicyView:
         if proposed.fingerprint == current.fingerprint:
             return policy_view(current, row)
         row = _store(tx, proposed)
-        _gate_every_fabric(tx, fabrics, f"{POLICY_TARGET}/versions/{proposed.version}")
-        ensure_all_within_quota(tx, proposed)
+        _verify_everything(tx, fabrics, proposed, f"{POLICY_TARGET}/versions/{proposed.version}")
         return policy_view(proposed, row)
 
 
@@ -150,32 +149,66 @@ def _store(tx: Tx, policy: Policy) -> m.PolicyVersion:
     return row
 
 
-def _gate_every_fabric(tx: Tx, fabrics: list[m.Fabric], target: str) -> None:
-    """Verify and audit every fabric whole; refuse with all fabrics' counterexamples at once."""
-    refused: list[tuple[m.Fabric, IsolationViolationError]] = []
+def _verify_everything(tx: Tx, fabrics: list[m.Fabric], policy: Policy, target: str) -> None:
+    """Gate every fabric and check every quota; refuse with the counterexamples of both.
+
+    A dry run's gate only records (its view reports each fabric's verdict); a quota refusal
+    then verifies the fabrics itself, so that 409 too names every counterexample.
+    """
+    refused = _gate_every_fabric(tx, fabrics, target)
+    try:
+        ensure_all_within_quota(tx, policy)
+    except IsolationViolationError as quota:
+        raise _refusal(refused or _verify_each(tx, fabrics), quota) from None
+    if refused:
+        raise _refusal(refused)
+
+
+Refused = list[tuple[m.Fabric, IsolationViolationError]]
+
+
+def _gate_every_fabric(tx: Tx, fabrics: list[m.Fabric], target: str) -> Refused:
+    """Verify and audit every fabric whole; the fabrics that refused, with their refusals."""
+    refused: Refused = []
     for fabric in fabrics:
         try:
             commit_gate(tx, fabric, "policy.update", target)
         except IsolationViolationError as error:
             refused.append((fabric, error))
-    if refused:
-        raise _refusal(refused)
     if not fabrics:
         audit_log.record(tx, "policy.update", target)
+    return refused
 
 
-def _refusal(refused: list[tuple[m.Fabric, IsolationViolationError]]) -> IsolationViolationError:
-    """One 409 for every fabric the policy would break, each counterexample naming its fabric."""
+def _verify_each(tx: Tx, fabrics: list[m.Fabric]) -> Refused:
+    """The fabrics whose pending state does not verify (the gate's refusal for each)."""
+    refused: Refused = []
+    for fabric in fabrics:
+        try:
+            ensure_isolated(tx, fabric)
+        except IsolationViolationError as error:
+            refused.append((fabric, error))
+    return refused
+
+
+def _refusal(
+    refused: Refused, quota: IsolationViolationError | None = None
+) -> IsolationViolationError:
+    """One 409 for every fabric the policy would break and every quota it would exceed.
+
+    Each fabric's counterexamples name their fabric; quota ones hold across all fabrics.
+    """
     examples = [
         {**example, "fabric": fabric.name}
         for fabric, error in refused
         for example in error.extensions.get("counterexamples", [])
     ]
-    names = ", ".join(f"'{fabric.name}'" for fabric, _ in refused)
+    over = [] if quota is None else list(quota.extensions.get("counterexamples", []))
+    names = ", ".join(f"'{fabric.name}'" for fabric, _ in refused) or "none"
     return IsolationViolationError(
-        f"the policy would not hold on fabric(s) {names} ({len(examples)} counterexample(s)); "
-        "nothing was changed",
-        counterexamples=examples,
+        f"the policy would not hold on fabric(s) {names} ({len(examples)} counterexample(s)) "
+        f"and would exceed {len(over)} node quota(s); nothing was changed",
+        counterexamples=examples + over,
         fabrics=[
             {"fabric": fabric.name, "snapshot_digest": error.extensions.get("snapshot_digest")}
             for fabric, error in refused

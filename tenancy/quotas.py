@@ -65,11 +65,16 @@ def ensure_tenant_within_quota(tx: Tx, tenant: m.Tenant) -> None:
     Raises:
         IsolationViolationError: the tenant is over its quota (``policy-quota``).
     """
+    refuse_over_quota(tenant_quota_violations(tx, tenant))
+
+
+def tenant_quota_violations(tx: Tx, tenant: m.Tenant) -> list[Counterexample]:
+    """The ``policy-quota`` counterexample of `tenant` if it holds more than its quota, or none."""
     policy = current_policy(tx.session)
     if not has_quota(policy, tenant):
-        return
+        return []
     held = {tenant.name: held_nodes(tx.session, tenant)}
-    refuse_over_quota(quota_violations(policy, [facts_of(tenant)], held))
+    return list(quota_violations(policy, [facts_of(tenant)], held))
 
 
 def ensure_all_within_quota(tx: Tx, policy: Policy) -> None:

@@ -24,7 +24,7 @@ from tenancy.change_check import ChangeScope
 from tenancy.locks import lock_fabrics, lock_tenant
 from tenancy.lookups import qos_class_named
 from tenancy.policy_store import current_policy
-from tenancy.quotas import ensure_tenant_within_quota, policy_refusal
+from tenancy.quotas import policy_refusal, tenant_quota_violations
 from tenancy.schemas import TenantView
 from tenancy.schemas.tenants import TenantPatch
 from tenancy.snapshot.peerings import accepted_peering_fabrics
@@ -62,17 +62,15 @@ def patch_tenant_in(tx: Tx, *, name: str, spec: TenantPatch) -> TenantView:
     fabrics = _fabrics_of(tx, tenant)
     lock_fabrics(tx.session, fabrics)
     policy = current_policy(tx.session)  # after the fabric locks: the policy may not move
-    if "qos_class_id" in changes:
-        qos_name = spec.qos_class or qos_name
-        _ensure_class_allowed(policy, tenant, qos_name)
+    qos_name = spec.qos_class or qos_name
     if "qos_class_id" in changes or "billing_account" in changes:
         _restate_usage(tx, tenant, qos_name, changes.get("billing_account"))
     for field, value in changes.items():
         setattr(tenant, field, value)
     tx.session.add(tenant)
     tx.session.flush()
+    _ensure_policy_allows(tx, policy, tenant, qos_name if "qos_class_id" in changes else None)
     _gate(tx, tenant, fabrics)
-    ensure_tenant_within_quota(tx, tenant)
     return tenant_view(tenant, qos_name)
 
 
@@ -98,22 +96,34 @@ def _qos_name(tx: Tx, tenant: m.Tenant) -> str:
     return qos.name
 
 
-def _ensure_class_allowed(policy: Policy, tenant: m.Tenant, qos_name: str) -> None:
-    """Refuse a class the tenant's kind may not hold, whether or not it holds anything yet."""
+def _ensure_policy_allows(tx: Tx, policy: Policy, tenant: m.Tenant, new_class: str | None) -> None:
+    """Refuse a class the kind may not hold and a quota below what the tenant holds, at once.
+
+    A new class is refused whether or not the tenant holds anything yet; one 409 carries the
+    counterexamples of both rules.
+    """
+    violations = [] if new_class is None else _class_violations(policy, tenant, new_class)
+    violations += tenant_quota_violations(tx, tenant)
+    if violations:
+        rules = sorted({c.rule.value for c in violations})
+        raise policy_refusal(
+            f"the change breaks the policy ({', '.join(rules)}); nothing was changed", violations
+        )
+
+
+def _class_violations(policy: Policy, tenant: m.Tenant, qos_name: str) -> list[Counterexample]:
     allowed = policy.for_kind(tenant.kind).qos_classes
     if allowed is None or qos_name in allowed:
-        return
+        return []
     kind = TenantKind(tenant.kind).value
     listed = ", ".join(repr(name) for name in sorted(allowed)) or "no class"
-    violation = Counterexample(
-        Rule.POLICY_QOS_CLASS,
-        f"tenant:{tenant.name} ({kind}) would hold QoS class {qos_name!r}; "
-        f"{kind} tenants may hold {listed}",
-    )
-    raise policy_refusal(
-        f"the policy does not let {kind} tenants hold QoS class '{qos_name}'; nothing was changed",
-        [violation],
-    )
+    return [
+        Counterexample(
+            Rule.POLICY_QOS_CLASS,
+            f"tenant:{tenant.name} ({kind}) would hold QoS class {qos_name!r}; "
+            f"{kind} tenants may hold {listed}",
+        )
+    ]
 
 
 def _fabrics_of(tx: Tx, tenant: m.Tenant) -> list[m.Fabric]:

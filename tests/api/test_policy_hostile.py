@@ -236,3 +236,42 @@ def test_a_retried_request_and_accept_with_one_idempotency_key_act_once(peers, d
     replayed = peers.post(accept, headers=key)
     assert (replayed.status_code, replayed.json()) == (200, accepted.json())
     assert db_dump() == before
+
+
+# --- a refusal names every counterexample ------------------------------------------------------
+
+
+def test_a_policy_breaking_a_class_and_a_quota_is_refused_with_both(client, onboarded, db_dump):
+    document = {"kinds": {"external": {"qos_classes": ["gold"], "max_nodes": 1}}}
+    before = db_dump()
+
+    body = assert_problem(client.put("/v1/policy", json=document), 409, "isolation-violation")
+
+    rules = [(c["rule"], c.get("fabric")) for c in body["counterexamples"]]
+    assert rules == [("policy-qos-class", FABRIC), ("policy-quota", None), ("policy-quota", None)]
+    assert db_dump() == before
+
+
+def test_a_dry_run_over_a_quota_still_names_the_fabrics_counterexamples(client, onboarded, db_dump):
+    document = {"kinds": {"external": {"qos_classes": ["gold"], "max_nodes": 1}}}
+    before = db_dump()
+
+    response = client.put("/v1/policy?dry_run=true", json=document)
+
+    body = assert_problem(response, 409, "isolation-violation")
+    assert sorted({c["rule"] for c in body["counterexamples"]}) == [
+        "policy-qos-class",
+        "policy-quota",
+    ]
+    assert db_dump() == before
+
+
+def test_a_patch_breaking_the_class_and_the_quota_is_refused_with_both(client, onboarded, db_dump):
+    ok(client.put("/v1/policy", json={"kinds": {"external": {"qos_classes": ["gold", "bronze"]}}}))
+    before = db_dump()
+
+    response = client.patch("/v1/tenants/acme", json={"qos_class": "silver", "max_nodes": 1})
+
+    body = assert_problem(response, 409, "isolation-violation")
+    assert [c["rule"] for c in body["counterexamples"]] == ["policy-qos-class", "policy-quota"]
+    assert db_dump() == before
