@@ -38,7 +38,8 @@ def shared_engine(shared_url: str) -> Iterator[Engine]:
 
 def put_at_once(uow: UnitOfWork) -> list[int | str]:
     """WRITERS threads each PUT a different quota, released together; their outcomes."""
-    start, outcomes = threading.Barrier(WRITERS), []
+    start = threading.Barrier(WRITERS)
+    outcomes: list[int | str] = []
 
     def put(quota: int) -> None:
         document = PolicyDocument.model_validate({"kinds": {"internal": {"max_nodes": quota}}})
