@@ -113,12 +113,28 @@ def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:
     reach = check_claims(statement, files)
     typer.echo(f"subjects: OK ({len(files)} file(s) match)")
     typer.echo("reachability: OK (" + ", ".join(f"{o}@{s}" for o, s in sorted(reach)) + ")")
-    if statement["predicate"].get("view") == "tenant":
+    counted = [s for s in statement["predicate"].get("segments", []) if "others" in s]
+    if statement["predicate"].get("view") == "tenant" and counted:
         # check_claims checked each segment's count against the file: say what they stand for.
-        segments = statement["predicate"]["segments"]
-        others = ", ".join(f"{s['segment']}: {s['others']['count']}" for s in segments)
+        # A RoCE tenant view counts nothing (it names no other member), so it prints no line.
+        others = ", ".join(f"{s['segment']}: {s['others']['count']}" for s in counted)
         typer.echo(f"others: OK ({others}; counted in the file, none reachable)")
+    _echo_peerings(statement["predicate"])
     _echo_policy(statement["predicate"])
+
+
+def _echo_peerings(predicate: dict[str, Any]) -> None:
+    """Say what check_claims found of the peering claims (policies.evidence.peering_claims)."""
+    if "peerings" not in predicate:
+        typer.echo("peerings: not stated (issued before peerings were claimed; checked as before)")
+        return
+    found = [f"{p['peer']}@{p['segment']}" for p in predicate["peerings"]]
+    where = "RT imported on every leaf" if predicate.get("kind") == "roce" else "shared partition"
+    typer.echo(
+        f"peerings: OK ({', '.join(found)}; intended edges, {where} in the artifacts)"
+        if found
+        else "peerings: none (the artifacts show the tenant reaching no other tenant)"
+    )
 
 
 def _echo_policy(predicate: dict[str, Any]) -> None:

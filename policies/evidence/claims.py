@@ -7,16 +7,18 @@ leaves, the topology the tenant's leaves rest on are `policies.evidence.policy_c
 says what of them the artifacts confirm). The view (`policies.evidence.proofs`, "Views") decides
 what is named: everything (``full``), or only the tenant's and the services' ports with the
 other members of each segment counted (``tenant``), because a tenant may not learn which other
-tenants share a service with it.
+tenants share a service with it. Its accepted peers consented to be known to it: both views name
+them, and the ``peerings`` claim (`policies.evidence.peering_claims`) makes each edge intended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from policies.artifacts import Artifact
 from policies.errors import ConflictError, NotFoundError
+from policies.evidence.peering_claims import claimed_peers, peering_claims
 from policies.evidence.policy_claims import policy_claims
 from policies.evidence.proofs import (
     FULL_VIEW,
@@ -59,19 +61,23 @@ def claims_for(
         kind: The tenant's kind (None: from the snapshot's tenant facts), for the policy claim.
 
     Returns:
-        The subjects and the claims, ``view`` and ``policy`` among them (and the dedicated-leaf
-        topology when the tenant's kind is on dedicated leaves: `policy_claims`).
+        The subjects and the claims, ``view``, ``peerings`` (`peering_claims`) and ``policy``
+        among them (and the dedicated-leaf topology when the tenant's kind is on dedicated
+        leaves: `policy_claims`).
 
     Raises:
         ConflictError: on RoCE, the tenant has no segment or no port on the fabric; in a tenant
-            view, the tenant reaches an owner the view may not name (an isolation violation).
+            view, the tenant reaches an owner the view may not name: neither a service nor an
+            accepted peer (an isolation violation).
         NotFoundError: an artifact the claims rest on was not rendered.
     """
+    peerings = peering_claims(snapshot, tenant)
     if isinstance(snapshot, RoceSnapshot):
         subjects, claims = roce_claims(snapshot, tenant, files)
     else:
-        subjects, claims = ib_claims(snapshot, tenant, files, view)
-    claims = {"view": view} | claims | policy_claims(snapshot, tenant, kind)
+        peers = claimed_peers({"tenant": tenant} | peerings)
+        subjects, claims = ib_claims(snapshot, tenant, files, view, peers)
+    claims = {"view": view} | claims | peerings | policy_claims(snapshot, tenant, kind)
     if view == TENANT_VIEW and (strangers := named_strangers({"tenant": tenant} | claims)):
         # Unreachable for a verified fabric; refuse rather than name them to the tenant.
         raise ConflictError(f"tenant '{tenant}' reaches owners it may not see ({len(strangers)})")
@@ -86,12 +92,16 @@ def _subject(files: tuple[Artifact, ...], path: str) -> tuple[str, str]:
 
 
 def ib_claims(
-    snapshot: IbSnapshot, tenant: str, files: tuple[Artifact, ...], view: View = FULL_VIEW
+    snapshot: IbSnapshot,
+    tenant: str,
+    files: tuple[Artifact, ...],
+    view: View = FULL_VIEW,
+    peers: Collection[str] = (),
 ) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """The InfiniBand claims of `tenant`'s proof: its ports, partitions, members and reach.
 
-    In a tenant view, ownership and members name only the tenant's and the services' ports;
-    each segment counts the rest in ``others``.
+    In a tenant view, ownership and members name only the tenant's, its `peers`' (owners,
+    ``tenant:<name>``) and the services' ports; each segment counts the rest in ``others``.
 
     Returns:
         The subjects (partitions.conf with its sha256) and the claims, which follow from that
@@ -111,7 +121,7 @@ def ib_claims(
         for p in involved
     }
     reach = ib_reachable(tenant, members, ownership)
-    named = _named_by(view, tenant)
+    named = _named_by(view, tenant, peers)
     claims = {
         "endpoints": [format_guid(guid) for guid in mine],
         "ownership": {guid: owner for guid, owner in ownership.items() if named(owner)},
@@ -137,10 +147,10 @@ def _ib_ownership(snapshot: IbSnapshot, involved: list[Partition]) -> dict[str, 
     }
 
 
-def _named_by(view: View, tenant: str) -> Callable[[str], bool]:
-    """Which owners the view names: all of them, or the tenant and the services."""
+def _named_by(view: View, tenant: str, peers: Collection[str]) -> Callable[[str], bool]:
+    """Which owners the view names: all of them, or the tenant, its peers and the services."""
     if view == TENANT_VIEW:
-        return lambda owner: names_in_tenant_view(owner, tenant)
+        return lambda owner: names_in_tenant_view(owner, tenant, peers)
     return lambda owner: True
 
 

@@ -1,23 +1,21 @@
 """Isolation proofs: what a proof claims, in which view, and how an auditor re-checks it offline.
 
-The envelope and Statement format (DSSE, in-toto, RFC 8785) is `policies.evidence.dsse`; the
-names it defines are re-exported here for callers that sign and verify proofs.
+The envelope and Statement format (DSSE, in-toto, RFC 8785) is `policies.evidence.dsse`,
+re-exported here for callers that sign and verify proofs.
 
 Views (``predicate.view``, issue 10 item 6):
 
-* ``"full"`` (operators and auditors; a predicate without ``view`` is full, as every proof
-  issued before views existed): ``ownership`` and each segment's ``members`` name every member
-  of every segment the tenant is in.
+* ``"full"`` (operators, auditors; also a predicate without ``view``, issued before views):
+  ``ownership`` and each segment's ``members`` name every member of each segment of the tenant.
 * ``"tenant"`` (issued to a tenant role): only the tenant's ports and the shared services' ports
   are named. ``ownership`` holds only those; each segment lists only those ``members`` and adds
   ``"others": {"count": N, "membership": "limited" | "full"}`` for the rest (``full`` when any
   of them is full; ``count`` may be 0); a segment whose owner is neither the tenant nor a service
-  has the owner ``"others"`` (`OTHERS`). The claims may name no owner but the tenant, services
-  and, as a segment owner, ``others`` (`names_in_tenant_view`).
+  has the owner ``"others"`` (`OTHERS`). The claims name no owner but the tenant, services, the
+  peers its ``peerings`` claim and, as a segment owner, ``others`` (`names_in_tenant_view`).
 
-A view is an addition to ``…/isolation-proof/v1``, not a new meaning: a full proof is what it
-was, and a verifier that predates views rejects a tenant view (its unnamed members have no
-stated owner) rather than accepting it.
+A view adds to ``…/isolation-proof/v1`` without a new meaning: a verifier that predates views
+rejects a tenant view (its unnamed members have no stated owner) rather than accepting it.
 
 Offline re-derivation (`check_claims`): on InfiniBand the partitions.conf subject is parsed
 (`policies.infiniband.parse_partitions.memberships`), member GUIDs are mapped to owners with the
@@ -31,19 +29,18 @@ member (``ALL``, ``ALL_CAS``, ...: its ports cannot be counted). The other GUIDs
 ``others`` and the reachable set is derived as for a full proof, so a tenant port that is full
 where others are, or another member that is full, makes ``others`` reachable, which no claim
 may contain: the count proves that the tenant reaches no one it cannot see. On RoCE the tenant
-VRF's imported route targets in every frr.conf subject must be exactly its own plus those of the
-claimed services, and its switch ports must be VLAN members in config_db.json; a RoCE proof
-names no other tenant in either view, so its tenant view differs only in ``view``.
-Policy claims (issue 13) are checked last, by `policies.evidence.policy_claims`; a proof issued
-before policies existed carries none and is checked exactly as before.
-
-Pure: keys and time are passed in; every failure raises `policies.errors.InvalidValueError`.
+VRF's imported route targets in every frr.conf subject must be its own plus those of the claimed
+services and peers, and its switch ports VLAN members in config_db.json; a RoCE proof names no
+tenant but it and its peers in either view, so its tenant view differs only in ``view``. Peering
+and policy claims (issue 13: `policies.evidence.peering_claims`, `.policy_claims`) are checked
+last; a proof issued before them carries none and is checked as before. Pure: keys and time
+are passed in; every failure raises `policies.errors.InvalidValueError`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal, cast
 
 from policies.errors import InvalidValueError
@@ -60,6 +57,7 @@ from policies.evidence.dsse import (
     sign_envelope,
     verify_envelope,
 )
+from policies.evidence.peering_claims import check_peering_claims, claimed_peers
 from policies.evidence.policy_claims import check_policy_claims
 from policies.infiniband.model import DEFAULT_PKEY, format_guid, format_pkey
 from policies.infiniband.parse_partitions import (
@@ -125,23 +123,26 @@ def view_of(predicate: Mapping[str, Any]) -> View:
     return cast(View, view)
 
 
-def names_in_tenant_view(owner: str, tenant: str) -> bool:
-    """Whether a tenant view may name `owner`: the tenant itself or a shared service."""
-    return owner == f"tenant:{tenant}" or owner.startswith("service:")
+def names_in_tenant_view(owner: str, tenant: str, peers: Collection[str] = ()) -> bool:
+    """Whether a tenant view may name `owner`: the tenant, a service or one of its `peers`.
+
+    Accepted peers (``tenant:<name>``) consented to be known to the tenant; no other tenant is.
+    """
+    return owner == f"tenant:{tenant}" or owner.startswith("service:") or owner in peers
 
 
 def named_strangers(predicate: Mapping[str, Any]) -> list[str]:
     """The owners a tenant view's claims name that it may not name (`names_in_tenant_view`).
 
     Looks at the ownership, the reachable set, the RoCE VRFs and the segment owners (which may
-    also be `OTHERS`).
+    also be `OTHERS`); the peers it claims (``peerings``) may be named.
     """
-    tenant = str(predicate.get("tenant"))
+    tenant, peers = str(predicate.get("tenant")), claimed_peers(predicate)
     named = {str(owner) for owner in _ownership(predicate).values()}
     named |= {str(r.get("owner")) for r in _entries(predicate, "reachable")}
     named |= {str(owner) for owner in predicate.get("vrfs") or {}}
     named |= {str(s["owner"]) for s in _entries(predicate, "segments") if "owner" in s} - {OTHERS}
-    return sorted(owner for owner in named if not names_in_tenant_view(owner, tenant))
+    return sorted(owner for owner in named if not names_in_tenant_view(owner, tenant, peers))
 
 
 def _entries(document: Mapping[str, Any], member: str) -> list[Mapping[str, Any]]:
@@ -374,8 +375,8 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
     Raises:
         InvalidValueError: A digest differs, the verdict does not hold, a tenant view names an
             owner it may not name or counts members the artifacts do not have, the artifacts
-            give another reachable set than the one claimed, or the policy claims do not hold
-            (`policies.evidence.policy_claims.check_policy_claims`).
+            give another reachable set than the one claimed, or the peering or policy claims
+            do not hold (`check_peering_claims`, `check_policy_claims`).
     """
     check_subjects(statement, files)
     predicate = statement["predicate"]
@@ -394,5 +395,6 @@ def check_claims(statement: Mapping[str, Any], files: Mapping[str, bytes]) -> Re
             f"(reachable but not claimed: {extra or 'none'}; claimed but not derived: "
             f"{absent or 'none'})"
         )
+    check_peering_claims(predicate, subjects, derived)
     check_policy_claims(predicate, subjects)
     return derived
