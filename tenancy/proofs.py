@@ -1,11 +1,12 @@
 """Isolation proofs (issue 5): issue, store and list DSSE-signed in-toto Statements.
 
 Issuing verifies the fabric, renders its artifacts, states the tenant's endpoints, ownership,
-segments and reachable set, its accepted peerings as intended edges (a tenant view names
-those peers and no other tenant: `policies.evidence.peering_claims`) and the policy in force (version, fingerprint, the tenant's kind and
-its isolation; on dedicated leaves the topology of the tenant's leaves, see
-`policies.evidence.policy_claims`), signs the Statement with the service's active key and stores
-the envelope. It is recorded in the audit log (``proof.issue``) but changes no managed state.
+segments and reachable set, its accepted peerings as intended edges (a tenant view names those
+peers and no other tenant: `policies.evidence.peering_claims`) and the policy in force (version,
+fingerprint, the tenant's kind and its isolation; on dedicated leaves the topology of the
+tenant's leaves, see `policies.evidence.policy_claims`), signs the Statement with the service's
+active key and stores the envelope. It is recorded in the audit log (``proof.issue``) but
+changes no managed state.
 
 Each proof has a view (`policies.evidence.proofs`, "Views"), stored with it: ``full`` for
 operators and auditors, ``tenant`` for a tenant's roles, which then read only tenant views, so a
