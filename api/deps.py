@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.dry_run import dry_run_requested
@@ -31,6 +32,7 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
+from tenancy.documents import unique_members
 from tenancy.idempotency import IdempotencyClaim
 from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from tenancy.schemas import SLUG_PATTERN
@@ -193,7 +195,11 @@ async def require_json_body(request: Request, _: Annotated[None, Depends(authori
     if not isinstance(route, APIRoute) or route.body_field is None:
         return
     received = media_type(request)
-    if is_json(received) or not await request.body():
+    body = await request.body()
+    if is_json(received) and body:
+        # A change set may be megabytes: its parse must not hold the loop.
+        await _off_the_loop_if_large(_refuse_repeated_members, body)
+    if is_json(received) or not body:
         return  # an empty body is pydantic's to report (a missing field), whatever its type
     sent = f"'Content-Type: {received}'" if received else "no Content-Type"
     raise UnsupportedMediaTypeError(
@@ -201,6 +207,29 @@ async def require_json_body(request: Request, _: Annotated[None, Depends(authori
         f"application/*+json type); the request has {sent}",
         accepted=list(JSON_MEDIA_TYPES),
     )
+
+
+# Parsing this much JSON takes well under a millisecond: not worth a worker thread's hand-off.
+SMALL_BODY_BYTES = 16 * 1024
+
+
+async def _off_the_loop_if_large(check: Callable[[bytes], None], body: bytes) -> None:
+    if len(body) <= SMALL_BODY_BYTES:
+        check(body)
+    else:
+        await run_in_threadpool(check, body)
+
+
+def _refuse_repeated_members(body: bytes) -> None:
+    """422 for a JSON body naming a member twice (``{"max_nodes": 1, "max_nodes": null}``).
+
+    The JSON parser keeps the last value silently, so the change made would not be the one the
+    client's other tools read. A body that does not parse is left to FastAPI's own problem.
+    """
+    try:
+        json.loads(body, object_pairs_hook=unique_members)
+    except (ValueError, RecursionError):
+        return  # InputFormatError is not a ValueError: a repeated name propagates
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,7 +83,7 @@ def body_at_most(max_bytes: int) -> Callable[[Request], Awaitable[bytes]]:
     document's parser (PyYAML: about 150 KB/s) would hold a worker thread for minutes on that.
     """
 
-    async def read(request: Request) -> bytes:
+    async def raw_body_at_most(request: Request) -> bytes:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes:
             raise HTTPException(413, f"request body exceeds {max_bytes} bytes")
@@ -94,7 +94,7 @@ def body_at_most(max_bytes: int) -> Callable[[Request], Awaitable[bytes]]:
                 raise HTTPException(413, f"request body exceeds {max_bytes} bytes")
         return bytes(body)
 
-    return read
+    return raw_body_at_most
 
 
 def decode_text(raw: bytes) -> str:

@@ -63,7 +63,7 @@ def _validated(model: type[M], document: Any, what: str) -> M:
 def _load(text: str, media_type: str) -> Any:
     try:
         if media_type == JSON:
-            return json.loads(text, object_pairs_hook=_unique_members)
+            return json.loads(text, object_pairs_hook=unique_members)
         _refuse_aliases(text)
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: builds no objects
     except RecursionError as error:
@@ -79,8 +79,14 @@ def _load(text: str, media_type: str) -> Any:
         raise InputFormatError(f"the YAML does not parse: {error}", line=line) from error
 
 
-def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose names are unique (RFC 8259 §4: else parsers disagree on the value)."""
+def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s object_pairs_hook: an object whose member names are unique.
+
+    RFC 8259 §4: with a name twice, parsers disagree on the value (Python keeps the last).
+
+    Raises:
+        InputFormatError: a name is given twice (422).
+    """
     document = dict(pairs)
     if len(document) != len(pairs):
         twice = sorted(name for name, n in Counter(name for name, _ in pairs).items() if n > 1)

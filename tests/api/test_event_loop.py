@@ -62,6 +62,7 @@ ASYNC_DEPENDENCIES = frozenset(
         "authorize",
         "require_json_body",
         "raw_body",
+        "raw_body_at_most",  # api/limits.py body_at_most: reads the body, nothing else
         "heavy_work",
         "HTTPBearer",
         "get_principal",

@@ -275,3 +275,28 @@ def test_a_patch_breaking_the_class_and_the_quota_is_refused_with_both(client, o
     body = assert_problem(response, 409, "isolation-violation")
     assert [c["rule"] for c in body["counterexamples"]] == ["policy-qos-class", "policy-quota"]
     assert db_dump() == before
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content"),
+    [
+        ("PATCH", "/v1/tenants/acme", '{"max_nodes": 5, "max_nodes": null}'),
+        (
+            "POST",
+            "/v1/tenants/research/peerings",
+            '{"fabric": "ib-east", "peer": "labs", "peer": "ops"}',
+        ),
+        ("POST", "/v1/tenants", '{"name": "x1", "kind": "internal", "kind": "external"}'),
+    ],
+    ids=["patch-tenant", "peering", "tenant"],
+)
+def test_a_json_body_naming_a_member_twice_is_a_422_naming_it(
+    peers, db_dump, method, path, content
+):
+    before = db_dump()
+
+    response = peers.request(method, path, content=content, headers=JSON)
+
+    body = assert_problem(response, 422, "invalid-document")
+    assert "twice" in body["detail"]
+    assert db_dump() == before
