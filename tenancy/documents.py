@@ -104,6 +104,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                # '<<' merges a mapping in, where a key already given silently wins.
+                line = key_node.start_mark.line + 1
+                raise InputFormatError("YAML merge keys ('<<') are not accepted", line=line)
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 continue  # SafeLoader refuses it: "found unhashable key"
