@@ -305,3 +305,13 @@ def test_a_json_body_naming_a_member_twice_is_a_422_naming_it(
     body = assert_problem(response, 422, "invalid-document")
     assert "twice" in body["detail"]
     assert db_dump() == before
+
+
+def test_a_dry_run_patch_answers_the_verdict_and_writes_nothing(client, onboarded, db_dump):
+    before = db_dump()
+
+    body = ok(client.patch("/v1/tenants/acme?dry_run=true", json={"qos_class": "silver"}))
+
+    assert body["dry_run"] is True and body["holds"] is True
+    assert [f["fabric"] for f in body["fabrics"]] == [FABRIC]
+    assert db_dump() == before
