@@ -30,6 +30,7 @@ HTTP_ONLY_MODULES = frozenset(
         "test_offboarding",
         "test_open_mode",
         "test_pagination",
+        "test_policy_hostile",
         "test_port_identity",
         "test_problem_table",
         "test_problems_and_auth",
