@@ -12,6 +12,7 @@ from policies.model import FabricKind
 from tenancy import models as m
 from tenancy import roce
 from tenancy.db import fetch_all
+from tenancy.locks import lock_policy
 from tenancy.lookups import fabric_named
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
@@ -43,6 +44,7 @@ def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
 def create_fabric(uow: UnitOfWork, *, spec: FabricCreate | RoceFabricCreate) -> FabricView:
     """Register a fabric; its name is unique and its pools are fixed at creation."""
     with uow.transaction() as tx:
+        lock_policy(tx.session)  # verified under the policy in force when it commits
         if tx.session.exec(select(m.Fabric).where(m.Fabric.name == spec.name)).first():
             raise ConflictError(f"fabric '{spec.name}' already exists", name=spec.name)
         if isinstance(spec, RoceFabricCreate):

@@ -37,6 +37,9 @@ TENANT_QUOTA_LOCK_CLASS = 0x5154
 # The one lock over the parent/child graph of API tokens ("TK"): minting a child and revoking
 # an ancestor must not interleave, or the child outlives its revoked parent (issue 10, item 7).
 TOKEN_LINEAGE_LOCK = (0x544B, 0)
+# The policy document's lock ("PL"): a policy change and a fabric's creation do not interleave,
+# so two changes never take one version number and no new fabric misses a version.
+POLICY_LOCK = (0x504C, 0)
 
 
 def _postgresql(session: Session) -> bool:
@@ -144,4 +147,18 @@ def lock_token_lineage(session: Session) -> None:
         session.connection().execute(
             text("SELECT pg_advisory_xact_lock(:a, :b)"),
             {"a": TOKEN_LINEAGE_LOCK[0], "b": TOKEN_LINEAGE_LOCK[1]},
+        )
+
+
+def lock_policy(session: Session) -> None:
+    """Block until this transaction holds the policy document's lock (before any fabric's).
+
+    Taken by a policy change, and by a fabric's creation: with no fabric to lock, two policy
+    changes would otherwise both write the same next version (one refused by its key), and a
+    fabric created meanwhile would be verified under a policy that is no longer in force.
+    """
+    if _postgresql(session):
+        session.connection().execute(
+            text("SELECT pg_advisory_xact_lock(:a, :b)"),
+            {"a": POLICY_LOCK[0], "b": POLICY_LOCK[1]},
         )

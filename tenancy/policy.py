@@ -20,7 +20,7 @@ from policies.errors import InvalidValueError, IsolationViolationError, NotFound
 from policies.policy import DEFAULT_POLICY, Policy
 from tenancy import audit_log
 from tenancy import models as m
-from tenancy.locks import lock_fabrics
+from tenancy.locks import lock_fabrics, lock_policy
 from tenancy.pagination import decode_cursor, next_cursor
 from tenancy.policy_store import (
     current_policy,
@@ -104,6 +104,7 @@ def put_policy(uow: UnitOfWork, *, document: PolicyDocument) -> PolicyView:
             be over its quota (409, with every counterexample); nothing was changed.
     """
     with uow.transaction() as tx:
+        lock_policy(tx.session)  # first: fabrics listed next are all there are until commit
         fabrics = list(tx.session.exec(select(m.Fabric).order_by(col(m.Fabric.id))))
         lock_fabrics(tx.session, fabrics)  # before the policy is read: changes wait for this one
         current, row = current_policy(tx.session), newest_version(tx.session)

@@ -8,7 +8,7 @@ import pytest
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, IsolationViolationError
-from tenancy import allocations, shared_services, tenants
+from tenancy import allocations, grant_records, shared_services, tenants
 from tenancy import models as m
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tests.builders import FABRIC, SERVICE, rows
@@ -125,7 +125,7 @@ def test_a_refused_grant_records_no_interval(uow, onboarded, engine, monkeypatch
     def refuse(tx, fabric, action, target, scope=None):
         raise IsolationViolationError("refused by the verifier", counterexamples=[])
 
-    monkeypatch.setattr(shared_services, "commit_gate", refuse)
+    monkeypatch.setattr(grant_records, "commit_gate", refuse)
     with pytest.raises(IsolationViolationError):
         shared_services.grant_service(
             uow, tenant_name="globex", spec=GrantCreate(fabric=FABRIC, service=SERVICE)
