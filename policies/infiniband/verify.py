@@ -43,13 +43,15 @@ class _Index:
     def __init__(self, snapshot: IbSnapshot) -> None:
         self.snapshot = snapshot
         self.port = {p.guid: p for p in snapshot.ports}
-        nodes = {n.name: n for n in snapshot.nodes}
         self.node_role = {n.name: n.role for n in snapshot.nodes}
+        # One owner value per host, shared by its ports (a host has 8 HCAs on the benchmark).
+        node_owner = {n.name: n.owners[0] for n in snapshot.nodes if n.owners}
         self.owner: dict[int, Owner] = {}
         for port in snapshot.ports:
-            node = nodes.get(port.node)
-            owners = node.owners if node else ()
-            self.owner[port.guid] = owners[0] if owners else Owner.unassigned(port.node)
+            owner = node_owner.get(port.node)
+            if owner is None:
+                owner = node_owner[port.node] = Owner.unassigned(port.node)
+            self.owner[port.guid] = owner
         self.grants = frozenset(snapshot.grants)
         self.peerings = allowed_peerings(snapshot.policy, snapshot.tenants, snapshot.peerings)
 

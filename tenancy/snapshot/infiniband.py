@@ -67,13 +67,11 @@ def _ports(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tu
     else:
         # The node ids are the fabric's.
         found = session.connection().execute(_PORTS_OF_NODES, {"nodes": node_ids})
-    # Plain tuples: they sort in C, result rows in Python.
-    rows = sorted(
-        (guid, node, hca, port, sw, sw_port) for guid, node, hca, port, sw, sw_port in found
-    )
+    # Ordered by the database: a GUID is unique on a fabric, and its text (``0x`` and 16
+    # lower-case hex digits) sorts as its number.
     return tuple(
         IbPort(int(guid, 16), node, hca, port, switch, switch_port)
-        for guid, node, hca, port, switch, switch_port in rows
+        for guid, node, hca, port, switch, switch_port in found
     )
 
 
@@ -106,8 +104,14 @@ def _ports_query() -> Select[str, str, str, int, str | None, int | None]:
 
 
 # Built once: loading a scoped snapshot runs prepared statements only.
-_PORTS_OF_FABRIC = _ports_query().where(col(m.Port.fabric_id) == bindparam("fabric"))
-_PORTS_OF_NODES = _ports_query().where(col(m.Port.node_id).in_(bindparam("nodes", expanding=True)))
+_PORTS_OF_FABRIC = (
+    _ports_query().where(col(m.Port.fabric_id) == bindparam("fabric")).order_by(col(m.Port.guid))
+)
+_PORTS_OF_NODES = (
+    _ports_query()
+    .where(col(m.Port.node_id).in_(bindparam("nodes", expanding=True)))
+    .order_by(col(m.Port.guid))
+)
 _SEGMENTS = segment_queries(
     select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
     .select_from(m.Segment)
