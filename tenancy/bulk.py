@@ -4,7 +4,7 @@ SQLAlchemy's executemany processes each row's parameters in Python (about 6 µs 
 a 100,000-port import, measured on SQLite); the driver takes plain tuples as they are. So a
 statement is compiled once for the session's dialect and its rows go straight to the driver.
 That skips SQLAlchemy's type processing too: only for values the drivers take unchanged
-(str, int, bool, None), which is what the topology import writes.
+(str, int, bool, None, bytes), which is what the topology import and the digest state write.
 
 Inserts on SQLite go as multi-row VALUES, a few hundred rows a statement: half the time of
 executemany's statement per row (100k ports: 0.25 s instead of 0.5 s). On PostgreSQL that is
@@ -65,7 +65,7 @@ def execute_many(
     """Run `statement` once per row in the session's transaction (nothing for no rows).
 
     `names` are the statement's bind parameters (``bindparam(name)``), in the order of each
-    row's values. Values go to the driver unprocessed: str, int, bool or None only.
+    row's values. Values go to the driver unprocessed: str, int, bool, None or bytes only.
     """
     if not rows:
         return

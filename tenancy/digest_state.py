@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session, col
 
@@ -22,6 +22,7 @@ from policies.infiniband.model import IbSnapshot
 from policies.model import Owner
 from policies.roce.digest import roce_groups
 from tenancy import models as m
+from tenancy.bulk import insert_rows
 from tenancy.db import fetch_all
 from tenancy.snapshot import Snapshot
 from tenancy.uow import Tx
@@ -118,9 +119,9 @@ def _write(session: Session, fabric_id: int, new: Mapping[str, bytes], moved: li
     for start in range(0, len(moved), _CHUNK):
         chunk = moved[start : start + _CHUNK]
         session.connection().execute(_DELETE, {"fabric": fabric_id, "keys": chunk})
-    if new:
-        rows = [{"fabric_id": fabric_id, "key": k, "hash": h} for k, h in new.items()]
-        session.connection().execute(_INSERT, rows)
+    # A first import writes a group per host (12,500 on the benchmark fabric): bulk rows.
+    rows = [(fabric_id, key, hashed) for key, hashed in new.items()]
+    insert_rows(session, m.DigestGroup, ("fabric_id", "key", "hash"), rows)
 
 
 def _save(tx: Tx, fabric_id: int, total: MultisetHash, digest: str) -> m.FabricDigest:
@@ -151,5 +152,4 @@ _TAKE = (
     delete(m.DigestGroup).where(*_KEYS).returning(col(m.DigestGroup.key), col(m.DigestGroup.hash))
 )
 _DELETE = delete(m.DigestGroup).where(*_KEYS)
-_INSERT = insert(m.DigestGroup)
 _UPDATE = update(m.FabricDigest).where(col(m.FabricDigest.fabric_id) == bindparam("fabric"))

@@ -42,7 +42,11 @@ Groups = dict[str, bytes]
 
 def canonical(document: Any) -> bytes:
     """Deterministic JSON: sorted keys, no whitespace (values must already be sorted lists)."""
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return _CANONICAL.encode(document).encode()
+
+
+# What json.dumps builds on every call with these options, built once (a group per host).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 def node_key(node: str) -> str:
