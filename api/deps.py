@@ -241,8 +241,23 @@ class ListParams:
 
 
 async def list_params(
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size")] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, Query(max_length=512, description="From a 'next' field")] = None,
+    limit: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=MAX_LIMIT,
+            description=f"Page size: the most items in `data`, 1 to {MAX_LIMIT} "
+            f"(default {DEFAULT_LIMIT})",
+        ),
+    ] = DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=512,
+            description="Where to resume: the opaque `next` of the previous page, as given; "
+            "omitted for the first page",
+        ),
+    ] = None,
 ) -> ListParams:
     """The `limit` and `cursor` query parameters every list endpoint takes."""
     return ListParams(limit, cursor)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
+from api.params import AllocationIdPath, TenantPath
 from tenancy import allocations
 from tenancy.history import AllocationState
 from tenancy.schemas import AllocationCreate, AllocationView, Page
@@ -17,17 +18,20 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/allocations", status_code=status.HTTP_201_CREATED)
-def allocate(tenant: str, spec: AllocationCreate, uow: Uow) -> AllocationView:
+def allocate(tenant: TenantPath, spec: AllocationCreate, uow: Uow) -> AllocationView:
     """Allocate named nodes, or `count` free compute nodes, exclusively to the tenant."""
     return allocations.allocate(uow, tenant_name=tenant, spec=spec)
 
 
 @router.get("/{tenant}/allocations")
 def list_allocations(
-    tenant: str,
+    tenant: TenantPath,
     uow: Uow,
     listing: Listing,
-    fabric: Annotated[str | None, Query(max_length=63)] = None,
+    fabric: Annotated[
+        str | None,
+        Query(max_length=63, description="Only allocations on this fabric (its name)"),
+    ] = None,
     state: Annotated[AllocationState, Query(description=STATE_HELP)] = "active",
 ) -> Page[AllocationView]:
     """The tenant's allocations: current ones unless `state` asks for released ones or all."""
@@ -43,8 +47,8 @@ def list_allocations(
 
 @router.get("/{tenant}/allocations/{allocation_id}")
 def get_allocation(
-    tenant: str,
-    allocation_id: str,
+    tenant: TenantPath,
+    allocation_id: AllocationIdPath,
     uow: Uow,
     state: Annotated[AllocationState, Query(description=STATE_HELP)] = "active",
 ) -> AllocationView:
@@ -55,7 +59,7 @@ def get_allocation(
 
 
 @router.delete("/{tenant}/allocations/{allocation_id}", status_code=status.HTTP_204_NO_CONTENT)
-def release_allocation(tenant: str, allocation_id: str, uow: Uow) -> Response:
+def release_allocation(tenant: TenantPath, allocation_id: AllocationIdPath, uow: Uow) -> Response:
     """Release an allocation's nodes (the partition goes with the tenant's last allocation)."""
     allocations.release_allocation(uow, tenant_name=tenant, allocation_id=allocation_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

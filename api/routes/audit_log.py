@@ -33,7 +33,19 @@ def get_checkpoint(uow: Uow) -> CheckpointView:
 
 @router.get("/proofs/inclusion")
 def inclusion_proof(
-    uow: Uow, index: Annotated[int, Query(ge=0)], size: Annotated[int, Query(ge=1)]
+    uow: Uow,
+    index: Annotated[
+        int,
+        Query(ge=0, description="The entry's 0-based index in the log; below `size`"),
+    ],
+    size: Annotated[
+        int,
+        Query(
+            ge=1,
+            description="Entries in the tree (a checkpoint's size), 1 up to the log's "
+            "current size; 404 when the log is shorter",
+        ),
+    ],
 ) -> InclusionProofView:
     """RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
     return audit_log.inclusion(uow, index=index, size=size)
@@ -41,7 +53,23 @@ def inclusion_proof(
 
 @router.get("/proofs/consistency")
 def consistency_proof(
-    uow: Uow, first: Annotated[int, Query(ge=1)], second: Annotated[int, Query(ge=1)]
+    uow: Uow,
+    first: Annotated[
+        int,
+        Query(
+            ge=1,
+            description="Entries in the older tree (e.g. a checkpoint kept earlier), 1 up to "
+            "`second`",
+        ),
+    ],
+    second: Annotated[
+        int,
+        Query(
+            ge=1,
+            description="Entries in the newer tree, up to the log's current size; 404 when "
+            "the log is shorter",
+        ),
+    ],
 ) -> ConsistencyProofView:
     """RFC 9162 consistency proof between the trees of `first` and `second` entries."""
     return audit_log.consistency(uow, first=first, second=second)

@@ -9,6 +9,7 @@ from fastapi.responses import Response
 
 from api.deps import HEAVY_WORK, Uow
 from api.limits import RawBody, decode_text
+from api.params import FabricPath
 from api.responses import json_response
 from tenancy import config_audits
 from tenancy.schemas import (
@@ -37,11 +38,27 @@ router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
     },
 )
 def post_audit(
-    fabric: str,
+    fabric: FabricPath,
     body: RawBody,
     uow: Uow,
-    format: Annotated[str, Query(pattern=AUDIT_FORMAT_PATTERN)],
-    leaf: Annotated[str | None, Query(max_length=63, pattern=SLUG_PATTERN)] = None,
+    format: Annotated[
+        str,
+        Query(
+            pattern=AUDIT_FORMAT_PATTERN,
+            description="What the body is: partitions (OpenSM partitions.conf, InfiniBand), "
+            "config_db (a SONiC leaf's config_db.json, RoCE) or frr (a leaf's frr.conf, RoCE); "
+            "a format of the other technology is a 422",
+        ),
+    ],
+    leaf: Annotated[
+        str | None,
+        Query(
+            max_length=63,
+            pattern=SLUG_PATTERN,
+            description="The leaf switch the file was taken from (its name); required for "
+            "config_db and frr, refused (422) for partitions",
+        ),
+    ] = None,
 ) -> Response:
     """Audit a deployed partitions.conf, or a leaf's config_db.json or frr.conf (the body):
     parser findings, drift from intent per owner, and the isolation counterexamples it allows.
@@ -53,7 +70,7 @@ def post_audit(
 
 
 @router.post("/{fabric}/observations", response_model=ObservationView, dependencies=[HEAVY_WORK])
-def post_observation(fabric: str, document: ObservationCreate, uow: Uow) -> Response:
+def post_observation(fabric: FabricPath, document: ObservationCreate, uow: Uow) -> Response:
     """Compare the live P_Key tables (the output of `isofabric collect ib`) with intent: per-port
     drift and the cross-owner reachability the tables allow. Changes nothing.
     """  # noqa: D205 - the published OpenAPI description, kept word for word

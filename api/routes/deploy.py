@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Listing, Uow
+from api.params import FabricPath, NodePath
 from tenancy import deploy
 from tenancy.schemas import (
     SLUG_PATTERN,
@@ -20,7 +21,14 @@ from tenancy.schemas import (
 )
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
-TargetName = Annotated[str, Path(pattern=SLUG_PATTERN, description="The target's name")]
+TargetName = Annotated[
+    str,
+    Path(
+        pattern=SLUG_PATTERN,
+        description="The deploy target's name, a slug: an SM host (InfiniBand) or a leaf "
+        "(RoCE), e.g. 'sm01'",
+    ),
+]
 
 
 @router.put(
@@ -28,7 +36,7 @@ TargetName = Annotated[str, Path(pattern=SLUG_PATTERN, description="The target's
     responses={201: {"model": TargetView, "description": "Registered"}},
 )
 def put_target(
-    fabric: str, name: TargetName, spec: TargetCreate, uow: Uow, response: Response
+    fabric: FabricPath, name: TargetName, spec: TargetCreate, uow: Uow, response: Response
 ) -> TargetView:
     """Register a deploy target (an OpenSM host): 201 when new, 200 when already registered."""
     view, created = deploy.put_target(uow, fabric_name=fabric, name=name, spec=spec)
@@ -37,19 +45,19 @@ def put_target(
 
 
 @router.get("/{fabric}/targets")
-def list_targets(fabric: str, uow: Uow, listing: Listing) -> Page[TargetView]:
+def list_targets(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[TargetView]:
     """The fabric's targets with their last reported state and role (master or standby)."""
     return deploy.list_targets(uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor)
 
 
 @router.get("/{fabric}/targets/{name}")
-def get_target(fabric: str, name: TargetName, uow: Uow) -> TargetView:
+def get_target(fabric: FabricPath, name: TargetName, uow: Uow) -> TargetView:
     """One target with its last reported state, role, deployed digest and mismatches."""
     return deploy.get_target(uow, fabric_name=fabric, name=name)
 
 
 @router.delete("/{fabric}/targets/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_target(fabric: str, name: TargetName, uow: Uow) -> None:
+def delete_target(fabric: FabricPath, name: TargetName, uow: Uow) -> None:
     """Forget a target; drains that waited only for it complete."""
     deploy.delete_target(uow, fabric_name=fabric, name=name)
 
@@ -60,7 +68,7 @@ def delete_target(fabric: str, name: TargetName, uow: Uow) -> None:
     responses={200: {"model": ReportView, "description": "A repeat of the target's state"}},
 )
 def post_report(
-    fabric: str, name: TargetName, report: ReportCreate, uow: Uow, response: Response
+    fabric: FabricPath, name: TargetName, report: ReportCreate, uow: Uow, response: Response
 ) -> ReportView:
     """An agent's report of one cycle: 201 when it changed the target's state (audited)."""
     view = deploy.post_report(uow, fabric_name=fabric, target_name=name, report=report)
@@ -70,13 +78,13 @@ def post_report(
 
 
 @router.get("/{fabric}/sync")
-def get_sync(fabric: str, uow: Uow) -> SyncView:
+def get_sync(fabric: FabricPath, uow: Uow) -> SyncView:
     """The desired snapshot digest, and whether every target applied it."""
     return deploy.sync_status(uow, fabric_name=fabric)
 
 
 @router.get("/{fabric}/deployments")
-def list_deployments(fabric: str, uow: Uow, listing: Listing) -> Page[ReportView]:
+def list_deployments(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[ReportView]:
     """Every report that changed a target's state (deploy receipts), oldest first."""
     return deploy.list_deployments(
         uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor
@@ -84,7 +92,7 @@ def list_deployments(fabric: str, uow: Uow, listing: Listing) -> Page[ReportView
 
 
 @router.post("/{fabric}/nodes/{node}/force-drain")
-def force_drain(fabric: str, node: str, spec: ForceDrain, uow: Uow) -> dict[str, str]:
+def force_drain(fabric: FabricPath, node: NodePath, spec: ForceDrain, uow: Uow) -> dict[str, str]:
     """Free a draining node without waiting for the deploy targets (audited, with a reason)."""
     state = deploy.force_drain(uow, fabric_name=fabric, node_name=node, spec=spec)
     return {"node": node, "state": state}

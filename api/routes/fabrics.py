@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import Listing, Uow
+from api.params import FabricPath
 from tenancy import fabrics
 from tenancy.schemas import AnyFabricCreate, FabricView, Page
 
@@ -24,6 +25,6 @@ def list_fabrics(uow: Uow, listing: Listing) -> Page[FabricView]:
 
 
 @router.get("/{fabric}")
-def get_fabric(fabric: str, uow: Uow) -> FabricView:
+def get_fabric(fabric: FabricPath, uow: Uow) -> FabricView:
     """One fabric."""
     return fabrics.get_fabric(uow, name=fabric)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
+from api.params import GrantIdPath, TenantPath
 from tenancy import shared_services
 from tenancy.history import GrantState
 from tenancy.schemas import GrantCreate, GrantView, Page
@@ -17,14 +18,14 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/grants", status_code=status.HTTP_201_CREATED)
-def grant(tenant: str, spec: GrantCreate, uow: Uow) -> GrantView:
+def grant(tenant: TenantPath, spec: GrantCreate, uow: Uow) -> GrantView:
     """Grant the tenant access to a shared service (limited membership in its partition)."""
     return shared_services.grant_service(uow, tenant_name=tenant, spec=spec)
 
 
 @router.get("/{tenant}/grants")
 def list_grants(
-    tenant: str,
+    tenant: TenantPath,
     uow: Uow,
     listing: Listing,
     state: Annotated[GrantState, Query(description=STATE_HELP)] = "active",
@@ -37,8 +38,8 @@ def list_grants(
 
 @router.get("/{tenant}/grants/{grant_id}")
 def get_grant(
-    tenant: str,
-    grant_id: str,
+    tenant: TenantPath,
+    grant_id: GrantIdPath,
     uow: Uow,
     state: Annotated[GrantState, Query(description=STATE_HELP)] = "active",
 ) -> GrantView:
@@ -47,7 +48,7 @@ def get_grant(
 
 
 @router.delete("/{tenant}/grants/{grant_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_grant(tenant: str, grant_id: str, uow: Uow) -> Response:
+def revoke_grant(tenant: TenantPath, grant_id: GrantIdPath, uow: Uow) -> Response:
     """Revoke a grant."""
     shared_services.revoke_grant(uow, tenant_name=tenant, grant_id=grant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

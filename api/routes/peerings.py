@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
+from api.params import PeeringIdPath, TenantPath
 from tenancy import peerings
 from tenancy.schemas import Page
 from tenancy.schemas.peerings import PeeringCreate, PeeringState, PeeringView
@@ -21,14 +22,14 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/peerings", status_code=status.HTTP_201_CREATED)
-def request_peering(tenant: str, spec: PeeringCreate, uow: Uow) -> PeeringView:
+def request_peering(tenant: TenantPath, spec: PeeringCreate, uow: Uow) -> PeeringView:
     """Ask another tenant to peer on a fabric; it takes effect once the peer accepts it."""
     return peerings.request_peering(uow, tenant_name=tenant, spec=spec)
 
 
 @router.get("/{tenant}/peerings")
 def list_peerings(
-    tenant: str,
+    tenant: TenantPath,
     uow: Uow,
     listing: Listing,
     state: Annotated[PeeringState, Query(description=STATE_HELP)] = "open",
@@ -40,14 +41,14 @@ def list_peerings(
 
 
 @router.delete("/{tenant}/peerings/{peering_id}", status_code=status.HTTP_204_NO_CONTENT)
-def end_peering(tenant: str, peering_id: str, uow: Uow) -> Response:
+def end_peering(tenant: TenantPath, peering_id: PeeringIdPath, uow: Uow) -> Response:
     """End a peering (either side): withdraw or decline a request, or disconnect the two."""
     peerings.end_peering(uow, tenant_name=tenant, peering_id=peering_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/{tenant}/peering-requests")
-def list_peering_requests(tenant: str, uow: Uow, listing: Listing) -> Page[PeeringView]:
+def list_peering_requests(tenant: TenantPath, uow: Uow, listing: Listing) -> Page[PeeringView]:
     """Pending peering requests addressed to the tenant."""
     return peerings.list_peering_requests(
         uow, tenant_name=tenant, limit=listing.limit, cursor=listing.cursor
@@ -55,6 +56,6 @@ def list_peering_requests(tenant: str, uow: Uow, listing: Listing) -> Page[Peeri
 
 
 @router.post("/{tenant}/peering-requests/{peering_id}/accept")
-def accept_peering(tenant: str, peering_id: str, uow: Uow) -> PeeringView:
+def accept_peering(tenant: TenantPath, peering_id: PeeringIdPath, uow: Uow) -> PeeringView:
     """Accept a pending request: the two tenants reach each other, verified before commit."""
     return peerings.accept_peering(uow, tenant_name=tenant, peering_id=peering_id)

@@ -84,6 +84,17 @@ def list_policy_versions(uow: Uow, listing: Listing) -> Page[PolicyView]:
 
 
 @router.get("/versions/{version}")
-def get_policy_version(version: Annotated[int, Path(ge=0, le=2**31 - 1)], uow: Uow) -> PolicyView:
+def get_policy_version(
+    version: Annotated[
+        int,
+        Path(
+            ge=0,
+            le=2**31 - 1,
+            description="The policy version: 0 is the built-in default, 1 and up the stored "
+            "versions in the order they were put; 404 for a version never stored",
+        ),
+    ],
+    uow: Uow,
+) -> PolicyView:
     """One version of the policy; 0 is the built-in default."""
     return policy.get_policy_version(uow, version=version)

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, status
 
 from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
+from api.params import ProofIdPath, TenantPath
 from policies.authz import Role
 from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
 from tenancy import proofs
@@ -41,7 +42,7 @@ def _readable(principal: Principal) -> View | None:
     dependencies=[HEAVY_WORK],  # verifies the whole fabric; auditors may issue too
 )
 def issue_proof(
-    tenant: str, spec: ProofIssue, uow: Uow, principal: CurrentPrincipal
+    tenant: TenantPath, spec: ProofIssue, uow: Uow, principal: CurrentPrincipal
 ) -> ProofCreated:
     """Sign a proof (DSSE over an in-toto Statement) that the tenant is isolated on the fabric.
 
@@ -57,9 +58,24 @@ def list_proofs(
     uow: Uow,
     listing: Listing,
     principal: CurrentPrincipal,
-    tenant: Annotated[str | None, Query(max_length=63)] = None,
-    fabric: Annotated[str | None, Query(max_length=63)] = None,
-    since: Annotated[datetime | None, Query(description="RFC 3339: issued from then")] = None,
+    tenant: Annotated[
+        str | None,
+        Query(
+            max_length=63,
+            description="Only proofs about this tenant (its name); a tenant principal always "
+            "gets its own tenant's, and an empty page for another",
+        ),
+    ] = None,
+    fabric: Annotated[
+        str | None, Query(max_length=63, description="Only proofs about this fabric (its name)")
+    ] = None,
+    since: Annotated[
+        datetime | None,
+        Query(
+            description="Only proofs issued at or after this instant, RFC 3339 (e.g. "
+            "2026-03-01T00:00:00Z)"
+        ),
+    ] = None,
 ) -> Page[ProofView]:
     """Stored proofs, oldest id first; a tenant principal sees its own tenant's tenant views."""
     if principal.tenant is not None:
@@ -78,7 +94,7 @@ def list_proofs(
 
 
 @router.get("/v1/proofs/{proof_id}")
-def get_proof(proof_id: str, uow: Uow, principal: CurrentPrincipal) -> ProofView:
+def get_proof(proof_id: ProofIdPath, uow: Uow, principal: CurrentPrincipal) -> ProofView:
     """One stored proof; another tenant's proof, or a full one asked by a tenant, is a 404."""
     view = _readable(principal)
     return proofs.get_proof(uow, proof_id=proof_id, tenant=principal.tenant, view=view)

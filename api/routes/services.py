@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import Listing, Uow
+from api.params import FabricPath, ServicePath
 from tenancy import shared_services
 from tenancy.schemas import Page, ServiceCreate, ServiceView
 
@@ -12,13 +13,13 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 @router.post("/{fabric}/services", status_code=status.HTTP_201_CREATED)
-def create_service(fabric: str, spec: ServiceCreate, uow: Uow) -> ServiceView:
+def create_service(fabric: FabricPath, spec: ServiceCreate, uow: Uow) -> ServiceView:
     """Create an operator-owned shared service (e.g. storage) with its own partition."""
     return shared_services.create_service(uow, fabric_name=fabric, spec=spec)
 
 
 @router.get("/{fabric}/services")
-def list_services(fabric: str, uow: Uow, listing: Listing) -> Page[ServiceView]:
+def list_services(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[ServiceView]:
     """Shared services of the fabric."""
     return shared_services.list_services(
         uow, fabric_name=fabric, limit=listing.limit, cursor=listing.cursor
@@ -26,6 +27,6 @@ def list_services(fabric: str, uow: Uow, listing: Listing) -> Page[ServiceView]:
 
 
 @router.get("/{fabric}/services/{service}")
-def get_service(fabric: str, service: str, uow: Uow) -> ServiceView:
+def get_service(fabric: FabricPath, service: ServicePath, uow: Uow) -> ServiceView:
     """One shared service."""
     return shared_services.get_service(uow, fabric_name=fabric, name=service)

@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from api.deps import CurrentPrincipal, Listing, Uow
+from api.params import TenantPath
 from policies.authz import Role
 from tenancy import cached_reads, tenant_patch, tenants
 from tenancy.schemas import (
@@ -33,8 +34,23 @@ def list_tenants(
     uow: Uow,
     listing: Listing,
     principal: CurrentPrincipal,
-    status_: Annotated[str | None, Query(alias="status", pattern="^(active|offboarded)$")] = None,
-    kind: Annotated[str | None, Query(pattern="^(internal|external)$")] = None,
+    status_: Annotated[
+        str | None,
+        Query(
+            alias="status",
+            pattern="^(active|offboarded)$",
+            description="Only tenants in this status: active, or offboarded (kept for audit "
+            "and billing history); omitted: both",
+        ),
+    ] = None,
+    kind: Annotated[
+        str | None,
+        Query(
+            pattern="^(internal|external)$",
+            description="Only tenants of this kind: internal (the operator's own teams) or "
+            "external (customers); omitted: both",
+        ),
+    ] = None,
 ) -> Page[TenantView] | Page[TenantSummary]:
     """Tenants by name, optionally filtered by status or kind; a tenant role sees its own only,
     the billing role only names and billing accounts.
@@ -57,14 +73,16 @@ def _summary(view: TenantView) -> TenantSummary:
 
 
 @router.get("/{tenant}", response_model=None, responses={200: {"model": TenantView}})
-def get_tenant(tenant: str, uow: Uow, principal: CurrentPrincipal) -> TenantView | TenantSummary:
+def get_tenant(
+    tenant: TenantPath, uow: Uow, principal: CurrentPrincipal
+) -> TenantView | TenantSummary:
     """One tenant (the billing role sees its name and billing account only)."""
     view = tenants.get_tenant(uow, name=tenant)
     return _summary(view) if principal.role == Role.BILLING else view
 
 
 @router.get("/{tenant}/reachability")
-def get_reachability(tenant: str, uow: Uow) -> TenantReachabilityView:
+def get_reachability(tenant: TenantPath, uow: Uow) -> TenantReachabilityView:
     """Per fabric where the tenant has segments: the reachability edges that involve it and
     whether the fabric's isolation verdict holds.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
@@ -72,7 +90,7 @@ def get_reachability(tenant: str, uow: Uow) -> TenantReachabilityView:
 
 
 @router.patch("/{tenant}")
-def patch_tenant(tenant: str, spec: TenantPatch, uow: Uow) -> TenantView:
+def patch_tenant(tenant: TenantPath, spec: TenantPatch, uow: Uow) -> TenantView:
     """Change a tenant's own node quota (`max_nodes`, null: its kind's), QoS class or billing
     account (operators); verified like any change: a class or quota the policy or the tenant's
     holdings refute is a 409 with the counterexamples.
@@ -81,6 +99,6 @@ def patch_tenant(tenant: str, spec: TenantPatch, uow: Uow) -> TenantView:
 
 
 @router.delete("/{tenant}")
-def offboard_tenant(tenant: str, uow: Uow) -> TenantView:
+def offboard_tenant(tenant: TenantPath, uow: Uow) -> TenantView:
     """Offboard: release all nodes, grants and partitions; the record stays as `offboarded`."""
     return tenants.offboard_tenant(uow, name=tenant)

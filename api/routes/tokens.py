@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, hidden_tenant
+from api.params import TokenIdPath
 from tenancy import tokens
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
 
@@ -28,7 +29,7 @@ def list_tokens(uow: Uow, listing: Listing, principal: CurrentPrincipal) -> Page
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_token(token_id: str, uow: Uow, principal: CurrentPrincipal) -> Response:
+def revoke_token(token_id: TokenIdPath, uow: Uow, principal: CurrentPrincipal) -> Response:
     """Revoke a token: it stops working at once; the record stays for the audit trail."""
     tokens.revoke_token(uow, token_id=token_id, tenant=principal.tenant)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -7,6 +7,7 @@ from fastapi.responses import Response
 
 from api.deps import HEAVY_WORK, Uow
 from api.limits import RawBody, decode_text, media_type
+from api.params import FabricPath
 from api.responses import json_response
 from tenancy import topology
 from tenancy.schemas import TopologyImportResult
@@ -40,7 +41,7 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
         }
     },
 )
-def put_topology(fabric: str, request: Request, uow: Uow, body: RawBody) -> Response:
+def put_topology(fabric: FabricPath, request: Request, uow: Uow, body: RawBody) -> Response:
     """Reconcile the fabric's inventory: `ibnetdiscover` output (text/plain) on InfiniBand, an
     inventory document (application/json or application/yaml) on RoCE.
     """  # noqa: D205 - the published OpenAPI description, kept word for word

@@ -24,8 +24,17 @@ From = Annotated[
 To = Annotated[
     str | None, Query(pattern=TIME, description="End of the range (exclusive); defaults to now")
 ]
-TenantFilter = Annotated[str | None, Query(pattern=SLUG_PATTERN, description="Only this tenant")]
-Granularity = Annotated[str, Query(pattern="^(hour|day)$", description="Record period")]
+TenantFilter = Annotated[
+    str | None, Query(pattern=SLUG_PATTERN, description="Only this tenant's records (its name)")
+]
+Granularity = Annotated[
+    str,
+    Query(
+        pattern="^(hour|day)$",
+        description="Record period: hour (a range of at most 31 days) or day (at most 366), "
+        "periods aligned on UTC",
+    ),
+]
 
 
 @router.get("/records")

@@ -6,11 +6,12 @@ of the fabric, then answered without loading, verifying or rendering it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Protocol
+from typing import Any, Protocol
 
-from fastapi import APIRouter, Header, Response, status
+from fastapi import APIRouter, Response, status
 
 from api.deps import Uow
+from api.params import ArtifactPath, FabricPath, IfNoneMatch
 from tenancy import cached_reads
 from tenancy.schemas import ArtifactsView, VerificationView
 
@@ -33,16 +34,14 @@ class Servable(Protocol):
 
 
 @router.get("/{fabric}/verification", response_model=VerificationView, responses=NOT_MODIFIED)
-def get_verification(
-    fabric: str, uow: Uow, if_none_match: Annotated[str | None, Header()] = None
-) -> Response:
+def get_verification(fabric: FabricPath, uow: Uow, if_none_match: IfNoneMatch = None) -> Response:
     """Verify isolation now: verdict, counterexamples and the reachability relation."""
     verdict = cached_reads.verification_json(uow, fabric_name=fabric)
     return _served(verdict, "application/json", {}, if_none_match)
 
 
 @router.get("/{fabric}/artifacts")
-def list_artifacts(fabric: str, uow: Uow) -> ArtifactsView:
+def list_artifacts(fabric: FabricPath, uow: Uow) -> ArtifactsView:
     """Manifest of the rendered OpenSM files (sha256, size) and the snapshot digest."""
     return cached_reads.list_artifacts(uow, fabric_name=fabric)
 
@@ -53,10 +52,10 @@ def list_artifacts(fabric: str, uow: Uow) -> ArtifactsView:
     responses={200: {"content": {"text/plain": {}}}, **NOT_MODIFIED},
 )
 def get_artifact(
-    fabric: str,
-    path: str,
+    fabric: FabricPath,
+    path: ArtifactPath,
     uow: Uow,
-    if_none_match: Annotated[str | None, Header()] = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
     """One rendered file; ETag is its quoted sha256, X-Snapshot-Digest the verified snapshot."""
     read = cached_reads.get_artifact(uow, fabric_name=fabric, path=path)
