@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
 MAD_TIMEOUT_MS = 2000
 # smpquery processes at once (ibsim serves at most 10 clients in all).
 DEFAULT_CONCURRENCY = 4
 COMMAND_TIMEOUT = 60.0
+# A failed read's message, on one line, is cut to this (it is the stderr of smpquery).
+ERROR_LIMIT = 1000
 # CA  23  1 0x0000000000100025 4x SDR - SW  3  9 0x0000000000200001 ( 'stor02 mlx5_0' - 'leaf02' )
 _CA_LINE = re.compile(r"^CA\s+(?P<lid>\d+)\s+(?P<port>\d+)\s+(?P<guid>0x[0-9a-fA-F]+)\s")
 # "   0: 0xffff 0x0000 ..." (smpquery pkeys)
@@ -87,6 +89,64 @@ def discover_ca_ports(
     return ca_ports(run_tool([(tools or Tools()).ibnetdiscover, "-p"], env, timeout))
 
 
+@dataclass(frozen=True, slots=True)
+class PortRead:
+    """One CA port's read: its non-empty P_Keys, or why they could not be read (`error`)."""
+
+    guid: int
+    lid: int
+    pkeys: tuple[int, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True iff the table was read."""
+        return self.error is None
+
+
+def one_line(text: str, limit: int = ERROR_LIMIT) -> str:
+    """`text` on one line (whitespace runs made one space), cut to `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def read_ports(
+    ports: Sequence[tuple[int, int]],
+    *,
+    m_key: int | None = None,
+    env: Mapping[str, str] | None = None,
+    tools: Tools | None = None,
+    timeout: float = COMMAND_TIMEOUT,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    on_read: Callable[[PortRead], None] | None = None,
+) -> list[PortRead]:
+    """Read every (GUID, LID) port's P_Key table, at most `concurrency` smpquery at once.
+
+    A port whose read fails (smpquery missing, failing, timing out or printing something
+    unexpected) becomes a `PortRead` with `error` set, and the other ports are still read. A
+    port with LID 0 (not yet swept) reads as an empty table. `on_read` is called in the
+    caller's thread as each read completes. The result keeps the order of `ports`.
+    """
+    tools = tools or Tools()
+    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
+
+    def read(guid: int, lid: int) -> PortRead:
+        if not lid:
+            return PortRead(guid, lid)
+        argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
+        try:
+            return PortRead(guid, lid, tuple(pkey_table(run_tool(argv, env, timeout))))
+        except CollectError as error:
+            return PortRead(guid, lid, error=one_line(str(error)))
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(read, guid, lid) for guid, lid in ports]
+        for future in as_completed(futures):
+            if on_read is not None:
+                on_read(future.result())
+        return [future.result() for future in futures]
+
+
 def read_pkey_tables(
     ports: Sequence[tuple[int, int]],
     *,
@@ -98,21 +158,18 @@ def read_pkey_tables(
 ) -> dict[int, list[int]]:
     """The non-empty P_Keys of each (GUID, LID) port, with at most `concurrency` smpquery at once.
 
-    A port with LID 0 (not yet swept) reads as an empty table. ibsim serves at most 10 clients
-    in all (SMs included), hence the small default. The result keeps the order of `ports`.
+    All or nothing (the deploy agent's check): every port is read (`read_ports`), then the
+    first failed one, in the order of `ports`, is raised. A port with LID 0 (not yet swept)
+    reads as an empty table. ibsim serves at most 10 clients in all (SMs included), hence the
+    small default. The result keeps the order of `ports`.
 
     Raises:
         CollectError: smpquery is missing, fails or prints something unexpected.
     """
-    tools = tools or Tools()
-    key_args = ["-y", f"0x{m_key:016x}"] if m_key else []
-
-    def read(lid: int) -> list[int]:
-        if not lid:
-            return []
-        argv = [tools.smpquery, "-t", str(MAD_TIMEOUT_MS), *key_args, "pkeys", str(lid)]
-        return pkey_table(run_tool(argv, env, timeout))
-
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        tables = list(pool.map(read, [lid for _guid, lid in ports]))
-    return {guid: table for (guid, _lid), table in zip(ports, tables, strict=True)}
+    reads = read_ports(
+        ports, m_key=m_key, env=env, tools=tools, timeout=timeout, concurrency=concurrency
+    )
+    for port in reads:
+        if port.error is not None:
+            raise CollectError(port.error)
+    return {port.guid: list(port.pkeys) for port in reads}

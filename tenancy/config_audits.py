@@ -29,6 +29,7 @@ from tenancy.schemas import (
     ObservationCreate,
     ObservationView,
     PortDriftView,
+    UnobservedPortView,
 )
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import require_kind
@@ -130,10 +131,9 @@ def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -
         require_kind(fabric, FabricKind.INFINIBAND, "observations apply to InfiniBand fabrics")
         snapshot = load_snapshot(tx.session, fabric)
     assert isinstance(snapshot, IbSnapshot)
-    tables: dict[int, list[int]] = {}
-    for port in document.ports:
-        tables.setdefault(int(port.guid, 16), []).extend(int(k, 16) for k in port.pkeys)
-    report = compare_observation(snapshot, tables)
+    tables, failed = _observed_tables(document)
+    report = compare_observation(snapshot, tables, unobserved=failed.keys())
+    nodes = {p.guid: p.node for p in snapshot.ports}
     return ObservationView(
         fabric=fabric_name,
         snapshot_digest=snapshot.digest,
@@ -151,4 +151,24 @@ def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -
         counterexamples=[
             counterexample_view(c, FabricKind.INFINIBAND) for c in report.verdict.counterexamples
         ],
+        unobserved=[
+            UnobservedPortView(guid=format_guid(guid), node=nodes.get(guid, "?"), error=error)
+            for guid, error in sorted(failed.items())
+        ],
     )
+
+
+def _observed_tables(document: ObservationCreate) -> tuple[dict[int, list[int]], dict[int, str]]:
+    """The tables read (GUID -> P_Keys), and the ports not read (GUID -> error).
+
+    A port listed twice merges its tables; it is unobserved only when no listing was read.
+    """
+    tables: dict[int, list[int]] = {}
+    failed: dict[int, str] = {}
+    for port in document.ports:
+        guid = int(port.guid, 16)
+        if port.pkeys is None:
+            failed.setdefault(guid, port.error or "")
+        else:
+            tables.setdefault(guid, []).extend(int(k, 16) for k in port.pkeys)
+    return tables, {guid: error for guid, error in failed.items() if guid not in tables}

@@ -13,7 +13,7 @@ It is pure (stdlib only, no I/O).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from policies.infiniband.model import (
@@ -103,19 +103,25 @@ def observed_snapshot(intended: IbSnapshot, tables: Mapping[int, Iterable[int]])
 
 
 def compare_observation(
-    intended: IbSnapshot, tables: Mapping[int, Iterable[int]]
+    intended: IbSnapshot,
+    tables: Mapping[int, Iterable[int]],
+    unobserved: Collection[int] = frozenset(),
 ) -> ObservationReport:
     """Per-port drift of the live `tables` (port GUID -> P_Keys) and their isolation verdict.
 
     Ports of management nodes are not compared on 0x7fff: the Subnet Manager's own port is a
-    full member there by design (``SELF=full``).
+    full member there by design (``SELF=full``). A port in `unobserved` and not in `tables`
+    (the collector could not read it) has no drift: its table is unknown, not empty. It is in
+    no partition of the snapshot the verdict judges, so it adds no reachability: the verdict
+    covers the observed ports only.
     """
     observed = {guid: set(keys) for guid, keys in tables.items()}
     want = intended_tables(intended)
+    unknown = set(unobserved) - observed.keys()
     ports = {p.guid: p for p in intended.ports}
     roles = {n.name: n for n in intended.nodes}
     drift = []
-    for guid in sorted(want.keys() | observed.keys()):
+    for guid in sorted((want.keys() | observed.keys()) - unknown):
         port = ports.get(guid)
         node = roles.get(port.node) if port else None
         have = {k for k in observed.get(guid, set()) if k & PKEY_BASE_MASK}

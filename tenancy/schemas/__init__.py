@@ -12,6 +12,7 @@ from tenancy.schemas.audits import (
     ObservationView,
     ObservedPort,
     PortDriftView,
+    UnobservedPortView,
 )
 from tenancy.schemas.bounds import (
     Asn,
@@ -237,6 +238,7 @@ __all__ = [
     "TopologyImportResult",
     "TopologyPortChange",
     "UnicastIpv4",
+    "UnobservedPortView",
     "UsageCloudEvent",
     "UsageEventsPage",
     "UsageRecordView",

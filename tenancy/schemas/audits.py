@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     BaseModel,
     Field,
     StrictInt,
+    model_validator,
 )
 
 from tenancy.schemas.common import (
@@ -76,12 +77,34 @@ class ConfigAuditView(BaseModel):
 
 
 class ObservedPort(Strict):
-    """One HCA port's live P_Key table as collected: GUID, LID and up to 128 P_Keys in hex."""
+    """One HCA port as collected: GUID, LID, and its live P_Key table or why it was not read.
+
+    `pkeys` holds up to 128 P_Keys in hex. A port with an `error` instead is not observed: the
+    comparison leaves it out (it is never read as a port without P_Keys) and the report lists it
+    under `unobserved`. Exactly one of the two is present.
+    """
 
     guid: Annotated[str, Field(pattern=HEX_GUID_PATTERN)]
     # IBA: a LID is 16 bits (0 while the SM has not assigned one).
     lid: Annotated[StrictInt, Field(ge=0, le=0xFFFF)]
-    pkeys: Annotated[list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]], Field(max_length=128)]
+    pkeys: Annotated[
+        list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]] | None,
+        Field(max_length=128, description="The port's P_Key table; absent when `error` is set."),
+    ] = None
+    error: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=4096,
+            description="Why the table could not be read (the port is then not observed).",
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _read_or_failed(self) -> Self:
+        if (self.pkeys is None) == (self.error is None):
+            raise ValueError("a port has either 'pkeys' (read) or 'error' (not read)")
+        return self
 
 
 class ObservationCreate(BaseModel):
@@ -91,6 +114,18 @@ class ObservationCreate(BaseModel):
     collected_at: datetime | None = None
     ibnetdiscover: Annotated[str, Field(max_length=16_000_000)] = ""
     ports: Annotated[list[ObservedPort], Field(max_length=100_000)]
+
+
+class UnobservedPortView(BaseModel):
+    """A port the collector could not read: left out of the comparison, with the reason.
+
+    `node` is the node the fabric's record places the port on (``?`` for a port it does not
+    know).
+    """
+
+    guid: str = Field(description="The port GUID (``0x`` and 16 hex digits).")
+    node: str = Field(description="The node the port belongs to in the record, or ``?``.")
+    error: str = Field(description="Why the collector could not read the port's table.")
 
 
 class PortDriftView(BaseModel):
@@ -111,7 +146,8 @@ class ObservationView(BaseModel):
     """Response to posted live P_Key tables: per-port drift from intent and what they allow.
 
     `holds` and `counterexamples` judge the fabric as the live tables describe it, not as
-    intended. Nothing is stored.
+    intended; ports listed in `unobserved` could not be read and are left out. Nothing is
+    stored.
     """
 
     fabric: str
@@ -119,3 +155,8 @@ class ObservationView(BaseModel):
     holds: bool
     ports: list[PortDriftView]
     counterexamples: list[CounterexampleView]
+    unobserved: list[UnobservedPortView] = Field(
+        default_factory=list,
+        description="Ports whose table could not be read: not compared, and no drift is "
+        "reported for them; `holds` then judges the observed ports only.",
+    )

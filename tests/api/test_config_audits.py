@@ -126,6 +126,41 @@ def test_observed_tables_report_drift_and_reachability(client, onboarded: Onboar
     assert_problem(client.post(OBSERVATIONS, json=bad_guid), 422)
 
 
+def test_a_port_the_collector_could_not_read_is_unobserved_not_empty(
+    client, onboarded: Onboarded
+) -> None:
+    acme = {"guid": ACME_GUID, "lid": 3, "pkeys": ["0x7fff", "0x8101", "0x0100"]}
+    failed = {"guid": GLOBEX_LAST, "lid": 4, "error": "smpquery pkeys 4 exited 255: ibwarn"}
+    read_as_empty = {"guid": GLOBEX_LAST, "lid": 4, "pkeys": []}  # what must not happen
+
+    report = ok(client.post(OBSERVATIONS, json={"kind": "infiniband", "ports": [acme, failed]}))
+    empty = ok(
+        client.post(OBSERVATIONS, json={"kind": "infiniband", "ports": [acme, read_as_empty]})
+    )
+
+    assert GLOBEX_LAST not in {p["guid"] for p in report["ports"]}
+    assert report["unobserved"] == [
+        {"guid": GLOBEX_LAST, "node": "gpu0006", "error": failed["error"]}
+    ]
+    globex = next(p for p in empty["ports"] if p["guid"] == GLOBEX_LAST)
+    assert globex["missing"] == ["0x7fff", "0x8103"] and empty["unobserved"] == []
+
+
+def test_a_port_has_pkeys_or_an_error_not_both_nor_neither(client, onboarded: Onboarded) -> None:
+    port = {"guid": ACME_GUID, "lid": 3}
+    both, long_error = {**port, "pkeys": [], "error": "x"}, {**port, "error": "x" * 4097}
+    for bad in (both, port, {**port, "error": ""}, long_error):
+        body = {"kind": "infiniband", "ports": [bad]}
+        problem = assert_problem(client.post(OBSERVATIONS, json=body), 422)
+        assert problem["errors"][0]["pointer"].startswith("/body/ports/0")
+    problem = assert_problem(
+        client.post(OBSERVATIONS, json={"kind": "infiniband", "ports": [both]}), 422
+    )
+    assert "either 'pkeys' (read) or 'error' (not read)" in problem["detail"]
+    legacy = {"kind": "infiniband", "ports": [{**port, "pkeys": []}]}  # clients before issue 14
+    assert ok(client.post(OBSERVATIONS, json=legacy))["unobserved"] == []
+
+
 # --- RoCE -----------------------------------------------------------------------------------------
 
 

@@ -158,6 +158,31 @@ def test_the_fallback_table_is_full_default_membership_everywhere() -> None:
     assert {Rule.DEFAULT_PARTITION_FULL, Rule.CROSS_TENANT} <= rules
 
 
+def test_an_unobserved_port_is_not_drift_though_an_empty_table_is() -> None:
+    snapshot = two_tenant_snapshot()
+    tables = live_tables(snapshot)
+    del tables[ACME[0]]  # the collector could not read it
+
+    unread = compare_observation(snapshot, tables, unobserved={ACME[0]})
+    empty = compare_observation(snapshot, {**tables, ACME[0]: []})
+
+    assert unread.ports == () and unread.holds
+    [drift] = empty.ports
+    assert drift.guid == ACME[0] and 0x8101 in drift.missing
+
+
+def test_an_unobserved_port_adds_no_reachability_and_a_read_listing_wins() -> None:
+    snapshot = two_tenant_snapshot()
+    tables = live_tables(snapshot)
+    tables[ACME[1]].append(0x8102)  # an intruder, read
+
+    report = compare_observation(snapshot, tables, unobserved={ACME[0], ACME[1]})
+
+    [port] = report.ports
+    assert port.guid == ACME[1] and port.unexpected == (0x8102,)
+    assert [c.rule for c in report.verdict.counterexamples] == [Rule.CROSS_TENANT]
+
+
 # --- RoCE ---------------------------------------------------------------------------------------
 
 
