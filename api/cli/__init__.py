@@ -17,6 +17,7 @@ from api.cli import (
     keys,
     proofs,
     render,
+    rest_commands,
     serve,
     tokens,
 )
@@ -44,6 +45,7 @@ app.add_typer(collect.collect_app, name="collect")
 app.add_typer(agent.agent_app, name="agent")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(proofs.proof_app, name="proof")
+rest_commands.register(app, proofs.proof_app)
 
 
 def main() -> None:

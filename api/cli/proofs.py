@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from api.cli import rest_counterparts as rest
+from api.cli.client import TokenOption, UrlOption, fail
 from api.cli.options import DbOption, FabricOption, open_uow, settings_for
 
 if TYPE_CHECKING:
@@ -33,9 +35,21 @@ def proof_issue(
         ProofViewOption,
         typer.Option("--view", help="full names every member; tenant counts other tenants' ports"),
     ] = ProofViewOption.FULL,
+    url: UrlOption = None,
+    token: TokenOption = None,
 ) -> None:
-    """Issue (and store) an isolation proof; print {"id", "view", "envelope"}."""
+    """Issue (and store) an isolation proof; print {"id", "view", "envelope"}.
+
+    With --url the service issues it; the view follows the token's role (a tenant role gets the
+    tenant view), so --view is refused there.
+    """
     from tenancy import proofs
+
+    if rest.exclusive(url, db):
+        if view is not ProofViewOption.FULL:
+            fail("over REST the view follows the token's role: drop --view", 2)
+        rest.proof_issue(str(url), token, tenant, fabric)
+        return
 
     uow = open_uow(db)
     proof = proofs.issue(uow, tenant_name=tenant, fabric_name=fabric, view=view.value)

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from api.cli import rest_counterparts as rest
+from api.cli.client import JsonOption, QuietOption, TokenOption, UrlOption, fail
 from api.cli.options import DbOption, FabricOption, open_uow
 from policies.artifacts import manifest
 
@@ -16,9 +18,19 @@ def render(
     fabric: FabricOption,
     out: Annotated[Path, typer.Option("--out", help="Directory to write the files into")],
     db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    quiet: QuietOption = False,
 ) -> None:
-    """Write the fabric's verified OpenSM files and a manifest.json into OUT."""
+    """Write the fabric's verified artifacts and a manifest.json into OUT.
+
+    With --url: download them from the service (each file checked against its manifest).
+    """
     from tenancy.lookups import fabric_named
+
+    if rest.exclusive(url, db):
+        rest.download(str(url), token, fabric, out, quiet)
+        return
     from tenancy.verification import render_fabric
 
     uow = open_uow(db)
@@ -52,10 +64,18 @@ def verify(
             "ones (the incremental gate's reference check); exit 1 on any disagreement.",
         ),
     ] = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Print the fabric's verdict as JSON; exit 1 if isolation does not hold."""
+    """Print the fabric's verdict (JSON; over REST a table, or --json); exit 1 if it fails."""
     from tenancy.full_check import full_check
     from tenancy.verification import verify_fabric
+
+    if rest.exclusive(url, db):
+        if full:
+            fail("--full re-verifies on the database: run it where --db reaches", 2)
+        rest.verify(str(url), token, fabric, as_json)
 
     if full:
         check = full_check(open_uow(db), fabric_name=fabric)

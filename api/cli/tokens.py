@@ -1,4 +1,7 @@
-"""`isofabric token create|list|revoke`: API tokens, minted and revoked on the database."""
+"""`isofabric token create|list|revoke`: API tokens, minted and revoked on the database.
+
+With ``--url`` (or ``ISOFABRIC_URL``) the same commands go over REST (`api.cli.rest_counterparts`).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from api.cli import rest_counterparts as rest
+from api.cli.client import JsonOption, LimitOption, TokenOption, UrlOption
 from api.cli.options import DbOption, open_uow
 
 token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args_is_help=True)
@@ -31,9 +36,17 @@ def token_create(
         int | None, typer.Option("--expires-in", help="Lifetime in seconds (default: none)")
     ] = None,
     db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Mint an API token and print its secret (shown this once; only its hash is stored)."""
     from datetime import UTC, datetime, timedelta
+
+    if rest.exclusive(url, db):
+        body = {"name": name, "role": role, "tenant": tenant, "fabric": fabric, "target": target}
+        rest.token_create(str(url), token, body, expires_in, as_json)
+        return
 
     from pydantic import ValidationError
 
@@ -60,9 +73,19 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list(db: DbOption = None) -> None:
-    """Print every token (never its secret) as JSON Lines."""
+def token_list(
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+    limit: LimitOption = None,
+) -> None:
+    """Print every token (never its secret): JSON Lines; over REST a table, or --json."""
     from tenancy import tokens
+
+    if rest.exclusive(url, db):
+        rest.token_list(str(url), token, as_json, limit)
+        return
 
     uow, cursor = open_uow(db), None
     while True:
@@ -75,9 +98,18 @@ def token_list(db: DbOption = None) -> None:
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: Annotated[str, typer.Argument()], db: DbOption = None) -> None:
+def token_revoke(
+    token_id: Annotated[str, typer.Argument()],
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
     """Revoke a token by id."""
     from tenancy import tokens
+
+    if rest.exclusive(url, db):
+        rest.token_revoke(str(url), token, token_id)
+        return
 
     tokens.revoke_token(open_uow(db), token_id=token_id)
     typer.echo(f"revoked {token_id}")
