@@ -41,15 +41,15 @@ Asn = Annotated[StrictInt, Field(ge=1, le=4_294_967_294)]
 class VlanRange(IntRange):
     """An inclusive range of VLAN IDs, both ends in 2-4094; `first` must not be above `last`."""
 
-    first: VlanId
-    last: VlanId
+    first: VlanId = Field(description="Lowest VLAN ID of the range, 2-4094")
+    last: VlanId = Field(description="Highest VLAN ID of the range, 2-4094, not below `first`")
 
 
 class VniRange(IntRange):
     """An inclusive range of VNIs, both ends in 1-16777215; `first` must not be above `last`."""
 
-    first: Vni
-    last: Vni
+    first: Vni = Field(description="Lowest VNI of the range, 1-16777215 (24 bits)")
+    last: Vni = Field(description="Highest VNI of the range, 1-16777215, not below `first`")
 
 
 def _unicast(address: IPv4Address) -> IPv4Address:

@@ -17,44 +17,47 @@ ALLOCATION_ID_PATTERN = r"^[0-9a-f-]{36}$"
 class CreateTenantOp(TenantCreate):
     """`POST /v1/tenants` as an operation."""
 
-    op: Literal["create_tenant"]
+    op: Literal["create_tenant"] = Field(description="'create_tenant': onboard a tenant")
 
 
 class AllocateOp(AllocationCreate):
     """`POST /v1/tenants/{tenant}/allocations` as an operation."""
 
-    op: Literal["allocate"]
-    tenant: Slug
+    op: Literal["allocate"] = Field(description="'allocate': allocate nodes to `tenant`")
+    tenant: Slug = Field(description="The tenant's name")
 
 
 class ReleaseOp(Strict):
     """`DELETE /v1/tenants/{tenant}/allocations/{allocation_id}` as an operation."""
 
-    op: Literal["release"]
-    tenant: Slug
-    allocation_id: str = Field(max_length=64)
+    op: Literal["release"] = Field(description="'release': release one of `tenant`'s allocations")
+    tenant: Slug = Field(description="The tenant's name")
+    allocation_id: str = Field(
+        max_length=64,
+        description="The allocation's id, a UUID",
+    )
 
 
 class GrantOp(GrantCreate):
     """`POST /v1/tenants/{tenant}/grants` as an operation."""
 
-    op: Literal["grant"]
-    tenant: Slug
+    op: Literal["grant"] = Field(description="'grant': let `tenant` reach a shared service")
+    tenant: Slug = Field(description="The tenant's name")
 
 
 class RevokeOp(Strict):
     """`DELETE /v1/tenants/{tenant}/grants/{grant_id}` as an operation."""
 
-    op: Literal["revoke"]
-    tenant: Slug
-    grant_id: str = Field(max_length=64)
+    op: Literal["revoke"] = Field(description="'revoke': revoke one of `tenant`'s grants")
+    tenant: Slug = Field(description="The tenant's name")
+    grant_id: str = Field(max_length=64, description="The grant's id, a UUID")
 
 
 class OffboardOp(Strict):
     """`DELETE /v1/tenants/{tenant}` as an operation."""
 
-    op: Literal["offboard"]
-    tenant: Slug
+    op: Literal["offboard"] = Field(description="'offboard': offboard `tenant`")
+    tenant: Slug = Field(description="The tenant's name")
 
 
 Operation = Annotated[
@@ -66,7 +69,11 @@ Operation = Annotated[
 class ChangeSetCreate(Strict):
     """Operations applied in order as one verified unit: all of them, or none."""
 
-    operations: list[Operation] = Field(min_length=1, max_length=MAX_OPERATIONS)
+    operations: list[Operation] = Field(
+        min_length=1,
+        max_length=MAX_OPERATIONS,
+        description="1 to 10,000 operations, applied in order; each names its kind in `op`",
+    )
     dry_run: StrictBool = Field(
         default=False,
         description="Apply nothing: answer the verdict, reachability delta and artifact diffs",
@@ -76,24 +83,33 @@ class ChangeSetCreate(Strict):
 class OperationResult(BaseModel):
     """One operation's outcome, as its own route answers it (null for releases and revokes)."""
 
-    index: int
-    op: str
-    result: dict[str, object] | None = None
+    index: int = Field(description="The operation's 0-based index in `operations`")
+    op: str = Field(description="The operation's kind, as sent in `op`")
+    result: dict[str, object] | None = Field(
+        default=None,
+        description="What the operation's own route answers: a TenantView (create_tenant, "
+        "offboard), an AllocationView (allocate) or a GrantView (grant); null for release and "
+        "revoke, whose routes answer 204",
+    )
 
 
 class FabricOutcome(BaseModel):
     """A fabric the change set touched, verified once after all operations."""
 
-    fabric: str
-    holds: bool
-    snapshot_digest: str
+    fabric: str = Field(description="The fabric's name")
+    holds: bool = Field(description="Whether the fabric verifies after the whole change set")
+    snapshot_digest: str = Field(description="Digest of the fabric's state after the change set")
 
 
 class ChangeSetView(BaseModel):
     """The applied change set: each operation's result in order, each touched fabric's verdict."""
 
-    dry_run: bool
-    results: list[OperationResult]
-    fabrics: list[FabricOutcome]
+    dry_run: bool = Field(description="Whether this was a dry run (nothing written)")
+    results: list[OperationResult] = Field(description="One result per operation, in order")
+    fabrics: list[FabricOutcome] = Field(description="Each fabric the change set touched")
     # Dry runs only: per touched fabric, the verdict, reachability delta and artifact diffs.
-    what_if: list[FabricWhatIf] | None = None
+    what_if: list[FabricWhatIf] | None = Field(
+        default=None,
+        description="Dry runs only: per touched fabric, the verdict, reachability delta and "
+        "artifact diffs; null when applied",
+    )

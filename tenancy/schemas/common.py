@@ -73,9 +73,20 @@ PKeyInput = Annotated[PKeyText, AfterValidator(lambda text: format_pkey(_pkey_va
 class Page(BaseModel, Generic[T]):
     """The list envelope every list endpoint returns."""
 
-    data: list[T]
-    count: int = Field(description="Total number of items matching the filters")
-    next: str | None = Field(description="Cursor of the next page, null on the last page")
+    # A parametrized model (Page[TenantView]) has no docstring of its own: say it here, once.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "description": "One page of a list: `data`, the total `count` and the `next` cursor"
+        }
+    )
+
+    data: list[T] = Field(
+        description="This page's items, at most `limit` of them, in the list's order"
+    )
+    count: int = Field(description="Total number of items matching the filters, on all pages")
+    next: str | None = Field(
+        description="Opaque cursor of the next page (pass it as `cursor`), null on the last page"
+    )
 
 
 def problem_extensions(model: BaseModel) -> dict[str, Any]:
@@ -108,8 +119,8 @@ MAC_PATTERN = r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$"
 class IntRange(Strict):
     """An inclusive range of integers (a VLAN or VNI pool); `first` must not be above `last`."""
 
-    first: StrictInt
-    last: StrictInt
+    first: StrictInt = Field(description="Lowest value of the range")
+    last: StrictInt = Field(description="Highest value of the range, not below `first`")
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

@@ -20,13 +20,21 @@ ReportState = Literal["applied", "refused", "failed", "rolled_back", "restart_re
 SmRole = Literal["master", "standby", "unknown"]
 MAX_MISMATCHES = 10_000
 MAX_DETAIL = 4096
+REPORT_STATES = (
+    "The cycle's outcome: 'applied' (enforced as verified), 'refused' (a signature, hash or "
+    "parse check failed; nothing installed), 'failed', 'rolled_back' (the read-back showed a "
+    "problem; the previous files are back) or 'restart_required' (installed; an option needs "
+    "an OpenSM restart)"
+)
 
 
 class SnapshotView(BaseModel):
     """One committed, verified state of a fabric (newest first in the history)."""
 
     digest: str = Field(description="The snapshot digest (what audit entries call digest_after)")
-    created_at: datetime = Field(description="When the change that produced it committed")
+    created_at: datetime = Field(
+        description="When the change that produced it committed, RFC 3339 UTC"
+    )
     audit_index: int = Field(description="The audit entry of that change")
     current: bool = Field(description="The fabric's state now")
     retained: bool = Field(description="Its artifact bytes can be fetched (or it is current)")
@@ -45,27 +53,54 @@ class TargetCreate(Strict):
 class PortMismatch(Strict):
     """A port whose read-back P_Key table differs from the model (full-member keys have 0x8000)."""
 
-    guid: str = Field(pattern=GUID_TEXT_PATTERN, examples=["0x0002c90300001000"])
-    missing: list[Annotated[str, Field(pattern=PKEY_TEXT_PATTERN)]] = Field(max_length=128)
-    unexpected: list[Annotated[str, Field(pattern=PKEY_TEXT_PATTERN)]] = Field(max_length=128)
+    guid: str = Field(
+        pattern=GUID_TEXT_PATTERN,
+        examples=["0x0002c90300001000"],
+        description="Port GUID, 0x and 16 lower-case hex digits",
+    )
+    missing: list[Annotated[str, Field(pattern=PKEY_TEXT_PATTERN)]] = Field(
+        max_length=128,
+        description="P_Keys the model has and the port's table lacks: 0x and 4 lower-case hex "
+        "digits, the full-member bit (0x8000) set for full members; at most 128",
+    )
+    unexpected: list[Annotated[str, Field(pattern=PKEY_TEXT_PATTERN)]] = Field(
+        max_length=128,
+        description="P_Keys the port's table has and the model lacks, written like `missing`",
+    )
 
 
 class ReportCreate(Strict):
     """Body of POST …/targets/{name}/reports: one deploy agent cycle's outcome."""
 
-    state: ReportState
+    state: ReportState = Field(description=REPORT_STATES)
     digest: SnapshotDigest | None = Field(description="The snapshot the agent deployed or tried")
     observed_digest: SnapshotDigest | None = Field(
         default=None, description="The snapshot whose model the read-back matched, if any"
     )
-    role: SmRole = "unknown"
-    mismatches: list[PortMismatch] = Field(default_factory=list, max_length=MAX_MISMATCHES)
-    detail: str = Field(default="", max_length=MAX_DETAIL)
+    role: SmRole = Field(
+        default="unknown",
+        description="The SM's role read from SMInfo: master, standby, or unknown if not read",
+    )
+    mismatches: list[PortMismatch] = Field(
+        default_factory=list,
+        max_length=MAX_MISMATCHES,
+        description="Ports whose read-back P_Key table differs from the model (at most 10,000)",
+    )
+    detail: str = Field(
+        default="", max_length=MAX_DETAIL, description="What happened, for people (4096 chars)"
+    )
     durations: dict[
         Annotated[str, Field(pattern=r"^[a-z_]{1,32}$")],
         Annotated[StrictFloat | StrictInt, Field(ge=0, le=86_400)],
-    ] = Field(default_factory=dict, max_length=32, description="Seconds per step of the cycle")
-    ports_read: StrictInt = Field(default=0, ge=0, le=10_000_000)
+    ] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Seconds per step of the cycle (0-86400) by step name ([a-z_], e.g. "
+        "'install', 'total'); at most 32 steps",
+    )
+    ports_read: StrictInt = Field(
+        default=0, ge=0, le=10_000_000, description="P_Key tables read back in the cycle"
+    )
 
     @model_validator(mode="after")
     def _applied_names_its_snapshot(self) -> Self:
@@ -79,47 +114,61 @@ class ReportCreate(Strict):
 class ReportView(BaseModel):
     """A stored report; `changed_state` is false when it only repeated the target's state."""
 
-    id: int
-    target: str
-    received_at: datetime
-    principal: str
-    state: str
-    role: str
-    digest: str | None
-    observed_digest: str | None
-    mismatches: list[PortMismatch]
-    detail: str
-    durations: dict[str, float]
-    ports_read: int
-    audit_index: int
-    changed_state: bool = True
+    id: int = Field(description="The report's number, increasing")
+    target: str = Field(description="The target's name")
+    received_at: datetime = Field(description="When the service received it, RFC 3339 UTC")
+    principal: str = Field(description="Who sent it: the agent token's principal")
+    state: str = Field(description=REPORT_STATES)
+    role: str = Field(description="'master', 'standby' or 'unknown'")
+    digest: str | None = Field(description="The snapshot the agent deployed or tried")
+    observed_digest: str | None = Field(
+        description="The snapshot whose model the read-back matched; null if none"
+    )
+    mismatches: list[PortMismatch] = Field(description="Ports whose read-back differs")
+    detail: str = Field(description="What happened, for people")
+    durations: dict[str, float] = Field(description="Seconds per step of the cycle")
+    ports_read: int = Field(description="P_Key tables read back in the cycle")
+    audit_index: int = Field(description="Index of the audit entry that recorded it")
+    changed_state: bool = Field(
+        default=True,
+        description="False when it only repeated the target's state: nothing was stored and "
+        "the other members are those of the last stored report",
+    )
 
 
 class TargetView(BaseModel):
     """A deploy target with what it last reported (null fields: it has not reported yet)."""
 
-    name: str
-    kind: str
-    created_at: datetime
-    state: str | None = Field(description="Last reported outcome")
+    name: str = Field(description="The target's name")
+    kind: str = Field(description="'opensm'")
+    created_at: datetime = Field(description="When it was registered, RFC 3339 UTC")
+    state: str | None = Field(description="Last reported outcome; null before the first report")
     role: str | None = Field(description="master or standby, from SMInfo, as last reported")
     deployed: str | None = Field(description="The snapshot digest it last applied")
     digest: str | None = Field(description="The snapshot digest of its last report")
-    observed_digest: str | None
-    mismatches: list[PortMismatch]
-    detail: str
-    reported_at: datetime | None = Field(description="When its state last changed")
-    last_seen_at: datetime | None = Field(description="When it last reported anything")
+    observed_digest: str | None = Field(
+        description="The snapshot its last read-back matched; null if none"
+    )
+    mismatches: list[PortMismatch] = Field(description="Mismatches of its last report")
+    detail: str = Field(description="Detail of its last report; empty before the first")
+    reported_at: datetime | None = Field(description="When its state last changed, RFC 3339 UTC")
+    last_seen_at: datetime | None = Field(
+        description="When it last reported anything, RFC 3339 UTC"
+    )
 
 
 class SyncTargetView(BaseModel):
     """One target's part of the sync status."""
 
-    name: str
-    deployed: str | None
-    state: str | None
-    reported_at: datetime | None
-    mismatches: list[PortMismatch]
+    name: str = Field(description="The target's name")
+    deployed: str | None = Field(
+        description="The snapshot digest it last applied; null if none yet"
+    )
+    state: str | None = Field(description="Its last reported outcome; null before any report")
+    reported_at: datetime | None = Field(
+        description="When its state last changed, RFC 3339 UTC; null before any report"
+    )
+    mismatches: list[PortMismatch] = Field(description="Mismatches of its last report")
 
 
 class SyncView(BaseModel):
@@ -127,10 +176,21 @@ class SyncView(BaseModel):
 
     desired: str = Field(description="The digest of the fabric's current verified snapshot")
     in_sync: bool = Field(description="True only when every target reported applied for it")
-    targets: list[SyncTargetView]
+    targets: list[SyncTargetView] = Field(description="Every deploy target of the fabric")
 
 
 class ForceDrain(Strict):
     """Body of POST /v1/fabrics/{fabric}/nodes/{node}/force-drain: why the wait is skipped."""
 
-    reason: str = Field(min_length=1, max_length=512)
+    reason: str = Field(
+        min_length=1,
+        max_length=512,
+        description="Why the drain is not waited for (1-512 characters); kept in the audit log",
+    )
+
+
+class ForceDrainView(BaseModel):
+    """The node a force-drain freed."""
+
+    node: str = Field(description="The node's name")
+    state: str = Field(description="Its state now: `free` (allocatable again)")

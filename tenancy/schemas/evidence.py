@@ -18,18 +18,29 @@ from tenancy.schemas.common import (
 
 # --- the audit log ------------------------------------------------------------------------------
 
+PRINCIPAL = (
+    "Who made the change: 'token:<name>:<id>' for an API token, 'admin-token', 'anonymous' "
+    "(open mode) or 'system' (the service itself)"
+)
+
 
 class AuditEntryView(BaseModel):
     """One audit-log entry, exactly the document its Merkle leaf hashes (nulls kept)."""
 
     index: int = Field(description="Position in the log, from 0")
     time: str = Field(description="RFC 3339 UTC time of the change ('Z')")
-    principal: str
-    role: str
-    action: str = Field(examples=["allocation.create"])
-    target: str = Field(examples=["tenants/acme"])
-    request_id: str | None
-    fabric: str | None
+    principal: str = Field(description=PRINCIPAL)
+    role: str = Field(description="The principal's role, e.g. 'operator' or 'tenant-admin'")
+    action: str = Field(
+        examples=["allocation.create"], description="What was done: '<resource>.<verb>'"
+    )
+    target: str = Field(
+        examples=["tenants/acme"], description="What it was done to, as a path without /v1"
+    )
+    request_id: str | None = Field(
+        description="The request's X-Request-ID; null for changes made outside a request"
+    )
+    fabric: str | None = Field(description="The fabric changed; null when none was")
     digest_before: str | None = Field(description="The fabric's snapshot digest before the change")
     digest_after: str | None = Field(description="The fabric's snapshot digest after the change")
 
@@ -46,8 +57,8 @@ class CheckpointView(BaseModel):
 class InclusionProofView(BaseModel):
     """RFC 9162 inclusion proof of entry `index` in the tree of the first `size` entries."""
 
-    index: int
-    size: int
+    index: int = Field(description="The entry's 0-based index in the log")
+    size: int = Field(description="Entries in the tree the proof is about")
     leaf_hash: str = Field(description="The entry's leaf hash, base64")
     path: list[str] = Field(description="Audit path, base64 hashes, leaf to root")
 
@@ -55,8 +66,8 @@ class InclusionProofView(BaseModel):
 class ConsistencyProofView(BaseModel):
     """RFC 9162 consistency proof between the trees of `first` and `second` entries."""
 
-    first: int
-    second: int
+    first: int = Field(description="Entries in the older tree")
+    second: int = Field(description="Entries in the newer tree")
     first_root: str = Field(description="Root hash of the first tree, base64")
     second_root: str = Field(description="Root hash of the second tree, base64")
     path: list[str] = Field(description="Consistency path, base64 hashes")
@@ -68,8 +79,8 @@ class ConsistencyProofView(BaseModel):
 class PublicJWK(BaseModel):
     """An Ed25519 public key as an RFC 8037 JWK."""
 
-    kty: str = Field(examples=["OKP"])
-    crv: str = Field(examples=["Ed25519"])
+    kty: str = Field(examples=["OKP"], description="Key type: 'OKP' (RFC 8037)")
+    crv: str = Field(examples=["Ed25519"], description="Curve: 'Ed25519'")
     x: str = Field(description="The raw public key, base64url without padding")
 
 
@@ -79,14 +90,17 @@ class SigningKeyView(BaseModel):
     keyid: str = Field(description="Lowercase hex SHA-256 of the raw public key")
     name: str = Field(description="Key name in signed notes (the audit origin, then '.rN')")
     pem: str = Field(description="SubjectPublicKeyInfo PEM")
-    jwk: PublicJWK
-    status: Literal["active", "retired"]
+    jwk: PublicJWK = Field(description="The same public key as an RFC 8037 JWK")
+    status: Literal["active", "retired"] = Field(
+        description="'active': signs new proofs and checkpoints; 'retired': published only so "
+        "that old signatures verify"
+    )
 
 
 class SigningKeysView(BaseModel):
     """Every signing key, oldest first."""
 
-    keys: list[SigningKeyView]
+    keys: list[SigningKeyView] = Field(description="Every signing key, oldest first")
 
 
 # --- isolation proofs ---------------------------------------------------------------------------
@@ -95,22 +109,26 @@ class SigningKeysView(BaseModel):
 class ProofIssue(Strict):
     """Body of POST /v1/tenants/{tenant}/isolation-proofs."""
 
-    fabric: Slug
+    fabric: Slug = Field(description="The fabric the proof is about (its name)")
 
 
 class DSSESignature(BaseModel):
     """One DSSE signature: the key's id and the base64 Ed25519 signature over the PAE."""
 
-    keyid: str
-    sig: str
+    keyid: str = Field(description="The signing key's keyid (hex SHA-256 of the public key)")
+    sig: str = Field(description="Ed25519 signature over the DSSE PAE of the payload, base64")
 
 
 class DSSEEnvelope(BaseModel):
     """A DSSE envelope whose payload is a base64 in-toto Statement v1 (RFC 8785 JSON)."""
 
-    payload_type: str = Field(alias="payloadType", examples=["application/vnd.in-toto+json"])
-    payload: str
-    signatures: list[DSSESignature]
+    payload_type: str = Field(
+        alias="payloadType",
+        examples=["application/vnd.in-toto+json"],
+        description="Media type of the payload",
+    )
+    payload: str = Field(description="The signed document (RFC 8785 canonical JSON), base64")
+    signatures: list[DSSESignature] = Field(description="Signatures over the payload")
 
 
 ProofViewKind = Literal["full", "tenant"]
@@ -124,17 +142,17 @@ _VIEW_DESCRIPTION = (
 class ProofCreated(BaseModel):
     """An issued isolation proof: its id, view and the DSSE envelope (in-toto Statement v1)."""
 
-    id: str
+    id: str = Field(description="The proof's id, a UUID: read it again at /v1/proofs/{proof_id}")
     view: ProofViewKind = Field(description=_VIEW_DESCRIPTION)
-    envelope: DSSEEnvelope
+    envelope: DSSEEnvelope = Field(description="The signed in-toto Statement v1")
 
 
 class ProofView(BaseModel):
     """A stored isolation proof."""
 
-    id: str
-    tenant: str
-    fabric: str
+    id: str = Field(description="The proof's id, a UUID")
+    tenant: str = Field(description="The tenant the proof is about")
+    fabric: str = Field(description="The fabric the proof is about")
     created_at: str = Field(description="RFC 3339 UTC time of issue ('Z')")
     view: ProofViewKind = Field(description=_VIEW_DESCRIPTION)
-    envelope: DSSEEnvelope
+    envelope: DSSEEnvelope = Field(description="The signed in-toto Statement v1")

@@ -22,8 +22,8 @@ class PeeringCreate(Strict):
     another tenant runs): the peering applies to whatever both hold there, now or later.
     """
 
-    fabric: Slug
-    peer: Slug
+    fabric: Slug = Field(description="The fabric the two tenants would peer on (its name)")
+    peer: Slug = Field(description="The tenant to reach (its name), not the requester itself")
 
 
 class PeeringView(BaseModel):
@@ -36,17 +36,27 @@ class PeeringView(BaseModel):
     between the two VRFs (no segment of its own). `*_by` name the principals.
     """
 
-    id: str
-    fabric: str
-    requester: str
-    peer: str
-    state: PeeringStateName
+    id: str = Field(description="The peering's id, a UUID")
+    fabric: str = Field(description="The fabric's name")
+    requester: str = Field(description="The tenant that asked")
+    peer: str = Field(description="The tenant asked")
+    state: PeeringStateName = Field(description="'requested', 'accepted' or 'ended'")
     segment: SegmentView | None = Field(
         default=None, description="InfiniBand: the peering's partition while it is accepted"
     )
-    requested_at: datetime
-    requested_by: str
-    accepted_at: datetime | None = None
-    accepted_by: str | None = None
-    ended_at: datetime | None = None
-    ended_by: str | None = None
+    requested_at: datetime = Field(description="When it was requested, RFC 3339 UTC")
+    requested_by: str = Field(
+        description="Who requested it: the principal ('token:<name>:<id>', 'admin-token', ...)"
+    )
+    accepted_at: datetime | None = Field(
+        default=None, description="When the peer accepted it, RFC 3339 UTC; null if not accepted"
+    )
+    accepted_by: str | None = Field(
+        default=None, description="Who accepted it (a principal); null if not accepted"
+    )
+    ended_at: datetime | None = Field(
+        default=None, description="When either side ended it, RFC 3339 UTC; null while open"
+    )
+    ended_by: str | None = Field(
+        default=None, description="Who ended it (a principal); null while open"
+    )

@@ -7,6 +7,7 @@ from typing import Literal, Self
 
 from pydantic import (
     BaseModel,
+    Field,
     model_validator,
 )
 
@@ -19,6 +20,9 @@ TokenRole = Literal["operator", "auditor", "billing", "tenant-admin", "tenant-vi
 
 
 TENANT_TOKEN_ROLES = frozenset({"tenant-admin", "tenant-viewer"})
+ROLES = (
+    "'operator', 'auditor', 'billing', 'tenant-admin', 'tenant-viewer' or 'agent' (a deploy agent)"
+)
 
 
 class TokenCreate(Strict):
@@ -31,12 +35,22 @@ class TokenCreate(Strict):
     `expires_at` says.
     """
 
-    name: Slug
-    role: TokenRole
-    tenant: Slug | None = None
-    fabric: Slug | None = None
-    target: Slug | None = None
-    expires_at: datetime | None = None
+    name: Slug = Field(description="A name for people, e.g. 'ci-deploy' (need not be unique)")
+    role: TokenRole = Field(description=ROLES)
+    tenant: Slug | None = Field(
+        default=None, description="The tenant of a tenant role; null for the global roles"
+    )
+    fabric: Slug | None = Field(
+        default=None, description="The agent role's fabric; null for every other role"
+    )
+    target: Slug | None = Field(
+        default=None, description="The agent role's deploy target; null for every other role"
+    )
+    expires_at: datetime | None = Field(
+        default=None,
+        description="When it stops working, RFC 3339 with a time zone; null: never (but no "
+        "later than the token that mints it)",
+    )
 
     @model_validator(mode="after")
     def _tenant_matches_role(self) -> Self:
@@ -61,25 +75,38 @@ class TokenView(BaseModel):
     open mode or by the CLI); it expires no later than its parent and is revoked with it.
     """
 
-    id: str
-    name: str
-    role: str
-    tenant: str | None
-    fabric: str | None = None
-    target: str | None = None
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    parent: str | None
+    id: str = Field(description="The token's id, a UUID (not its secret)")
+    name: str = Field(description="Its name")
+    role: str = Field(description=ROLES)
+    tenant: str | None = Field(description="The tenant of a tenant role; null otherwise")
+    fabric: str | None = Field(default=None, description="The agent's fabric; null otherwise")
+    target: str | None = Field(
+        default=None, description="The agent's deploy target; null otherwise"
+    )
+    created_at: datetime = Field(description="When it was minted, RFC 3339 UTC")
+    expires_at: datetime | None = Field(
+        description="When it stops working, RFC 3339 UTC; null: never"
+    )
+    revoked_at: datetime | None = Field(
+        description="When it was revoked, RFC 3339 UTC; null while not revoked"
+    )
+    parent: str | None = Field(
+        description="Id of the token that minted it; null when minted without a token"
+    )
 
 
 class TokenCreated(BaseModel):
     """The only response that carries the secret."""
 
-    id: str
-    name: str
-    role: str
-    tenant: str | None
-    fabric: str | None = None
-    target: str | None = None
-    token: str
+    id: str = Field(description="The token's id, a UUID: revoke it with DELETE /v1/tokens/{id}")
+    name: str = Field(description="Its name")
+    role: str = Field(description=ROLES)
+    tenant: str | None = Field(description="The tenant of a tenant role; null otherwise")
+    fabric: str | None = Field(default=None, description="The agent's fabric; null otherwise")
+    target: str | None = Field(
+        default=None, description="The agent's deploy target; null otherwise"
+    )
+    token: str = Field(
+        description="The secret, 'isf_' and 43 URL-safe characters: send it as "
+        "'Authorization: Bearer <token>'. Shown this once; only a hash is stored"
+    )

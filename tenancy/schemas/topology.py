@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -32,12 +32,15 @@ class TopologyPortChange(TypedDict):
 
     # A TypedDict, not a model: a first import reports every port (100k on the benchmark
     # fabric), and dicts validate and serialize about 7x faster than models (bench_import).
-    guid: str
-    node: str
-    hca: str
-    port: int
-    allocated: bool
-    action: Literal["added", "removed", "kept"]
+    guid: Annotated[str, Field(description="Port GUID, 0x-prefixed 16-digit lower-case hex")]
+    node: Annotated[str, Field(description="The host's name")]
+    hca: Annotated[str, Field(description="The HCA's name on the host, e.g. 'mlx5_0'")]
+    port: Annotated[int, Field(description="The port's number on the HCA, from 1")]
+    allocated: Annotated[bool, Field(description="Whether a tenant or a service holds the node")]
+    action: Annotated[
+        Literal["added", "removed", "kept"],
+        Field(description="'added', 'removed', or 'kept' (no longer seen, but its node is held)"),
+    ]
 
 
 class NicChange(BaseModel):
@@ -47,12 +50,19 @@ class NicChange(BaseModel):
     held by a tenant or a service.
     """
 
-    node: str
-    nic: str
-    switch: str | None = None
-    port: str | None = None
-    allocated: bool = False
-    action: Literal["added", "removed", "kept"] = "added"
+    node: str = Field(description="The host's name")
+    nic: str = Field(description="The NIC's name on the host, e.g. 'eth0'")
+    switch: str | None = Field(default=None, description="The leaf it is cabled to; null if none")
+    port: str | None = Field(
+        default=None, description="The leaf port, e.g. 'Ethernet0'; null if none"
+    )
+    allocated: bool = Field(
+        default=False, description="Whether a tenant or a service holds the node"
+    )
+    action: Literal["added", "removed", "kept"] = Field(
+        default="added",
+        description="'added', 'removed', or 'kept' (no longer seen, but its node is held)",
+    )
 
 
 class PortMove(BaseModel):
@@ -65,9 +75,14 @@ class PortMove(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
-    port: str
-    source: str = Field(alias="from")
-    target: str = Field(alias="to")
+    port: str = Field(
+        description="What moved: a port GUID (InfiniBand), a switch port 'leaf01:Ethernet0' or "
+        "a host NIC 'gpu0001/eth0' (RoCE)"
+    )
+    source: str = Field(
+        alias="from", description="Where it was: a host name, or a switch port for a NIC"
+    )
+    target: str = Field(alias="to", description="Where it is now, written like `from`")
 
 
 class SwitchChange(BaseModel):
@@ -76,8 +91,10 @@ class SwitchChange(BaseModel):
     `guid` identifies an InfiniBand switch; a RoCE switch is identified by its name (no GUID).
     """
 
-    name: str
-    guid: str | None = None
+    name: str = Field(description="The switch's name")
+    guid: str | None = Field(
+        default=None, description="InfiniBand: its node GUID (0x-prefixed hex); null on RoCE"
+    )
 
 
 class TopologyImportResult(BaseModel):
@@ -89,24 +106,36 @@ class TopologyImportResult(BaseModel):
     kept and marked absent.
     """
 
-    switches: int
-    nodes: int
-    ports: int
-    added: list[TopologyPortChange] | list[NicChange]
-    missing: list[TopologyPortChange] | list[NicChange]
-    moved: list[PortMove] = Field(default_factory=list)
-    absent_nodes: list[str] = Field(default_factory=list)
-    absent_switches: list[SwitchChange] = Field(default_factory=list)
+    switches: int = Field(description="Switches the import listed")
+    nodes: int = Field(description="Nodes not absent after the import (listed, or held and kept)")
+    ports: int = Field(
+        description="HCA ports (InfiniBand) or NICs (RoCE) the fabric has after the import"
+    )
+    added: list[TopologyPortChange] | list[NicChange] = Field(
+        description="HCA ports (InfiniBand) or NICs (RoCE) the import added"
+    )
+    missing: list[TopologyPortChange] | list[NicChange] = Field(
+        description="Ports or NICs the import no longer lists: removed, or kept for a holder"
+    )
+    moved: list[PortMove] = Field(
+        default_factory=list, description="Known ports now claimed elsewhere (applied)"
+    )
+    absent_nodes: list[str] = Field(
+        default_factory=list, description="Names of the nodes the import no longer lists"
+    )
+    absent_switches: list[SwitchChange] = Field(
+        default_factory=list, description="Switches the import no longer lists, kept as absent"
+    )
 
 
 class PortView(BaseModel):
     """An HCA port of a node and the switch port it is cabled to (null if not reported)."""
 
-    guid: str
-    hca: str
-    port: int
-    switch: str | None
-    switch_port: int | None
+    guid: str = Field(description="Port GUID, 0x-prefixed 16-digit lower-case hex")
+    hca: str = Field(description="The HCA's name on the host, e.g. 'mlx5_0'")
+    port: int = Field(description="The port's number on the HCA, from 1")
+    switch: str | None = Field(description="Name of the switch it is cabled to; null if unknown")
+    switch_port: int | None = Field(description="Port number on that switch; null if not reported")
 
 
 class NodeView(BaseModel):
@@ -116,13 +145,17 @@ class NodeView(BaseModel):
     import did not list it; not allocatable) or ``draining`` (see `policies.node_state`).
     """
 
-    name: str
-    role: str
-    state: str
-    tenant: str | None
-    service: str | None = None
-    ports: list[PortView]
-    nics: list[NicView] | None = None
+    name: str = Field(description="The host's name")
+    role: str = Field(description="'compute', 'storage' or 'management'")
+    state: str = Field(description="'free', 'allocated', 'absent' or 'draining'")
+    tenant: str | None = Field(description="The tenant holding it; null if none")
+    service: str | None = Field(
+        default=None, description="The shared service holding it; null if none"
+    )
+    ports: list[PortView] = Field(description="Its HCA ports on InfiniBand; empty on RoCE")
+    nics: list[NicView] | None = Field(
+        default=None, description="RoCE: its NICs; left out on InfiniBand"
+    )
 
     @model_serializer(mode="wrap")
     def _without_absent_nics(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -135,7 +168,10 @@ class NodeView(BaseModel):
 class NodePatch(Strict):
     """Body that sets a node's role; a node allocated to a tenant must stay ``compute``."""
 
-    role: Literal["compute", "storage", "management"]
+    role: Literal["compute", "storage", "management"] = Field(
+        description="compute (allocatable to tenants), storage (for shared services) or "
+        "management (e.g. the SM's host: never held)"
+    )
 
 
 class InventoryPort(Strict):
@@ -202,6 +238,6 @@ class RoceInventory(Strict):
 class NicView(BaseModel):
     """A node's NIC on a RoCE fabric and the leaf port it is cabled to."""
 
-    name: str
-    switch: str
-    port: str
+    name: str = Field(description="The NIC's name on the host, e.g. 'eth0'")
+    switch: str = Field(description="The leaf it is cabled to")
+    port: str = Field(description="The leaf port, e.g. 'Ethernet0'")

@@ -8,14 +8,22 @@ from pydantic import (
     Field,
 )
 
+DIGEST = "the snapshot digest, 'v2:' (or 'sha256:' for older states) and 64 hex digits"
+
 
 class EndpointView(BaseModel):
     """One side of a counterexample: a port, its host and the host's owner (``tenant:acme``)."""
 
-    guid: str | None = Field(description="Port GUID on InfiniBand; null on RoCE")
-    node: str
-    owner: str
-    port: str | None = Field(default=None, description="RoCE: the leaf port, 'leaf01:Ethernet0'")
+    guid: str | None = Field(
+        description="Port GUID on InfiniBand, 0x-prefixed 16-digit lower-case hex; null on RoCE"
+    )
+    node: str = Field(description="The host's name (or a switch's)")
+    owner: str = Field(
+        description="Who holds the host: 'tenant:<name>', 'service:<name>' or 'unassigned:<node>'"
+    )
+    port: str | None = Field(
+        default=None, description="RoCE: the leaf port, 'leaf01:Ethernet0'; null on InfiniBand"
+    )
 
 
 class CounterexampleView(BaseModel):
@@ -25,11 +33,16 @@ class CounterexampleView(BaseModel):
     null when the rule is not about a segment or a pair of ports.
     """
 
-    rule: str
-    message: str
-    partition: str | None
-    a: EndpointView | None
-    b: EndpointView | None
+    rule: str = Field(description="The refuted rule's name, one of the verdict's `rules`")
+    message: str = Field(description="What is wrong, in one sentence for people")
+    partition: str | None = Field(
+        description="The segment: a P_Key ('0x0101') on InfiniBand, a VNI ('50001') on RoCE; "
+        "null when the rule is not about a segment"
+    )
+    a: EndpointView | None = Field(description="One endpoint; null when no port is involved")
+    b: EndpointView | None = Field(
+        description="The other endpoint; null when the rule is about one port or none"
+    )
 
 
 class EdgeView(BaseModel):
@@ -41,10 +54,16 @@ class EdgeView(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
-    source: str = Field(alias="from")
-    target: str = Field(alias="to")
-    segment: str
-    allowed: bool
+    source: str = Field(
+        alias="from",
+        description="One end: 'tenant:<name>', 'service:<name>' or 'unassigned:<node>'",
+    )
+    target: str = Field(alias="to", description="The other end, written like `from`")
+    segment: str = Field(
+        description="The segment that links them: a P_Key ('0x0100') on InfiniBand, a VNI "
+        "('50000') on RoCE"
+    )
+    allowed: bool = Field(description="Whether intent (self, grants, peerings) permits the edge")
 
 
 class VerificationView(BaseModel):
@@ -55,11 +74,13 @@ class VerificationView(BaseModel):
     state, as audit entries and artifacts do.
     """
 
-    holds: bool
-    snapshot_digest: str
-    counterexamples: list[CounterexampleView]
-    reachability: list[EdgeView]
-    rules: list[str]
+    holds: bool = Field(description="True iff no rule has a counterexample")
+    snapshot_digest: str = Field(description="The verified state: " + DIGEST)
+    counterexamples: list[CounterexampleView] = Field(
+        description="Refutations, at most 100 per rule; empty when the verdict holds"
+    )
+    reachability: list[EdgeView] = Field(description="Every edge of who reaches whom")
+    rules: list[str] = Field(description="Names of the rules checked, in checking order")
     alarm: str | None = Field(
         default=None,
         description="Set when the last full re-verification disagreed with the committed "
@@ -70,9 +91,11 @@ class VerificationView(BaseModel):
 class ArtifactFile(BaseModel):
     """One rendered file: its path in the bundle, the hex SHA-256 of its content and its size."""
 
-    path: str
-    sha256: str
-    bytes: int
+    path: str = Field(
+        description="Path in the bundle, e.g. 'opensm/partitions.conf' or 'frr/leaf01/frr.conf'"
+    )
+    sha256: str = Field(description="SHA-256 of the content, 64 lower-case hex digits")
+    bytes: int = Field(description="Size of the content in bytes")
 
 
 class ArtifactsView(BaseModel):
@@ -82,22 +105,24 @@ class ArtifactsView(BaseModel):
     rendered.
     """
 
-    fabric: str
-    snapshot_digest: str
-    files: list[ArtifactFile]
+    fabric: str = Field(description="The fabric's name")
+    snapshot_digest: str = Field(description="The rendered state: " + DIGEST)
+    files: list[ArtifactFile] = Field(description="The rendered files, sorted by path")
 
 
 class FabricReachabilityView(BaseModel):
     """A tenant's edges on one fabric (the tenant at either end) and whether the verdict holds."""
 
-    fabric: str
-    holds: bool
-    snapshot_digest: str
-    edges: list[EdgeView]
+    fabric: str = Field(description="The fabric's name")
+    holds: bool = Field(description="Whether the fabric's whole isolation verdict holds")
+    snapshot_digest: str = Field(description="The verified state: " + DIGEST)
+    edges: list[EdgeView] = Field(description="The edges with the tenant at either end")
 
 
 class TenantReachabilityView(BaseModel):
     """Response of a tenant's reachability: one entry per fabric where it holds a segment."""
 
-    tenant: str
-    fabrics: list[FabricReachabilityView]
+    tenant: str = Field(description="The tenant's name")
+    fabrics: list[FabricReachabilityView] = Field(
+        description="One entry per fabric where the tenant holds a segment, by fabric name"
+    )

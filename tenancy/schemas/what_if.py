@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tenancy.schemas.verification import CounterexampleView, EdgeView
 
@@ -10,29 +10,41 @@ from tenancy.schemas.verification import CounterexampleView, EdgeView
 class ArtifactChange(BaseModel):
     """One file before and after; `diff` is unified, secrets redacted, null when unchanged."""
 
-    path: str
-    sha256_before: str | None
-    sha256_after: str | None
-    diff: str | None = None
+    path: str = Field(description="Path in the bundle, e.g. 'opensm/partitions.conf'")
+    sha256_before: str | None = Field(
+        description="SHA-256 (hex) of the file today; null when the change creates it"
+    )
+    sha256_after: str | None = Field(
+        description="SHA-256 (hex) of the file after the change; null when it removes it"
+    )
+    diff: str | None = Field(
+        default=None,
+        description="Unified diff (a/<path>, b/<path>), secrets redacted, cut after "
+        "2,000 lines; null when unchanged",
+    )
 
 
 class ReachabilityDelta(BaseModel):
     """Edges the change adds and removes."""
 
-    added: list[EdgeView]
-    removed: list[EdgeView]
+    added: list[EdgeView] = Field(description="Edges that exist after the change only")
+    removed: list[EdgeView] = Field(description="Edges that exist before the change only")
 
 
 class FabricWhatIf(BaseModel):
     """What the change would do to one fabric."""
 
-    fabric: str
-    holds: bool
-    snapshot_digest_before: str
-    snapshot_digest_after: str
-    counterexamples: list[CounterexampleView]
-    reachability: ReachabilityDelta
-    artifacts: list[ArtifactChange]
+    fabric: str = Field(description="The fabric's name")
+    holds: bool = Field(description="Whether the fabric would still verify after the change")
+    snapshot_digest_before: str = Field(description="Digest of the fabric's state today")
+    snapshot_digest_after: str = Field(description="Digest of the state after the change")
+    counterexamples: list[CounterexampleView] = Field(
+        description="What the change would break; empty when `holds`"
+    )
+    reachability: ReachabilityDelta = Field(description="Edges the change adds and removes")
+    artifacts: list[ArtifactChange] = Field(
+        description="Every rendered file before or after, by path"
+    )
 
 
 class DryRunView(BaseModel):
@@ -41,6 +53,6 @@ class DryRunView(BaseModel):
     One entry per fabric the request touches; nothing was written (no row, no audit entry).
     """
 
-    dry_run: bool = True
-    holds: bool
-    fabrics: list[FabricWhatIf]
+    dry_run: bool = Field(default=True, description="Always true: nothing was written")
+    holds: bool = Field(description="Whether every fabric touched would still verify")
+    fabrics: list[FabricWhatIf] = Field(description="One entry per fabric the request touches")
