@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme, require_json_body
+from api.docs import DESCRIPTION, install_docs
 from api.dry_run import dry_run_answer
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
@@ -48,15 +49,6 @@ from tenancy.uow import Clock, UnitOfWork, system_clock
 from tenancy.what_if import DryRunDone
 
 log = logging.getLogger("isofabric.api")
-DESCRIPTION = """\
-isofabric maps tenants to InfiniBand partitions (P_Keys) with QoS classes, proves that tenants
-are isolated before any change is committed, and renders the files OpenSM consumes.
-Errors are RFC 9457 `application/problem+json`; lists are `{"data", "count", "next"}`.
-A POST with an `Idempotency-Key` header is done once: a retry gets the first response (24 h).
-Every response carries `X-Request-ID` (the client's, or a new one), as the audit log records it.
-Every mutating route except token management takes `?dry_run=true`: it answers what the change
-would do (verdict, reachability delta, artifact sha256s and diffs) and writes nothing.
-"""
 # Mounted in this order, which is also the order of the paths in the OpenAPI document.
 AUTHORIZED_ROUTERS = (
     changesets.router,
@@ -92,7 +84,14 @@ def create_app(
     uow = UnitOfWork(engine, settings, clock)
     upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
     lifespan = checkpointing(engine, uow)
-    app = FastAPI(title="isofabric", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="isofabric",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # api/docs.py serves /docs from package data, not from a CDN
+        redoc_url=None,
+    )
     app.state.uow = uow
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
@@ -106,6 +105,7 @@ def create_app(
         )
     for router in SELF_AUTHORIZED_ROUTERS:
         app.include_router(router, dependencies=[Depends(require_json_body)])
+    install_docs(app)  # /docs, /problems and the error responses of the OpenAPI document
     # Added last = outermost: the request id is set first (and echoed on every response, 401
     # and 413 included); authentication runs before the size limit and any body parsing; the
     # Idempotency-Key check reads the body under that limit, with the principal known.

@@ -15,7 +15,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -48,11 +47,16 @@ log = logging.getLogger("isofabric.api")
 
 @dataclass(frozen=True, slots=True)
 class ProblemType:
-    """A problem type of the API: its slug (a stable part of the contract), status and title."""
+    """A problem type of the API: its slug (a stable part of the contract), status and title.
+
+    `description` says what the problem means and what the client can do about it; it is
+    published at ``/problems/<slug>`` and in the OpenAPI description (api/problem_pages.py).
+    """
 
     slug: str
     status: int
     title: str
+    description: str = ""
 
     @property
     def uri(self) -> str:
@@ -63,29 +67,149 @@ class ProblemType:
 
 # Most specific class first: lookup walks the exception's MRO.
 PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
-    IsolationViolationError: ProblemType("isolation-violation", 409, "Isolation violation"),
-    PoolExhaustedError: ProblemType("pool-exhausted", 409, "Identifier pool exhausted"),
-    PortMovedError: ProblemType("port-moved", 409, "Port claims another host"),
+    IsolationViolationError: ProblemType(
+        "isolation-violation",
+        409,
+        "Isolation violation",
+        "The change would let two tenants (or a tenant and a service it was not granted) reach "
+        "each other, so nothing was changed. `counterexamples` names each pair of endpoints, "
+        "their owners and the segment that would connect them: change the request (other "
+        "nodes, a grant) or fix the state it conflicts with.",
+    ),
+    PoolExhaustedError: ProblemType(
+        "pool-exhausted",
+        409,
+        "Identifier pool exhausted",
+        "No free identifier (P_Key, VLAN, L2VNI, L3VNI or tenant subnet) is left in the "
+        "fabric's range; released ones wait out their quarantine first. Offboard unused tenants "
+        "or services, or wait for the quarantine to end.",
+    ),
+    PortMovedError: ProblemType(
+        "port-moved",
+        409,
+        "Port claims another host",
+        "The imported topology moves ports (`moved`: port, from, to) to another host while the "
+        "old or the new host is allocated. Release the host first, or correct the document if "
+        "the move is a cabling or naming mistake.",
+    ),
     IdempotencyInProgressError: ProblemType(
-        "idempotency-in-progress", 409, "A request with this key is in progress"
+        "idempotency-in-progress",
+        409,
+        "A request with this key is in progress",
+        "Another request with the same Idempotency-Key has not answered yet (or failed after "
+        "committing); this one changed nothing. Retry later with the same key to get the "
+        "first request's response.",
     ),
-    SecretNotReplayedError: ProblemType("secret-not-replayed", 409, "Secret not replayed"),
-    ConflictError: ProblemType("conflict", 409, "Conflict with current state"),
-    NotRetainedError: ProblemType("not-retained", 410, "No longer retained"),
-    NotFoundError: ProblemType("not-found", 404, "Resource not found"),
-    InputFormatError: ProblemType("invalid-document", 422, "Document does not parse"),
-    UnsupportedMediaTypeError: ProblemType("unsupported-media-type", 415, "Unsupported media type"),
+    SecretNotReplayedError: ProblemType(
+        "secret-not-replayed",
+        409,
+        "Secret not replayed",
+        "The first request with this Idempotency-Key created a token, whose secret is shown "
+        "once and never stored. `token_id` names it: use the secret you received then, or "
+        "revoke that token and create another with a new key.",
+    ),
+    ConflictError: ProblemType(
+        "conflict",
+        409,
+        "Conflict with current state",
+        "The request contradicts the current state: a name is taken, a node is already "
+        "allocated or draining, a tenant is offboarded, the placement policy leaves too few "
+        "nodes. `detail` says which; read the resource, then change the request.",
+    ),
+    NotRetainedError: ProblemType(
+        "not-retained",
+        410,
+        "No longer retained",
+        "The resource existed but its content is no longer kept (a pruned snapshot's "
+        "artifacts, beyond ISOFABRIC_SNAPSHOT_RETAIN). Its digest stays in the audit log; "
+        "ask for a retained snapshot instead.",
+    ),
+    NotFoundError: ProblemType(
+        "not-found",
+        404,
+        "Resource not found",
+        "The named resource does not exist, or the caller has no role in the tenant it belongs "
+        "to (a tenant role never learns that another tenant exists). Check the name and the "
+        "token's tenant.",
+    ),
+    InputFormatError: ProblemType(
+        "invalid-document",
+        422,
+        "Document does not parse",
+        "An uploaded document (ibnetdiscover output, a RoCE inventory, partitions.conf, a "
+        "policy) does not parse; `line`, when present, is where parsing stopped. Fix the "
+        "document and send it again.",
+    ),
+    UnsupportedMediaTypeError: ProblemType(
+        "unsupported-media-type",
+        415,
+        "Unsupported media type",
+        "The body's Content-Type does not fit the resource (JSON routes take application/json; "
+        "an InfiniBand topology is ibnetdiscover text). Send the body in the format the "
+        "operation documents.",
+    ),
     IdempotencyKeyReusedError: ProblemType(
-        "idempotency-key-reused", 422, "Idempotency key used for another request"
+        "idempotency-key-reused",
+        422,
+        "Idempotency key used for another request",
+        "The Idempotency-Key already named another request (another path, query or body) of "
+        "this caller; nothing was done. Use a new key for a new request.",
     ),
-    InvalidValueError: ProblemType("validation-error", 422, "Invalid value"),
-    AuthenticationError: ProblemType("unauthorized", 401, "Authentication required"),
-    ForbiddenError: ProblemType("forbidden", 403, "Forbidden"),
-    ArtifactHazardError: ProblemType("artifact-hazard", 500, "Artifact failed its safety check"),
-    KeyUnavailableError: ProblemType("key-unavailable", 503, "Key not installed"),
-    TooManyRequestsError: ProblemType("too-many-requests", 429, "Too many requests"),
+    InvalidValueError: ProblemType(
+        "validation-error",
+        422,
+        "Invalid value",
+        "A parameter or body member is missing, malformed or outside what the domain allows. "
+        "`errors` lists each one with a JSON pointer into the request (`/body/name`, "
+        "`/query/limit`) when the request's shape is at fault; correct those values.",
+    ),
+    AuthenticationError: ProblemType(
+        "unauthorized",
+        401,
+        "Authentication required",
+        "The /v1 request has no valid `Authorization: Bearer <token>` (missing, unknown, "
+        "expired or revoked), or the service is in open mode and the caller is not on its "
+        "host. Send a valid token; `isofabric token create` makes one.",
+    ),
+    ForbiddenError: ProblemType(
+        "forbidden",
+        403,
+        "Forbidden",
+        "The token is valid but its role may not do this (for example a tenant-viewer "
+        "changing something, or an auditor reading opensm.conf). Use a token with a role "
+        "that may.",
+    ),
+    ArtifactHazardError: ProblemType(
+        "artifact-hazard",
+        500,
+        "Artifact failed its safety check",
+        "A rendered file failed its own safety check (for example a partitions.conf OpenSM "
+        "would read as fail-open); it was not served. This is a defect of the service, not of "
+        "the request: report it with the X-Request-ID.",
+    ),
+    KeyUnavailableError: ProblemType(
+        "key-unavailable",
+        503,
+        "Key not installed",
+        "The audit signing key or the OpenSM secret is not installed, so the service cannot "
+        "sign or render; `missing` lists them. An operator runs `isofabric keys create` (or "
+        "copies the key files to every replica).",
+    ),
+    TooManyRequestsError: ProblemType(
+        "too-many-requests",
+        429,
+        "Too many requests",
+        "The caller already has as many heavy requests (topology imports, config audits) in "
+        "flight as it may. Wait the Retry-After seconds, then retry.",
+    ),
 }
-INTERNAL = ProblemType("internal-error", 500, "Internal server error")
+INTERNAL = ProblemType(
+    "internal-error",
+    500,
+    "Internal server error",
+    "The service failed to handle the request and changed nothing; the trace is in its log. "
+    "Retry, and report it with the X-Request-ID if it persists.",
+)
 
 
 def problem_type_for(error: IsofabricError) -> ProblemType:
@@ -232,8 +356,7 @@ async def _unexpected(request: Request, error: Exception) -> JSONResponse:
 
 
 def install_problem_handlers(app: FastAPI) -> None:
-    """Answer every error of `app` as problem+json, and document that in its OpenAPI schema."""
-    document_problems(app)
+    """Answer every error of `app` as problem+json (api/openapi_responses.py documents it)."""
     app.add_exception_handler(IsofabricError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -257,29 +380,3 @@ PROBLEM_RESPONSE: dict[str, Any] = {
     "description": "Problem (RFC 9457)",
     "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
 }
-
-
-def document_problems(app: FastAPI) -> None:
-    """Declare in OpenAPI what every operation really returns on errors: problem+json for 4XX.
-
-    FastAPI documents its own validation errors as application/json; the handlers above answer
-    every error as application/problem+json, so the schema says that instead.
-    """
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
-            )
-            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
-                PROBLEM_SCHEMA
-            )
-            for path_item in schema.get("paths", {}).values():
-                for operation in path_item.values():
-                    responses = operation.setdefault("responses", {})
-                    responses.pop("422", None)
-                    responses["4XX"] = PROBLEM_RESPONSE
-            app.openapi_schema = schema
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -12,7 +12,7 @@ the others: it is listed in ``ports`` with an ``error`` and no ``pkeys``, so the
 it as not observed (never as a port without P_Keys), and a server that predates the field refuses
 the document (422) rather than misread it. The failures are listed on stderr at the end, followed
 by the summary line ``read P_Key tables of X of Y ports; Z failed``. Exit status: 0 every port
-was read; 3 partial (the document was written, some ports were not read); 2 no document
+was read; 7 partial (the document was written, some ports were not read); 2 no document
 (``ibnetdiscover`` failed, or a usage error).
 """
 
@@ -64,8 +64,9 @@ __all__ = [
     "read_pkey_tables",
 ]
 
-# Exit status: the document was written but some ports could not be read (api/cli/errors.py).
-PARTIAL = 3
+# Exit status: the document was written but some ports could not be read (api/cli/errors.py;
+# not 3-6, which the REST commands give to problem types).
+PARTIAL = 7
 TROUBLE = 2
 # A guard against a typo (--jobs 4000 would start 4000 smpquery at once), not a tuning limit.
 MAX_JOBS = 256
@@ -241,7 +242,7 @@ def collect_ib_command(
     """Read ibnetdiscover and every CA port's P_Key table into an observation document.
 
     A port that cannot be read is listed with an error; the others are still read. Exit 0 when
-    every port was read, 3 when some were not (the document is still written), 2 when nothing
+    every port was read, 7 when some were not (the document is still written), 2 when nothing
     could be read (ibnetdiscover failed).
     """
     key = _m_key(m_key)

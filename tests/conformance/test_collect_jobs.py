@@ -4,7 +4,7 @@ The command runs as an SM host runs it: a subprocess without the umad2sim preloa
 ``ibnetdiscover`` and ``smpquery`` are wrappers first on PATH that attach to ibsim. The
 ``smpquery`` wrapper fails for one tenant port's LID and runs the real tool otherwise, counting
 how many run at once. The other ports are read, the failure is reported on stderr with the
-summary line, the exit status is 3 (partial), and the observation the service makes of the
+summary line, the exit status is 7 (partial), and the observation the service makes of the
 document reports the failed port as not observed, not as a port without P_Keys.
 """
 
