@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Response
 
 from api.deps import Listing, Uow
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
-from api.routes.verification import artifact_response
+from api.routes.verification import ARTIFACT_FILE, artifact_response
 from tenancy import snapshot_history
 from tenancy.schemas import SNAPSHOT_DIGEST_PATTERN, DSSEEnvelope, Page, SnapshotView
 
@@ -42,7 +42,7 @@ def list_snapshots(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[Snaps
     "/{fabric}/snapshots/{digest}/artifacts/{path:path}",
     response_class=Response,
     responses={
-        200: {"content": {"text/plain": {}}},
+        200: ARTIFACT_FILE,
         304: {"description": "Not modified"},
         410: {"description": "The snapshot's artifacts are no longer retained"},
     },

@@ -17,6 +17,11 @@ from tenancy.schemas import ArtifactsView, VerificationView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {304: {"description": "Not modified"}}
+# A rendered file of any format (partitions.conf, config_db.json, frr.conf) is served as text.
+ARTIFACT_FILE: dict[str, Any] = {
+    "description": "The file as rendered, byte for byte; its quoted sha256 is the ETag",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
 
 
 class Servable(Protocol):
@@ -49,7 +54,7 @@ def list_artifacts(fabric: FabricPath, uow: Uow) -> ArtifactsView:
 @router.get(
     "/{fabric}/artifacts/{path:path}",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {}}}, **NOT_MODIFIED},
+    responses={200: ARTIFACT_FILE, **NOT_MODIFIED},
 )
 def get_artifact(
     fabric: FabricPath,

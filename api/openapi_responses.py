@@ -1,0 +1,73 @@
+"""The OpenAPI document says what every operation really answers, errors included.
+
+FastAPI documents its own validation errors as application/json 422 and nothing else; the
+handlers of api/problems.py answer every error, 4xx and 5xx, as application/problem+json, so
+the document says that instead (issue 14, item 5: type every response). The problem types
+themselves are listed at /problems and in the document's description.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from api.problems import PROBLEM_RESPONSE, PROBLEM_SCHEMA
+
+SERVER_ERROR_RESPONSE: dict[str, Any] = {
+    **PROBLEM_RESPONSE,
+    "description": "Problem (RFC 9457): internal-error, artifact-hazard or a 503 (see /problems)",
+}
+# FastAPI's schemas of its 422 body, which no operation answers (see `_typed_errors`).
+FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+TEXT_SCHEMA: dict[str, Any] = {"type": "string"}
+
+
+def document_responses(app: FastAPI) -> None:
+    """Build `app`'s OpenAPI document once, with every error response and body typed.
+
+    Every operation answers 4XX and 5XX as problem+json (the ``Problem`` schema); a text body
+    (an artifact, CSV) is a string.
+    """
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            _typed_errors(schema)
+            _typed_text_bodies(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [op for item in schema.get("paths", {}).values() for op in item.values()]
+
+
+def _typed_errors(schema: dict[str, Any]) -> None:
+    """Errors are problem+json: 4XX and 5XX on every operation, FastAPI's 422 shape dropped."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Problem"] = PROBLEM_SCHEMA
+    for operation in _operations(schema):
+        responses = operation.setdefault("responses", {})
+        responses.pop("422", None)
+        for code, response in responses.items():
+            if code[0] in "45" and "content" not in response:  # e.g. 410 declared by a route
+                response["content"] = PROBLEM_RESPONSE["content"]
+        responses["4XX"] = PROBLEM_RESPONSE
+        responses["5XX"] = SERVER_ERROR_RESPONSE
+    for name in FASTAPI_VALIDATION_SCHEMAS:
+        components.pop(name, None)
+
+
+def _typed_text_bodies(schema: dict[str, Any]) -> None:
+    """A text/* body declared without a schema (``{"text/plain": {}}``) is a string."""
+    for operation in _operations(schema):
+        for response in operation.get("responses", {}).values():
+            for media_type, content in response.get("content", {}).items():
+                if media_type.startswith("text/") and not content.get("schema"):
+                    content["schema"] = TEXT_SCHEMA
