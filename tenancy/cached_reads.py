@@ -168,6 +168,18 @@ def _verdict(uow: UnitOfWork, fabric_name: str) -> tuple[Entry, str | None]:
     return _miss(uow, key, wanted, lambda: _compute(uow, fabric_name, None)), alarm
 
 
+def cached_verdict(
+    uow: UnitOfWork, tx: Tx, fabric: m.Fabric, digest: str | None
+) -> CachedFile | None:
+    """The verdict document of the fabric's state `digest` if one was computed, else None.
+
+    From memory or the replicas' shared store, never computed here: for readers that must stay
+    cheap (the /metrics scrape, tenancy/monitoring.py).
+    """
+    entry = _cached(uow, tx, _key(fabric, digest, _verdict_fingerprint()), None)
+    return entry.files[0] if entry is not None else None
+
+
 def _artifacts(uow: UnitOfWork, fabric_name: str) -> Entry:
     with uow.transaction(read_only=True) as tx:
         fabric, digest = _current(tx, fabric_name)

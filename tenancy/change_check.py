@@ -24,6 +24,7 @@ from policies.model import Owner
 from policies.verdict import Verdict
 from tenancy import digest_state
 from tenancy import models as m
+from tenancy.observers import INCREMENTAL, WHOLE, timed_verification
 from tenancy.snapshot import load_snapshot
 from tenancy.snapshot.common import widen
 from tenancy.technology import verify_snapshot
@@ -67,8 +68,10 @@ def check_change(tx: Tx, fabric: m.Fabric, scope: ChangeScope | None) -> Verdict
     """
     row = digest_state.current(tx.session, m.pk(fabric))
     if scope is None or row is None or not row.holds:
-        return _check_whole(tx, fabric)
-    verdict = _check_scoped(tx, fabric, row, scope)
+        with timed_verification(tx.session, fabric.name, WHOLE):
+            return _check_whole(tx, fabric)
+    with timed_verification(tx.session, fabric.name, INCREMENTAL):
+        verdict = _check_scoped(tx, fabric, row, scope)
     if tx.settings.verify_cross_check:
         _cross_check(tx, fabric, verdict)
     return verdict

@@ -21,6 +21,7 @@ from tenancy import digest_state, snapshot_log
 from tenancy import models as m
 from tenancy.locks import lock_fabric
 from tenancy.lookups import fabric_named
+from tenancy.observers import FULL, timed_verification
 from tenancy.snapshot import load_snapshot
 from tenancy.technology import verify_snapshot
 from tenancy.uow import Tx, UnitOfWork
@@ -48,9 +49,10 @@ def full_check(uow: UnitOfWork, *, fabric_name: str) -> FullCheckView:
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        snapshot = load_snapshot(tx.session, fabric)
-        hashes = digest_state.whole_hashes(snapshot)
-        verdict = verify_snapshot(snapshot, digest=digest_state.digest_of_whole(hashes))
+        with timed_verification(tx.session, fabric.name, FULL):
+            snapshot = load_snapshot(tx.session, fabric)
+            hashes = digest_state.whole_hashes(snapshot)
+            verdict = verify_snapshot(snapshot, digest=digest_state.digest_of_whole(hashes))
         row = digest_state.current(tx.session, m.pk(fabric))
         if row is None and verdict.holds:
             row = digest_state.rebuild(tx, fabric, snapshot, hashes)

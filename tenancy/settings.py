@@ -21,6 +21,8 @@ DEFAULT_HEAVY_CONCURRENCY = 2
 # one): the most recently fetched ones (tenancy/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
 DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
+# Who may read /metrics (it names every fabric): a token allowed by the RBAC policy, or anyone.
+METRICS_ACCESS_MODES = ("authenticated", "open")
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 # Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
@@ -57,6 +59,7 @@ class Settings:
     opensm_secret: str | None = None
     # Seconds between full re-verifications of every fabric by `serve` (0: never).
     full_verify_interval_seconds: int = DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
+    metrics_access: str = METRICS_ACCESS_MODES[0]
     # Tests: the gate also verifies the whole fabric and fails if the incremental verdict differs.
     verify_cross_check: bool = False
 
@@ -171,4 +174,12 @@ def load_settings() -> Settings:
             "ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS", DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
         ),
         verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
+        metrics_access=_metrics_access(),
     )
+
+
+def _metrics_access() -> str:
+    value = (os.environ.get("ISOFABRIC_METRICS_ACCESS") or METRICS_ACCESS_MODES[0]).strip().lower()
+    if value not in METRICS_ACCESS_MODES:
+        raise ValueError(f"ISOFABRIC_METRICS_ACCESS must be authenticated or open, not {value!r}")
+    return value
