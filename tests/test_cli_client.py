@@ -1,8 +1,6 @@
-"""The command line's REST client against a real server (uvicorn in a thread) on the demo state.
-
-The demo database (tests/demo_db.py) has ib-east and roce-west, tenants acme, research and
-globex with two nodes each on both, and storage granted to acme. The server requires a token
-(`ADMIN`); the CLI is driven with typer's CliRunner, as an operator would type it.
+"""The command line's REST client against a real server on the demo state (tests/cli_server.py):
+output, pagination, problems and exit statuses, tokens, and the commands that are local without
+--url and REST with it.
 """
 
 from __future__ import annotations
@@ -10,55 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from api.app import create_app
 from api.cli import app, client
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tests.demo_db import demo_database
-from tests.keys import keys_create
-from tests.live_server import live_server
+from tests.cli_server import ADMIN, runner, served
 
-ADMIN = "admin-secret"
-runner = CliRunner()
-
-
-@dataclass(frozen=True)
-class Served:
-    url: str  # the server's base URL
-    db: str  # the database it serves, for the same commands run locally
-
-    def run(self, *args: str, token: str | None = ADMIN) -> tuple[int, str, str]:
-        """Run `isofabric ARGS --url URL [--token T]`: exit status, stdout, stderr."""
-        auth = ["--token", token] if token else []
-        result = runner.invoke(app, [*args, "--url", self.url, *auth])
-        return result.exit_code, result.stdout, result.stderr
-
-    def ok_json(self, *args: str) -> dict[str, Any]:
-        status, out, err = self.run(*args, "--json")
-        assert status == 0, err
-        document: dict[str, Any] = json.loads(out)
-        return document
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    url = demo_database(tmp_path / "cli.db")
-    keys_create(url)  # key files beside cli.db: proofs and opensm.conf need them
-    engine = make_engine(url)
-    server_app = create_app(Settings(database_url=url, admin_token=ADMIN), engine=engine)
-    try:
-        with live_server(server_app) as base:
-            yield Served(base, url)
-    finally:
-        engine.dispose()
+__all__ = ["served"]  # the fixture
 
 
 def test_a_list_is_a_table_by_default_and_the_servers_json_with_json(served):

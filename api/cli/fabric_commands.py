@@ -7,6 +7,7 @@ command that downloads the artifacts into a directory.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -157,20 +158,9 @@ def topology_upload(
     dry_run: DryRunOption = False,
 ) -> None:
     """Reconcile the fabric with ibnetdiscover output (InfiniBand) or an inventory (RoCE)."""
-    size = file.stat().st_size
     media = content_type or MEDIA_TYPES.get(file.suffix.lower(), "text/plain")
-    headers = {"Content-Type": media, "Content-Length": str(size)}
-    with (
-        ApiClient(url, token, as_json=as_json) as api,
-        output.progress(f"upload {file.name}", size, quiet=quiet) as advance,
-    ):
-        answer = api.json(
-            "PUT",
-            fabric_path(fabric, "topology"),
-            content=_chunks(file, advance),
-            headers=headers,
-            dry_run=dry_run,
-        )
+    with ApiClient(url, token, as_json=as_json) as api:
+        answer = _upload(api, fabric_path(fabric, "topology"), file, media, quiet, dry_run)
     if dry_run or as_json:
         finish(answer, as_json=as_json, dry_run=dry_run)
         return
@@ -178,7 +168,21 @@ def topology_upload(
     output.record(counted, as_json=False)
 
 
-def _chunks(file: Path, advance: Any) -> Any:
+def _upload(
+    api: ApiClient, path: str, file: Path, media: str, quiet: bool, dry_run: bool
+) -> dict[str, Any]:
+    """PUT `file` in chunks, advancing the progress bar as the body is sent."""
+    size = file.stat().st_size
+    # An explicit Content-Length: httpx2 then sends the generator as a plain body, not chunked.
+    headers = {"Content-Type": media, "Content-Length": str(size)}
+    with output.progress(f"upload {file.name}", size, quiet=quiet) as advance:
+        answer: dict[str, Any] = api.json(
+            "PUT", path, content=_chunks(file, advance), headers=headers, dry_run=dry_run
+        )
+    return answer
+
+
+def _chunks(file: Path, advance: Callable[[int], None]) -> Iterator[bytes]:
     with file.open("rb") as stream:
         while chunk := stream.read(CHUNK):
             advance(len(chunk))

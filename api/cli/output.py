@@ -107,7 +107,7 @@ def record(document: dict[str, Any], *, as_json: bool, fields: Sequence[str] = (
 
 
 def dry_run(answer: dict[str, Any], *, as_json: bool) -> int:
-    """A dry run's answer (DryRunView); the exit status: 1 when the change would be refused."""
+    """A dry run's answer (DryRunView); the exit status: 1 when the change would break isolation."""
     if as_json:
         print_json(answer)
     else:
