@@ -28,7 +28,10 @@ __all__ = ["DEMO_ROCE_INVENTORY", "DEMO_TOPOLOGY", "app", "main"]
 
 # ReportingGroup: a domain, database or file error of any command is one line and exit 2.
 app = typer.Typer(
-    help="isofabric: multi-tenant isolation for InfiniBand fabrics.",
+    help=(
+        "isofabric: multi-tenant isolation for InfiniBand (P_Key partitions, OpenSM) and RoCE "
+        "(VRF + VLAN + VXLAN VNI, SONiC, FRR EVPN) fabrics."
+    ),
     no_args_is_help=True,
     cls=ReportingGroup,
 )

@@ -60,6 +60,10 @@ def get_allocation(
 
 @router.delete("/{tenant}/allocations/{allocation_id}", status_code=status.HTTP_204_NO_CONTENT)
 def release_allocation(tenant: TenantPath, allocation_id: AllocationIdPath, uow: Uow) -> Response:
-    """Release an allocation's nodes (the partition goes with the tenant's last allocation)."""
+    """Release an allocation's nodes.
+
+    The tenant's segment (its P_Key, or its VRF with VLAN and VNIs) goes with its last
+    allocation on the fabric.
+    """
     allocations.release_allocation(uow, tenant_name=tenant, allocation_id=allocation_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

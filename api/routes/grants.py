@@ -19,7 +19,11 @@ router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 
 @router.post("/{tenant}/grants", status_code=status.HTTP_201_CREATED)
 def grant(tenant: TenantPath, spec: GrantCreate, uow: Uow) -> GrantView:
-    """Grant the tenant access to a shared service (limited membership in its partition)."""
+    """Grant the tenant access to a shared service.
+
+    On InfiniBand the tenant's ports become limited members of the service's partition; on RoCE
+    the two VRFs import each other's route target (an explicit, audited route leak).
+    """
     return shared_services.grant_service(uow, tenant_name=tenant, spec=spec)
 
 

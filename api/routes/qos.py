@@ -20,5 +20,9 @@ def list_qos_classes(uow: Uow, listing: Listing) -> Page[QosClassView]:
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_qos_class(spec: QosClassCreate, uow: Uow) -> QosClassView:
-    """Define a QoS class: InfiniBand SL, IPoIB rate and MTU codes, VL arbitration weight."""
+    """Define a QoS class for both technologies.
+
+    On InfiniBand: the SL, rate and MTU codes and VL arbitration weight; on RoCE: the DSCP,
+    traffic class, lossless (PFC) or not, ETS weight and ECN thresholds.
+    """
     return tenants.create_qos_class(uow, spec=spec)

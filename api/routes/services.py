@@ -14,7 +14,10 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 
 @router.post("/{fabric}/services", status_code=status.HTTP_201_CREATED)
 def create_service(fabric: FabricPath, spec: ServiceCreate, uow: Uow) -> ServiceView:
-    """Create an operator-owned shared service (e.g. storage) with its own partition."""
+    """Create an operator-owned shared service (e.g. storage) with its own segment.
+
+    The segment is a partition on InfiniBand, a VRF with its VLAN and VNIs on RoCE.
+    """
     return shared_services.create_service(uow, fabric_name=fabric, spec=spec)
 
 

@@ -100,5 +100,5 @@ def patch_tenant(tenant: TenantPath, spec: TenantPatch, uow: Uow) -> TenantView:
 
 @router.delete("/{tenant}")
 def offboard_tenant(tenant: TenantPath, uow: Uow) -> TenantView:
-    """Offboard: release all nodes, grants and partitions; the record stays as `offboarded`."""
+    """Offboard: release all nodes, grants and segments; the record stays as `offboarded`."""
     return tenants.offboard_tenant(uow, name=tenant)

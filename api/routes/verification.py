@@ -47,7 +47,10 @@ def get_verification(fabric: FabricPath, uow: Uow, if_none_match: IfNoneMatch = 
 
 @router.get("/{fabric}/artifacts")
 def list_artifacts(fabric: FabricPath, uow: Uow) -> ArtifactsView:
-    """Manifest of the rendered OpenSM files (sha256, size) and the snapshot digest."""
+    """Manifest of the rendered files (sha256, size) and the snapshot digest.
+
+    The files are OpenSM's on InfiniBand; SONiC config_db.json and FRR frr.conf per leaf on RoCE.
+    """
     return cached_reads.list_artifacts(uow, fabric_name=fabric)
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from api.cli import app as cli
 from api.docs import ASSETS_DIR
 from tests.docs_page import (
     OUTSIDE_HOSTS,
@@ -96,3 +98,27 @@ def test_the_packaged_assets_are_the_published_swagger_ui_files():
         assert hashlib.sha256(Path(ASSETS_DIR, name).read_bytes()).hexdigest() == sha256, name
     for licence in ("LICENSE", "NOTICE", "swagger-ui-bundle.js.LICENSE.txt"):
         assert (ASSETS_DIR / licence).is_file(), licence
+
+
+def test_the_description_says_what_the_service_does_on_both_technologies(guarded):
+    description = guarded.get("/openapi.json").json()["info"]["description"]
+
+    for term in (
+        # InfiniBand: partitions, OpenSM's files and QoS, the deploy agent
+        "InfiniBand", "P_Key", "partitions.conf", "OpenSM", "QoS", "isofabric agent opensm",
+        # RoCE: VRF + VLAN + VXLAN VNI, SONiC and FRR EVPN
+        "RoCE", "VRF", "VLAN", "L2VNI", "L3VNI", "config_db.json", "FRR", "EVPN",
+        # how to use it: tokens and roles, lists, retries, dry runs, errors
+        "Bearer", "tenant-admin", "auditor", "?cursor=", "Idempotency-Key", "?dry_run=true",
+        "application/problem+json", "/problems/isolation-violation",
+    ):  # fmt: skip
+        assert term in description, term
+
+
+def test_the_command_line_says_infiniband_and_roce():
+    result = CliRunner().invoke(cli, ["--help"], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0
+    assert "InfiniBand" in result.output
+    assert "RoCE" in result.output
+    assert "for InfiniBand fabrics." not in result.output
