@@ -15,6 +15,7 @@ from api.docs import DESCRIPTION, install_docs
 from api.dry_run import dry_run_answer
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
+from api.metrics import install_metrics
 from api.periodic import full_verification_schedule
 from api.problems import install_problem_handlers
 from api.request_id import RequestId
@@ -113,6 +114,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
     app.add_middleware(RequestId)
+    install_metrics(app)  # /metrics; outermost middleware: request metrics and the request log
 
     # async: answered on the event loop itself, so it needs no worker thread and stays quick
     # while heavy requests occupy the thread pool (issue 10, item 10).

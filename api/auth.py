@@ -31,6 +31,8 @@ from tenancy import tokens
 from tenancy.uow import Principal, UnitOfWork
 
 PROTECTED_PREFIX = "/v1"
+# Names every fabric: authenticated like /v1 unless ISOFABRIC_METRICS_ACCESS=open (api/metrics.py).
+METRICS_PATH = "/metrics"
 PRINCIPAL_SCOPE_KEY = "isofabric.principal"
 ADMIN = Principal("admin-token", "operator")
 ANONYMOUS = Principal("anonymous", "operator")
@@ -90,7 +92,7 @@ class BearerTokenAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with its principal, or answer 401 without calling the app."""
-        if scope["type"] != "http" or not _protected(scope["path"]):
+        if scope["type"] != "http" or not self._protects(scope["path"]):
             await self.app(scope, receive, send)
             return
         request = Request(scope)
@@ -102,6 +104,11 @@ class BearerTokenAuth:
             await self.app(scope, receive, send)
             return
         await domain_problem(request, outcome)(scope, receive, send)
+
+    def _protects(self, path: str) -> bool:
+        if path == METRICS_PATH:
+            return self.uow.settings.metrics_access == "authenticated"
+        return _protected(path)
 
     def _authenticate(self, bearer: str, host: str | None) -> Principal | AuthenticationError:
         """The caller's principal, or the authentication error to answer with."""

@@ -101,6 +101,10 @@ POLICY_TEXT = "\n".join(
         # `agent_scope_allows` narrows both to the one fabric and target of the token
         rf"p, agent, *, {_AGENT_READS}, ^GET$, allow",
         r"p, agent, *, ^/v1/fabrics/\{fabric\}/targets/\{name\}/reports$, ^POST$, allow",
+        # /metrics (issue 14) names every fabric: the roles that read every fabric read it
+        # (ISOFABRIC_METRICS_ACCESS=open lets anyone, without this policy)
+        r"p, operator, *, ^/metrics$, ^GET$, allow",
+        r"p, auditor, *, ^/metrics$, ^GET$, allow",
     ]
 )
 

@@ -29,6 +29,8 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The keyword arguments of every uvicorn.run call `serve` makes (nothing is served)."""
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(uvicorn, "run", lambda _app, **kwargs: calls.append(kwargs))
+    # serve sends log records to stderr (api/request_log.py): not in this test process
+    monkeypatch.setattr("api.cli.serve.configure_logging", lambda _format: {})
     monkeypatch.delenv("ISOFABRIC_ADMIN_TOKEN", raising=False)
     return calls
 

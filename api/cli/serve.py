@@ -8,6 +8,7 @@ import typer
 
 from api.auth import BOOTSTRAP_HINT, is_loopback
 from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, settings_for
+from api.request_log import LogFormat, configure_logging
 from tenancy import tokens
 
 
@@ -16,6 +17,12 @@ def serve(
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     db: DbOption = None,
     demo: Annotated[bool, typer.Option(help="Load the demo fabric and tenants")] = False,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            help="Log lines as text or one JSON object each", envvar="ISOFABRIC_LOG_FORMAT"
+        ),
+    ] = LogFormat.TEXT,
 ) -> None:
     """Run the REST API (migrations are applied on start)."""
     import uvicorn
@@ -23,6 +30,7 @@ def serve(
     from api.app import create_app
     from tenancy.demo import load_demo
 
+    uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
     settings = settings_for(db)
     application = create_app(settings)
     uow = application.state.uow
@@ -42,7 +50,9 @@ def serve(
     )
     # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
     # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
-    uvicorn.run(application, host=host, port=port, log_level="info", proxy_headers=False)
+    uvicorn.run(
+        application, host=host, port=port, log_level="info", proxy_headers=False, **uvicorn_logging
+    )
     # Stopped (the lifespan checkpointed the log): close the connections, and SQLite removes
     # the empty -wal and -shm files.
     uow.engine.dispose()
