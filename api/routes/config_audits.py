@@ -33,6 +33,8 @@ router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
     openapi_extra={
         "requestBody": {
             "required": True,
+            "description": "The deployed file as text, as `format` names it: OpenSM's "
+            "partitions.conf, or a leaf's SONiC config_db.json or FRR frr.conf",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         }
     },

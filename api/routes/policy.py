@@ -54,6 +54,9 @@ def get_policy(uow: Uow) -> PolicyView:
     openapi_extra={
         "requestBody": {
             "required": True,
+            "description": "The policy document: JSON, or the same members as YAML "
+            "(application/yaml, application/x-yaml or text/yaml); at most 256 KiB. Omitted "
+            "kinds and fields take the built-in default's values",
             "content": {
                 "application/json": {"schema": PolicyDocument.model_json_schema()},
                 "application/yaml": {

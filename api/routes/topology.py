@@ -30,6 +30,10 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
     openapi_extra={
         "requestBody": {
             "required": True,
+            "description": "The whole topology, which the fabric's records are reconciled with: "
+            "`ibnetdiscover` output as the tool prints it (text/plain) on an InfiniBand fabric, "
+            "where an HCA's NodeDescription '<host> <hca>' names its node; a RoCE inventory "
+            "(application/json, or the same document as application/yaml) on a RoCE fabric",
             "content": {
                 "text/plain": {
                     "schema": {"type": "string"},

@@ -32,10 +32,15 @@ class AuditFindingView(BaseModel):
     file-wide findings and for JSON.
     """
 
-    code: str
-    severity: str
-    line: int | None
-    message: str
+    code: str = Field(description="The finding's kind, kebab-case, e.g. 'duplicate-rd'")
+    severity: str = Field(
+        description="'critical' (the software would fail open or isolation silently changes), "
+        "'error' (it refuses the construct or applies it differently), 'warning' or 'info'"
+    )
+    line: int | None = Field(
+        description="1-based line in the file; null for file-wide findings and for JSON"
+    )
+    message: str = Field(description="What is wrong, for people")
 
 
 class DriftView(BaseModel):
@@ -46,11 +51,20 @@ class DriftView(BaseModel):
     ports or route targets; `changed` lists GUIDs whose membership (full/limited) differs.
     """
 
-    owner: str | None
-    segment: str
-    added: list[str]
-    missing: list[str]
-    changed: list[str] = []
+    owner: str | None = Field(
+        description="'tenant:<name>' or 'service:<name>'; null for a segment no owner holds"
+    )
+    segment: str = Field(
+        description="The P_Key ('0x0101'), the VLAN ('Vlan102') or the VRF ('Vrf50001')"
+    )
+    added: list[str] = Field(
+        description="Port GUIDs, switch ports or route targets the file has beyond intent"
+    )
+    missing: list[str] = Field(description="Those intent has and the file lacks")
+    changed: list[str] = Field(
+        default=[],
+        description="Port GUIDs whose membership (full or limited) differs from intent",
+    )
 
 
 class ConfigAuditView(BaseModel):
@@ -61,14 +75,16 @@ class ConfigAuditView(BaseModel):
     file was compared with. Nothing is stored.
     """
 
-    fabric: str
-    format: str
-    leaf: str | None
-    snapshot_digest: str
-    holds: bool
-    findings: list[AuditFindingView]
-    drift: list[DriftView]
-    counterexamples: list[CounterexampleView]
+    fabric: str = Field(description="The fabric's name")
+    format: str = Field(description="'partitions', 'config_db' or 'frr', as asked")
+    leaf: str | None = Field(description="The audited leaf; null for partitions")
+    snapshot_digest: str = Field(description="The intended state the file was compared with")
+    holds: bool = Field(description="True when the file allows no isolation violation")
+    findings: list[AuditFindingView] = Field(description="What the parser found in the file")
+    drift: list[DriftView] = Field(description="Per owner's segment: how the file differs")
+    counterexamples: list[CounterexampleView] = Field(
+        description="Isolation violations the file allows; empty when `holds`"
+    )
     reachability: list[EdgeView] = Field(
         default_factory=list,
         description="Intended reachability the file grants (a tenant VRF importing a granted "
@@ -84,9 +100,19 @@ class ObservedPort(Strict):
     under `unobserved`. Exactly one of the two is present.
     """
 
-    guid: Annotated[str, Field(pattern=HEX_GUID_PATTERN)]
+    guid: Annotated[
+        str,
+        Field(pattern=HEX_GUID_PATTERN, description="Port GUID, 0x and 1-16 hex digits"),
+    ]
     # IBA: a LID is 16 bits (0 while the SM has not assigned one).
-    lid: Annotated[StrictInt, Field(ge=0, le=0xFFFF)]
+    lid: Annotated[
+        StrictInt,
+        Field(
+            ge=0,
+            le=0xFFFF,
+            description="The port's LID, 0-65535 (0: not assigned yet); carried, not compared",
+        ),
+    ]
     pkeys: Annotated[
         list[Annotated[str, Field(pattern=HEX_PKEY_PATTERN)]] | None,
         Field(max_length=128, description="The port's P_Key table; absent when `error` is set."),
@@ -110,10 +136,23 @@ class ObservedPort(Strict):
 class ObservationCreate(BaseModel):
     """What ``isofabric collect ib`` prints; unknown members are ignored."""
 
-    kind: Literal["infiniband"]
-    collected_at: datetime | None = None
-    ibnetdiscover: Annotated[str, Field(max_length=16_000_000)] = ""
-    ports: Annotated[list[ObservedPort], Field(max_length=100_000)]
+    kind: Literal["infiniband"] = Field(description="'infiniband': P_Key tables of HCA ports")
+    collected_at: datetime | None = Field(
+        default=None,
+        description="When the tables were read, RFC 3339; carried for the record, not compared",
+    )
+    ibnetdiscover: Annotated[
+        str,
+        Field(
+            max_length=16_000_000,
+            description="The ibnetdiscover text read with the tables (up to 16 MB); carried "
+            "for the record, not compared",
+        ),
+    ] = ""
+    ports: Annotated[
+        list[ObservedPort],
+        Field(max_length=100_000, description="Each HCA port read, or why not (up to 100,000)"),
+    ]
 
 
 class UnobservedPortView(BaseModel):
@@ -135,11 +174,13 @@ class PortDriftView(BaseModel):
     16-bit P_Keys (bit 15 set = full member).
     """
 
-    guid: str
-    node: str
-    owner: str
-    missing: list[str]
-    unexpected: list[str]
+    guid: str = Field(description="Port GUID, 0x-prefixed 16-digit lower-case hex")
+    node: str = Field(description="The node the port belongs to")
+    owner: str = Field(
+        description="Who holds the node: 'tenant:<name>', 'service:<name>' or 'unassigned:<node>'"
+    )
+    missing: list[str] = Field(description="Intended P_Keys (0x-prefixed hex) the table lacks")
+    unexpected: list[str] = Field(description="P_Keys the table has beyond intent")
 
 
 class ObservationView(BaseModel):
@@ -150,11 +191,13 @@ class ObservationView(BaseModel):
     stored.
     """
 
-    fabric: str
-    snapshot_digest: str
-    holds: bool
-    ports: list[PortDriftView]
-    counterexamples: list[CounterexampleView]
+    fabric: str = Field(description="The fabric's name")
+    snapshot_digest: str = Field(description="The intended state the tables were compared with")
+    holds: bool = Field(description="Whether isolation holds as the live tables describe it")
+    ports: list[PortDriftView] = Field(description="Ports whose table differs from intent")
+    counterexamples: list[CounterexampleView] = Field(
+        description="Isolation violations the live tables allow; empty when `holds`"
+    )
     unobserved: list[UnobservedPortView] = Field(
         default_factory=list,
         description="Ports whose table could not be read: not compared, and no drift is "

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from ipaddress import IPv4Network
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     BaseModel,
     Field,
-    SerializerFunctionWrapHandler,
     StrictInt,
-    model_serializer,
     model_validator,
 )
 
@@ -30,6 +28,7 @@ from tenancy.schemas.common import (
     PKeyInput,
     Slug,
     Strict,
+    left_out,
 )
 
 
@@ -87,48 +86,66 @@ class FabricView(BaseModel):
     name: str = Field(description="The fabric's name (a slug), e.g. 'ib-east'")
     kind: str = Field(description="'infiniband' or 'roce'")
     pkey_range: PKeyRange | None = Field(
-        default=None, description="InfiniBand: the P_Keys the service hands out"
+        default=None,
+        exclude_if=left_out,
+        description="InfiniBand: the P_Keys the service hands out",
     )
     pkeys_per_port: int | None = Field(
         default=None,
+        exclude_if=left_out,
         description="InfiniBand: P_Key table entries per port (default partition included)",
     )
     vlan_range: IntRange | None = Field(
-        default=None, description="RoCE: VLAN IDs for tenant and service segments (2-4094)"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: VLAN IDs for tenant and service segments (2-4094)",
     )
     l2vni_range: IntRange | None = Field(
-        default=None, description="RoCE: VXLAN VNIs of L2 segments (1-16777215)"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: VXLAN VNIs of L2 segments (1-16777215)",
     )
     l3vni_range: IntRange | None = Field(
-        default=None, description="RoCE: VXLAN VNIs of VRFs (L3VNIs), disjoint from the L2VNIs"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: VXLAN VNIs of VRFs (L3VNIs), disjoint from the L2VNIs",
     )
     tenant_prefix_pool: str | None = Field(
-        default=None, description="RoCE: IPv4 CIDR the segments' subnets are cut from"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: IPv4 CIDR the segments' subnets are cut from",
     )
     tenant_prefix_length: int | None = Field(
-        default=None, description="RoCE: prefix length of each segment's subnet (8-30)"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: prefix length of each segment's subnet (8-30)",
     )
     rt_asn: int | None = Field(
-        default=None, description="RoCE: 2-byte ASN of the type-0 route targets (1-65535)"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: 2-byte ASN of the type-0 route targets (1-65535)",
     )
     host_mtu: int | None = Field(
-        default=None, description="RoCE: MTU of host-facing ports and tenant VLANs, in bytes"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: MTU of host-facing ports and tenant VLANs, in bytes",
     )
     underlay_mtu: int | None = Field(
-        default=None, description="RoCE: MTU of fabric links, in bytes (host MTU + 50 or more)"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: MTU of fabric links, in bytes (host MTU + 50 or more)",
     )
     anycast_gateway_mac: str | None = Field(
-        default=None, description="RoCE: the MAC of every leaf's anycast gateway, lower-case"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: the MAC of every leaf's anycast gateway, lower-case",
     )
     max_lossless_priorities: int | None = Field(
-        default=None, description="RoCE: how many priorities may be lossless (PFC), 1-8"
+        default=None,
+        exclude_if=left_out,
+        description="RoCE: how many priorities may be lossless (PFC), 1-8",
     )
     created_at: datetime = Field(description="When the fabric was registered, RFC 3339 UTC")
-
-    @model_serializer(mode="wrap")
-    def _only_this_technology(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return {key: value for key, value in data.items() if value is not None}
 
 
 class RoceFabricCreate(Strict):
@@ -206,4 +223,10 @@ class RoceFabricSettingsView(BaseModel):
     max_lossless_priorities: int
 
 
-AnyFabricCreate = Annotated[FabricCreate | RoceFabricCreate, Field(discriminator="kind")]
+AnyFabricCreate = Annotated[
+    FabricCreate | RoceFabricCreate,
+    Field(
+        discriminator="kind",
+        description="An InfiniBand fabric (`kind` 'infiniband') or a RoCE fabric ('roce')",
+    ),
+]

@@ -32,75 +32,96 @@ KindName = Literal["internal", "external"]
 VisibilityName = Literal["all", "internal", "external"]
 Quota = StrictInt
 
+# What each rule means, said once for the document (PUT) and the view (GET).
+ISOLATION = (
+    "'segment': own partition or VRF on shared switches; 'dedicated_leaf': no port of another "
+    "tenant on a leaf switch one of the tenant's ports is cabled to"
+)
+QOS_CLASSES = "The QoS classes a tenant of this kind may hold (each must exist); null: any class"
+MAX_NODES = (
+    "Nodes a tenant of this kind may hold across all fabrics (a tenant's own max_nodes wins); "
+    "null: no quota"
+)
+PEERING = "The kinds ('internal', 'external') a tenant of this kind may peer with"
+DEFAULT_GRANTS = (
+    "Services granted on a tenant's first allocation on a fabric (where the fabric has them and "
+    "their visibility admits the kind; a name no fabric has yet is accepted)"
+)
+SERVICES = (
+    "Per shared service name: which kinds may be granted it ('all', 'internal', 'external'); a "
+    "service not listed is visible to all"
+)
+
 
 class KindPolicyDocument(Strict):
     """The rules for every tenant of one kind; an omitted field keeps the default's value."""
 
     isolation: IsolationName = Field(
         default="segment",
-        description="'segment': own partition or VRF on shared switches; 'dedicated_leaf': "
-        "no port of another tenant on a leaf switch one of the tenant's ports is cabled to",
+        description=ISOLATION,
     )
     qos_classes: list[Slug] | None = Field(
         default=None,
         max_length=MAX_NAMES,
-        description="The QoS classes a tenant of this kind may hold (each must exist); "
-        "null: any class",
+        description=QOS_CLASSES,
     )
     max_nodes: Quota | None = Field(
         default=None,
         ge=0,
         le=MAX_QUOTA,
-        description="Nodes a tenant of this kind may hold across all fabrics (a tenant's own "
-        "max_nodes wins); null: no quota",
+        description=MAX_NODES,
     )
-    peering: list[KindName] = Field(
-        default_factory=list, max_length=2, description="The kinds it may peer with"
-    )
+    peering: list[KindName] = Field(default_factory=list, max_length=2, description=PEERING)
     default_grants: list[Slug] = Field(
         default_factory=list,
         max_length=MAX_NAMES,
-        description="Services granted on a tenant's first allocation on a fabric (where the "
-        "fabric has them and their visibility admits the kind; a name no fabric has yet is "
-        "accepted)",
+        description=DEFAULT_GRANTS,
     )
 
 
 class KindsDocument(Strict):
     """The rules per tenant kind; an omitted kind keeps the default's rules."""
 
-    internal: KindPolicyDocument = Field(default_factory=KindPolicyDocument)
-    external: KindPolicyDocument = Field(default_factory=KindPolicyDocument)
+    internal: KindPolicyDocument = Field(
+        default_factory=KindPolicyDocument,
+        description="Rules for internal tenants (the operator's own teams); omitted: the default's",
+    )
+    external: KindPolicyDocument = Field(
+        default_factory=KindPolicyDocument,
+        description="Rules for external tenants (customers); omitted: the default's",
+    )
 
 
 class PolicyDocument(Strict):
     """Body of PUT /v1/policy (JSON or YAML): the rules per tenant kind and per shared service."""
 
-    kinds: KindsDocument = Field(default_factory=KindsDocument)
+    kinds: KindsDocument = Field(
+        default_factory=KindsDocument,
+        description="The rules per tenant kind; an omitted kind keeps the default's rules",
+    )
     services: dict[Slug, VisibilityName] = Field(
         default_factory=dict,
         max_length=MAX_NAMES,
-        description="Per shared service name: which kinds may be granted it ('all', "
-        "'internal', 'external'); a service not listed is visible to all; a name no fabric "
-        "has yet is accepted and applies to services created later",
+        description=SERVICES + "; a name no fabric has yet is accepted and applies to services "
+        "created later",
     )
 
 
 class KindPolicyView(BaseModel):
     """One kind's rules as in force: every field present."""
 
-    isolation: IsolationName
-    qos_classes: list[str] | None
-    max_nodes: int | None
-    peering: list[KindName]
-    default_grants: list[str]
+    isolation: IsolationName = Field(description=ISOLATION)
+    qos_classes: list[str] | None = Field(description=QOS_CLASSES)
+    max_nodes: int | None = Field(description=MAX_NODES)
+    peering: list[KindName] = Field(description=PEERING)
+    default_grants: list[str] = Field(description=DEFAULT_GRANTS)
 
 
 class KindsView(BaseModel):
     """The rules per tenant kind."""
 
-    internal: KindPolicyView
-    external: KindPolicyView
+    internal: KindPolicyView = Field(description="Rules for internal tenants")
+    external: KindPolicyView = Field(description="Rules for external tenants")
 
 
 class PolicyView(BaseModel):
@@ -110,9 +131,15 @@ class PolicyView(BaseModel):
     Equal fingerprints mean equal rules.
     """
 
-    version: int
-    fingerprint: str
-    created_at: datetime | None
-    created_by: str | None
-    kinds: KindsView
-    services: dict[str, VisibilityName]
+    version: int = Field(description="0 for the built-in default, then 1, 2, ... as stored")
+    fingerprint: str = Field(
+        description="'sha256:' and the hex SHA-256 of the canonical rules: equal for equal rules"
+    )
+    created_at: datetime | None = Field(
+        description="When this version was stored, RFC 3339 UTC; null for version 0"
+    )
+    created_by: str | None = Field(
+        description="The principal that stored it ('token:<name>:<id>', ...); null for version 0"
+    )
+    kinds: KindsView = Field(description="The rules per tenant kind")
+    services: dict[str, VisibilityName] = Field(description=SERVICES)
