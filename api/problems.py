@@ -368,11 +368,15 @@ PROBLEM_SCHEMA: dict[str, Any] = {
     "description": "RFC 9457 problem details; domain errors add extension members.",
     "required": ["type", "title", "status", "detail", "instance"],
     "properties": {
-        "type": {"type": "string"},
-        "title": {"type": "string"},
-        "status": {"type": "integer"},
-        "detail": {"type": "string"},
-        "instance": {"type": "string"},
+        "type": {
+            "type": "string",
+            "description": "The problem type, a URI reference '/problems/<slug>' (e.g. "
+            "'/problems/isolation-violation'): GET it for its meaning and what to do",
+        },
+        "title": {"type": "string", "description": "The problem type's short, fixed title"},
+        "status": {"type": "integer", "description": "The HTTP status code of the response"},
+        "detail": {"type": "string", "description": "What went wrong in this request, for people"},
+        "instance": {"type": "string", "description": "The request's path"},
     },
     "additionalProperties": True,
 }
