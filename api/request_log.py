@@ -86,7 +86,7 @@ class JsonFormatter(logging.Formatter):
         document |= {k: v for k, v in vars(record).items() if k not in _STANDARD}
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, default=str)
+        return json.dumps(document, separators=(",", ":"), default=str)
 
 
 def configure_logging(log_format: LogFormat | str) -> dict[str, Any]:
