@@ -94,6 +94,14 @@ def test_an_unreachable_server_is_one_line_and_exit_6():
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://127.0.0.1/"])
+def test_a_url_that_is_not_http_is_exit_2(url):
+    result = runner.invoke(app, ["fabrics", "list", "--url", url])
+
+    assert result.exit_code == client.TROUBLE
+    assert result.stderr.startswith("error: --url must start with http:// or https://")
+
+
 def test_no_url_is_exit_2_naming_how_to_give_one():
     result = runner.invoke(app, ["tenants", "list"], env={"ISOFABRIC_URL": ""})
 

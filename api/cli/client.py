@@ -127,6 +127,8 @@ def require_url(url: str | None) -> str:
     """The base URL, or exit 2 naming how to give one."""
     if not url:
         fail(NO_URL, TROUBLE)
+    if not url.lower().startswith(("http://", "https://")):
+        fail(f"--url must start with http:// or https://, not '{url[:80]}'", TROUBLE)
     return url
 
 
@@ -189,7 +191,7 @@ class ApiClient:
         headers = {**self.headers, **kwargs.pop("headers", {})}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        with TransportErrors():
+        with TransportErrors(self.base):
             response = self.http.request(
                 method, self.base + path, params=params, headers=headers, **kwargs
             )
@@ -234,17 +236,19 @@ class ApiClient:
 class TransportErrors:
     """Turn a connection failure (refused, unresolvable, timed out) into one line and exit 6."""
 
+    def __init__(self, base: str) -> None:
+        self.base = base
+
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, _kind: object, error: BaseException | None, _tb: object) -> None:
         if isinstance(error, httpx2.TimeoutException):
-            fail(f"the server did not answer in time: {_reason(error)}", UNAVAILABLE)
-        if isinstance(
-            error, httpx2.TransportError | httpx2.InvalidURL | httpx2.UnsupportedProtocol
-        ):
-            where = error.request.url if isinstance(error, httpx2.TransportError) else "?"
-            fail(f"cannot reach the server ({where}): {_reason(error)}", UNAVAILABLE)
+            fail(f"{self.base} did not answer in time: {_reason(error)}", UNAVAILABLE)
+        if isinstance(error, httpx2.InvalidURL | httpx2.UnsupportedProtocol):
+            fail(f"not a URL the client can call: {_reason(error)}", TROUBLE)
+        if isinstance(error, httpx2.TransportError):
+            fail(f"cannot reach the server at {self.base}: {_reason(error)}", UNAVAILABLE)
 
 
 def _reason(error: BaseException) -> str:
@@ -261,7 +265,7 @@ class _Stream:
 
     def __enter__(self) -> httpx2.Response:
         client = self.client
-        with TransportErrors():
+        with TransportErrors(client.base):
             self._context = client.http.stream(
                 self.method, client.base + self.path, headers=client.headers
             )
@@ -273,7 +277,7 @@ class _Stream:
 
     def chunks(self, response: httpx2.Response) -> Iterator[bytes]:
         """The body, `CHUNK` bytes at a time (a dropped connection exits 6)."""
-        with TransportErrors():
+        with TransportErrors(self.client.base):
             yield from response.iter_bytes(CHUNK)
 
 
