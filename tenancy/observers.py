@@ -4,18 +4,21 @@ tenancy speaks no monitoring protocol (the import-linter contracts in pyproject.
 prometheus_client out of it): whoever wants the timings installs a plain callback for a database
 engine (the API does, api/metrics.py), and the commit gate (tenancy/change_check.py) and the
 full re-verification (tenancy/full_check.py) call it once per verification. Without a callback
-nothing is measured. Callbacks are held per engine, weakly keyed: an app's callback lives as long
-as its engine, and two apps on one engine (tests) both hear its verifications.
+nothing is measured. Callbacks are held per engine and weakly, the engine and the callback alike:
+an observer lives as long as whoever installed it keeps it (the API's app holds its metrics),
+so the many apps a test session builds on one engine do not pile up; the live ones on an engine
+all hear its verifications.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import Engine
 from sqlmodel import Session
@@ -28,14 +31,28 @@ VerificationObserver = Callable[[str, str, float], None]
 INCREMENTAL, WHOLE, FULL = "incremental", "whole", "full"
 CHECKS = (INCREMENTAL, WHOLE, FULL)
 
-_observers: WeakKeyDictionary[Engine, list[VerificationObserver]] = WeakKeyDictionary()
+_Ref = Callable[[], VerificationObserver | None]
+_observers: weakref.WeakKeyDictionary[Engine, list[_Ref]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def observe_verifications(engine: Engine, observer: VerificationObserver) -> None:
-    """Call `observer` after every verification run on `engine` (fabric, check, seconds)."""
+    """Call `observer` after every verification run on `engine` (fabric, check, seconds).
+
+    Held weakly (a bound method through `weakref.WeakMethod`): the caller keeps it alive.
+    """
+    ref: _Ref = (
+        weakref.WeakMethod(observer) if inspect.ismethod(observer) else weakref.ref(observer)
+    )
     with _lock:
-        _observers.setdefault(engine, []).append(observer)
+        live = [r for r in _observers.get(engine, []) if r() is not None]
+        _observers[engine] = [*live, ref]
+
+
+def _live(engine: object) -> list[VerificationObserver]:
+    with _lock:
+        refs = _observers.get(engine, [])  # type: ignore[call-overload]
+        return [observer for observer in (r() for r in refs) if observer is not None]
 
 
 @contextmanager
@@ -46,7 +63,7 @@ def timed_verification(session: Session, fabric: str, check: str) -> Iterator[No
     logged and never fails the change it measured.
     """
     bind = session.get_bind()
-    observers = _observers.get(getattr(bind, "engine", bind))  # type: ignore[arg-type]
+    observers = _live(getattr(bind, "engine", bind))
     if not observers:
         yield
         return
@@ -55,7 +72,7 @@ def timed_verification(session: Session, fabric: str, check: str) -> Iterator[No
         yield
     finally:
         seconds = time.perf_counter() - start
-        for observer in tuple(observers):
+        for observer in observers:
             try:
                 observer(fabric, check, seconds)
             except Exception:  # a metrics bug must not refuse a change
