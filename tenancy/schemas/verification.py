@@ -17,7 +17,7 @@ class EndpointView(BaseModel):
     guid: str | None = Field(
         description="Port GUID on InfiniBand, 0x-prefixed 16-digit lower-case hex; null on RoCE"
     )
-    node: str = Field(description="The host's name (or a switch's)")
+    node: str = Field(description="The name of the host the port is on")
     owner: str = Field(
         description="Who holds the host: 'tenant:<name>', 'service:<name>' or 'unassigned:<node>'"
     )
