@@ -25,8 +25,7 @@ TargetName = Annotated[
     str,
     Path(
         pattern=SLUG_PATTERN,
-        description="The deploy target's name, a slug: an SM host (InfiniBand) or a leaf "
-        "(RoCE), e.g. 'sm01'",
+        description="The deploy target's name, a slug: the OpenSM host it is, e.g. 'sm01'",
     ),
 ]
 
