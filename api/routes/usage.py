@@ -22,7 +22,11 @@ From = Annotated[
     ),
 ]
 To = Annotated[
-    str | None, Query(pattern=TIME, description="End of the range (exclusive); defaults to now")
+    str | None,
+    Query(
+        pattern=TIME,
+        description="End of the range (exclusive), RFC 3339 with an offset; defaults to now",
+    ),
 ]
 TenantFilter = Annotated[
     str | None, Query(pattern=SLUG_PATTERN, description="Only this tenant's records (its name)")
