@@ -13,7 +13,6 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from ipaddress import IPv4Network
 
 from sqlalchemy import func
@@ -27,6 +26,7 @@ from tenancy import models as m
 from tenancy import snapshot_log
 from tenancy.cached_reads import cached_verdict
 from tenancy.db import fetch_all
+from tenancy.read_cache import CachedFile
 from tenancy.roce import RD_POOL
 from tenancy.uow import Tx, UnitOfWork
 
@@ -139,18 +139,29 @@ def _verdict(
     """
     document = cached_verdict(uow, tx, fabric, digest)
     if document is not None:
-        return _summary(document.content)
+        return _summary(document)
     if stored is None:
         return None, None
     holds = stored.holds and stored.alarm is None
     return holds, 0 if holds else None
 
 
-@lru_cache(maxsize=256)
-def _summary(document: bytes) -> tuple[bool, int]:
-    """(holds, number of counterexamples) of a cached verdict document, parsed once per state."""
-    body = json.loads(document)
-    return bool(body["holds"]), len(body["counterexamples"])
+# (holds, counterexamples) by the sha256 of a verdict document: parsed once per state, and the
+# documents themselves (megabytes on a large fabric) are not kept here.
+_SUMMARIES: dict[str, tuple[bool, int]] = {}
+_MAX_SUMMARIES = 1024
+
+
+def _summary(document: CachedFile) -> tuple[bool, int]:
+    """(holds, number of counterexamples) of a cached verdict document."""
+    found = _SUMMARIES.get(document.sha256)
+    if found is None:
+        body = json.loads(document.content)
+        found = bool(body["holds"]), len(body["counterexamples"])
+        if len(_SUMMARIES) >= _MAX_SUMMARIES:
+            _SUMMARIES.clear()  # a bound, not a policy: a scrape parses again
+        _SUMMARIES[document.sha256] = found
+    return found
 
 
 # --- pools ---------------------------------------------------------------------------------------
