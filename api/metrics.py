@@ -57,8 +57,9 @@ class Metrics:
         self.mutations = Counter(
             "isofabric_mutations",
             "Requests of mutating methods on /v1 routes by method, route template and outcome: "
-            "committed, dry_run, refused_isolation (409 isolation-violation: the change would "
-            "break isolation), refused (any other 4xx) or failed (5xx)",
+            "committed, dry_run, replayed (an Idempotency-Key's first answer again), "
+            "refused_isolation (409 isolation-violation: the change would break isolation), "
+            "refused (any other 4xx) or failed (5xx)",
             ("method", "route", "outcome"),
             registry=self.registry,
         )

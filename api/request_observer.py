@@ -19,7 +19,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY
-from api.idempotency import DRY_RUN_TRUE
+from api.idempotency import DRY_RUN_TRUE, REPLAYED_MARK
 from api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_TYPES
 from api.request_id import request_id_of
 from api.request_log import RequestFields, log_request
@@ -32,6 +32,7 @@ ISOLATION_VIOLATION = PROBLEM_TYPES[IsolationViolationError].uri
 # api/problems.py writes `type` first: the head of the body names it.
 _PROBLEM_TYPE = re.compile(rb'"type"\s*:\s*"([^"]*)"')
 _PROBLEM_HEAD_BYTES = 1024
+_REPLAYED = REPLAYED_MARK.lower().encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class Observed:
     route: str
     status: int
     seconds: float
-    # For mutating /v1 routes: committed, dry_run, refused_isolation, refused or failed.
+    # Mutating /v1 routes: committed, dry_run, replayed, refused_isolation, refused or failed.
     outcome: str | None
 
 
@@ -79,7 +80,7 @@ class ObserveRequests:
 
     def _record(self, scope: Scope, answer: _Answer, seconds: float) -> None:
         method, route = scope["method"], route_template(scope)
-        outcome = mutation_outcome(scope, route, answer.status, answer.problem_type())
+        outcome = mutation_outcome(scope, route, answer)
         self.sink.observe_request(Observed(method, route, answer.status, seconds, outcome))
         principal = scope.get(PRINCIPAL_SCOPE_KEY)
         log_request(
@@ -95,10 +96,11 @@ class ObserveRequests:
 
 
 class _Answer:
-    """What the response said: its status (500 until it starts) and a problem's type."""
+    """What the response said: its status (500 until it starts), a replay, a problem's type."""
 
     def __init__(self) -> None:
         self.status = 500
+        self.replayed = False
         self._problem = False
         self._head = b""
 
@@ -108,6 +110,7 @@ class _Answer:
             headers = dict(message.get("headers") or [])
             media = headers.get(b"content-type", b"").split(b";")[0].strip()
             self._problem = media == PROBLEM_MEDIA_TYPE.encode()
+            self.replayed = headers.get(_REPLAYED) == b"true"
         elif self._problem and len(self._head) < _PROBLEM_HEAD_BYTES:
             self._head += message.get("body", b"")[:_PROBLEM_HEAD_BYTES]
 
@@ -116,19 +119,22 @@ class _Answer:
         return found.group(1).decode() if found else None
 
 
-def mutation_outcome(scope: Scope, route: str, status: int, problem: str | None) -> str | None:
+def mutation_outcome(scope: Scope, route: str, answer: _Answer) -> str | None:
     """The outcome of a mutating /v1 request, None for any other request.
 
-    committed (2xx), dry_run (a 2xx ``?dry_run=true``), refused_isolation (409
-    isolation-violation: the change would break isolation), refused (any other 4xx) or failed
-    (5xx).
+    committed (2xx), dry_run (a 2xx ``?dry_run=true``), replayed (the first response to an
+    Idempotency-Key again: nothing ran), refused_isolation (409 isolation-violation: the change
+    would break isolation), refused (any other 4xx) or failed (5xx).
     """
     if scope["method"] not in MUTATING or not route.startswith("/v1"):
         return None
-    if status >= 500:
+    if answer.replayed:
+        return "replayed"
+    if answer.status >= 500:
         return "failed"
-    if status >= 400:
-        return "refused_isolation" if problem == ISOLATION_VIOLATION else "refused"
+    if answer.status >= 400:
+        isolation = answer.problem_type() == ISOLATION_VIOLATION
+        return "refused_isolation" if isolation else "refused"
     return "dry_run" if _dry_run(scope) else "committed"
 
 

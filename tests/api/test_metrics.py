@@ -89,6 +89,9 @@ def test_mutations_count_an_isolation_refusal_apart_from_other_outcomes(client, 
         client.post("/v1/tenants/nobody/allocations", json={"fabric": FABRIC, "count": 1}), 404
     )
     new_tenant(client, "initech")
+    for _ in range(2):  # the retry gets the first answer again: nothing runs
+        body = {"name": "hooli", "kind": "internal"}
+        created(client.post("/v1/tenants", json=body, headers={"Idempotency-Key": "k-1"}))
 
     samples = scrape(client)
 
@@ -100,7 +103,8 @@ def test_mutations_count_an_isolation_refusal_apart_from_other_outcomes(client, 
     assert mutations("PUT", "/v1/policy", "dry_run") == 1
     assert mutations("PUT", "/v1/policy", "refused") is None
     assert mutations("POST", "/v1/tenants/{tenant}/allocations", "refused") == 1
-    assert mutations("POST", "/v1/tenants", "committed") == 1
+    assert mutations("POST", "/v1/tenants", "committed") == 2
+    assert mutations("POST", "/v1/tenants", "replayed") == 1
     # GETs are no mutations
     assert not any(
         name == "isofabric_mutations_total" and ("method", "GET") in labels
