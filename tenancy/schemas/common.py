@@ -89,6 +89,15 @@ class Page(BaseModel, Generic[T]):
     )
 
 
+def left_out(value: object) -> bool:
+    """`exclude_if` of a member left out of the JSON when null (the other technology's).
+
+    A field-level rule keeps the member's type in the OpenAPI document, where a model serializer
+    that drops nulls would make the whole view an untyped object (issue 14, item 5).
+    """
+    return value is None
+
+
 def problem_extensions(model: BaseModel) -> dict[str, Any]:
     """A model as a JSON-ready dict (used for problem+json extension members)."""
     return model.model_dump(mode="json", by_alias=True)
