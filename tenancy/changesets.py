@@ -19,7 +19,14 @@ from pydantic import BaseModel
 from policies.errors import IsofabricError
 from tenancy.allocations import allocate_in, release_allocation_in
 from tenancy.change_batch import ChangeBatch, deferred_gate
-from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
+from tenancy.schemas import (
+    AllocationCreate,
+    AllocationView,
+    GrantCreate,
+    GrantView,
+    TenantCreate,
+    TenantView,
+)
 from tenancy.schemas.changesets import (
     AllocateOp,
     ChangeSetCreate,
@@ -38,6 +45,9 @@ from tenancy.tenants import create_tenant_in, offboard_tenant_in
 from tenancy.uow import Tx, UnitOfWork
 from tenancy.verification import close_batch
 from tenancy.what_if import DryRunDone, preview
+
+# What an operation's own route answers (OperationResult.result).
+Outcome = TenantView | AllocationView | GrantView
 
 
 def apply_changeset(uow: UnitOfWork, *, spec: ChangeSetCreate) -> ChangeSetView:
@@ -83,8 +93,7 @@ def run_operation(tx: Tx, index: int, op: Operation) -> OperationResult:
         error.detail = f"operation {index} ({op.op}): {error.detail}"
         error.extensions["operation"] = index
         raise
-    result = view.model_dump(mode="json", by_alias=True) if view is not None else None
-    return OperationResult(index=index, op=op.op, result=result)
+    return OperationResult(index=index, op=op.op, result=view)
 
 
 def outcomes(batch: ChangeBatch) -> list[FabricOutcome]:
@@ -103,11 +112,11 @@ def _fields(op: BaseModel, *drop: str) -> dict[str, Any]:
     return op.model_dump(exclude={"op", *drop}, exclude_unset=True)
 
 
-def _create_tenant(tx: Tx, op: Any) -> BaseModel:
+def _create_tenant(tx: Tx, op: Any) -> Outcome:
     return create_tenant_in(tx, spec=TenantCreate.model_validate(_fields(op)))
 
 
-def _allocate(tx: Tx, op: Any) -> BaseModel:
+def _allocate(tx: Tx, op: Any) -> Outcome:
     spec = AllocationCreate.model_validate(_fields(op, "tenant"))
     return allocate_in(tx, tenant_name=op.tenant, spec=spec)
 
@@ -116,7 +125,7 @@ def _release(tx: Tx, op: Any) -> None:
     release_allocation_in(tx, tenant_name=op.tenant, allocation_id=op.allocation_id)
 
 
-def _grant(tx: Tx, op: Any) -> BaseModel:
+def _grant(tx: Tx, op: Any) -> Outcome:
     spec = GrantCreate.model_validate(_fields(op, "tenant"))
     return grant_service_in(tx, tenant_name=op.tenant, spec=spec)
 
@@ -125,11 +134,11 @@ def _revoke(tx: Tx, op: Any) -> None:
     revoke_grant_in(tx, tenant_name=op.tenant, grant_id=op.grant_id)
 
 
-def _offboard(tx: Tx, op: Any) -> BaseModel:
+def _offboard(tx: Tx, op: Any) -> Outcome:
     return offboard_tenant_in(tx, name=op.tenant)
 
 
-_RUNNERS: dict[type, Callable[[Tx, Any], BaseModel | None]] = {
+_RUNNERS: dict[type, Callable[[Tx, Any], Outcome | None]] = {
     CreateTenantOp: _create_tenant,
     AllocateOp: _allocate,
     ReleaseOp: _release,

@@ -19,6 +19,7 @@ from tenancy.schemas import (
     TargetCreate,
     TargetView,
 )
+from tenancy.schemas.deploy import ForceDrainView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
 TargetName = Annotated[
@@ -91,7 +92,7 @@ def list_deployments(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[Rep
 
 
 @router.post("/{fabric}/nodes/{node}/force-drain")
-def force_drain(fabric: FabricPath, node: NodePath, spec: ForceDrain, uow: Uow) -> dict[str, str]:
+def force_drain(fabric: FabricPath, node: NodePath, spec: ForceDrain, uow: Uow) -> ForceDrainView:
     """Free a draining node without waiting for the deploy targets (audited, with a reason)."""
     state = deploy.force_drain(uow, fabric_name=fabric, node_name=node, spec=spec)
-    return {"node": node, "state": state}
+    return ForceDrainView(node=node, state=state)

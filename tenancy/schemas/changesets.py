@@ -7,7 +7,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StrictBool
 
 from tenancy.schemas.common import Slug, Strict
-from tenancy.schemas.tenants import AllocationCreate, GrantCreate, TenantCreate
+from tenancy.schemas.tenants import (
+    AllocationCreate,
+    AllocationView,
+    GrantCreate,
+    GrantView,
+    TenantCreate,
+    TenantView,
+)
 from tenancy.schemas.what_if import FabricWhatIf
 
 MAX_OPERATIONS = 10_000
@@ -85,7 +92,7 @@ class OperationResult(BaseModel):
 
     index: int = Field(description="The operation's 0-based index in `operations`")
     op: str = Field(description="The operation's kind, as sent in `op`")
-    result: dict[str, object] | None = Field(
+    result: TenantView | AllocationView | GrantView | None = Field(
         default=None,
         description="What the operation's own route answers: a TenantView (create_tenant, "
         "offboard), an AllocationView (allocate) or a GrantView (grant); null for release and "

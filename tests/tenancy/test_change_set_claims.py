@@ -22,7 +22,8 @@ from tests.builders import FABRIC, uow_create_fabric
 
 def apply(uow: UnitOfWork, *operations: dict[str, Any]) -> list[Any]:
     spec = ChangeSetCreate.model_validate({"operations": list(operations)})
-    return [r.result for r in changesets.apply_changeset(uow, spec=spec).results]
+    view = changesets.apply_changeset(uow, spec=spec)
+    return [r["result"] for r in view.model_dump(mode="json", by_alias=True)["results"]]
 
 
 def onboard(name: str, node: str) -> tuple[dict[str, Any], dict[str, Any]]:
