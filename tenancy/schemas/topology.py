@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     StrictInt,
-    model_serializer,
 )
 from typing_extensions import TypedDict
 
@@ -20,6 +18,7 @@ from tenancy.schemas.common import (
     SWITCH_PORT_REF,
     NodeName,
     Strict,
+    left_out,
 )
 
 
@@ -154,15 +153,8 @@ class NodeView(BaseModel):
     )
     ports: list[PortView] = Field(description="Its HCA ports on InfiniBand; empty on RoCE")
     nics: list[NicView] | None = Field(
-        default=None, description="RoCE: its NICs; left out on InfiniBand"
+        default=None, exclude_if=left_out, description="RoCE: its NICs; left out on InfiniBand"
     )
-
-    @model_serializer(mode="wrap")
-    def _without_absent_nics(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        if data.get("nics") is None:
-            data.pop("nics", None)
-        return data
 
 
 class NodePatch(Strict):
