@@ -12,7 +12,7 @@ import html
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
@@ -87,19 +87,14 @@ def _q(params: list[str]) -> float:
     return 1.0
 
 
-Accept = Annotated[
-    str | None,
-    Header(description="`text/html` first for a page to read; JSON otherwise"),
-]
-
-
 @router.get("", response_model=Page[ProblemTypeView], responses={200: {"content": HTML_RESPONSE}})
-async def list_problem_types(
-    request: Request, accept: Accept = None
-) -> Page[ProblemTypeView] | HTMLResponse:
-    """Every problem type of the API with its status, title and meaning (no token needed)."""
+async def list_problem_types(request: Request) -> Page[ProblemTypeView] | HTMLResponse:
+    """Every problem type of the API with its status, title and meaning (no token needed).
+
+    JSON, or an HTML page when the Accept header ranks text/html above application/json.
+    """
     kinds = problem_types()
-    if prefers_html(accept):
+    if prefers_html(request.headers.get("accept")):
         return HTMLResponse(_index_page(kinds, _root(request)))
     return Page(data=[view(kind) for kind in kinds], count=len(kinds), next=None)
 
@@ -112,13 +107,16 @@ async def list_problem_types(
 async def get_problem_type(
     request: Request,
     problem_type: Annotated[str, Path(description="The slug of a problem type, e.g. `conflict`")],
-    accept: Accept = None,
 ) -> ProblemTypeView | HTMLResponse:
-    """What a problem of this type means and what to do about it (no token needed)."""
+    """What a problem of this type means and what to do about it (no token needed).
+
+    JSON, or an HTML page when the Accept header ranks text/html above application/json; 404
+    for a slug that is no problem type.
+    """
     kind = next((kind for kind in problem_types() if kind.slug == problem_type), None)
     if kind is None:
         raise NotFoundError(f"there is no problem type '{problem_type}'; GET /problems lists them")
-    if prefers_html(accept):
+    if prefers_html(request.headers.get("accept")):
         return HTMLResponse(_type_page(kind, _root(request)))
     return view(kind)
 
