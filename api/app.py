@@ -9,6 +9,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy import Engine
 
+from api import health
 from api.auth import BearerTokenAuth
 from api.deps import authorize, bearer_scheme, require_json_body
 from api.docs import DESCRIPTION, install_docs
@@ -16,7 +17,6 @@ from api.dry_run import dry_run_answer
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
 from api.metrics import install_metrics
-from api.periodic import full_verification_schedule
 from api.problems import install_problem_handlers
 from api.request_id import RequestId
 from api.routes import (
@@ -41,10 +41,7 @@ from api.routes import (
     usage,
     verification,
 )
-from tenancy import signing_keys
-from tenancy.bootstrap import prepare_database
 from tenancy.db import checkpoint_wal, make_engine
-from tenancy.full_check import upgrade_digests
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
 from tenancy.what_if import DryRunDone
@@ -78,13 +75,15 @@ SELF_AUTHORIZED_ROUTERS = (proofs.router, keys.router)
 def create_app(
     settings: Settings | None = None, *, engine: Engine | None = None, clock: Clock = system_clock
 ) -> FastAPI:
-    """Build the app: migrate and seed the database, wire routes, problems and limits."""
+    """Build the app: migrate and seed the database, wire routes, problems and limits.
+
+    A database that does not answer yet does not stop it: api/health.py retries in the lifespan.
+    """
     settings = settings or load_settings()
     engine = engine or make_engine(settings.database_url)
-    prepare_database(engine)
     uow = UnitOfWork(engine, settings, clock)
-    upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
-    lifespan = checkpointing(engine, uow)
+    database = health.start_database(uow)
+    lifespan = checkpointing(engine, uow, database)
     app = FastAPI(
         title="isofabric",
         version="0.1.0",
@@ -94,6 +93,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.uow = uow
+    app.state.database = database
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
     app.add_exception_handler(DryRunDone, dry_run_answer)
@@ -113,33 +113,20 @@ def create_app(
     app.add_middleware(IdempotencyKeys, uow=app.state.uow)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
+    app.add_middleware(health.DatabaseGate, state=database)  # outside the token check's query
     app.add_middleware(RequestId)
     install_metrics(app)  # /metrics; outermost middleware: request metrics and the request log
-
-    # async: answered on the event loop itself, so it needs no worker thread and stays quick
-    # while heavy requests occupy the thread pool (issue 10, item 10).
-    @app.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/readyz", include_in_schema=False)
-    def readyz() -> dict[str, str]:
-        # Ready = able to sign and render: the signing key and the OpenSM secret are installed.
-        # The service never creates them (replicas would race); 503 names each missing file
-        # and `isofabric keys create`.
-        signing_keys.require_ready(app.state.uow)
-        return {"status": "ready"}
-
-    log_readiness(app.state.uow)
+    app.include_router(health.router)  # /healthz, /readyz: no token (probes carry none)
     return app
 
 
 def checkpointing(
-    engine: Engine, uow: UnitOfWork
+    engine: Engine, uow: UnitOfWork, database: health.DatabaseState
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: periodic full re-verification; SQLite's log folded on shutdown.
+    """The app's lifespan: the database retried, scheduled jobs; SQLite's log folded on shutdown.
 
-    While the app runs, api/periodic.py re-verifies every fabric on its schedule. On shutdown,
+    While the app runs, api/health.py prepares a database that did not answer at start, and
+    api/periodic.py runs the scheduled jobs (full re-verification, checkpoints). On shutdown,
     SQLite's write-ahead log is folded into the database file.
 
     After a clean stop the database file alone then holds every committed transaction (a copy
@@ -150,7 +137,7 @@ def checkpointing(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with full_verification_schedule(uow):
+            async with health.background_work(uow, database):
                 yield
         finally:
             if not checkpoint_wal(engine):
@@ -160,9 +147,3 @@ def checkpointing(
                 )
 
     return lifespan
-
-
-def log_readiness(uow: UnitOfWork) -> None:
-    """Say at start-up what keeps the service from signing or rendering (as /readyz would)."""
-    for problem in signing_keys.readiness(uow):
-        log.warning("not ready: %s", problem.detail)

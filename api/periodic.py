@@ -1,45 +1,62 @@
-"""Work `serve` runs on a schedule: the full re-verification of every fabric (issue 12).
+"""Work `serve` runs on a schedule, once per period across every replica (issue 14).
 
-The incremental gate is checked against the whole-fabric verifier every
-`ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS` (0 turns it off); a disagreement is logged at ERROR and
-kept on the fabric's verification resource (tenancy/full_check.py). The check runs in a worker
-thread so the event loop keeps answering.
+Each job of tenancy/scheduler.py (the full re-verification of every fabric, the audit log's
+checkpoint; an interval of 0 turns one off) gets a task that wakes at each period boundary (the
+first at least one interval after the start) and asks the scheduler to claim the period: on one
+database, one replica claims it and runs the job, the others skip it. The work runs in a worker
+thread so the event loop keeps answering; a failed run is logged and recorded, and the job runs
+again next period. Nothing runs until this server has prepared its database (api/health.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from starlette.concurrency import run_in_threadpool
 
-from tenancy.full_check import full_check_all
+from tenancy import scheduler
 from tenancy.uow import UnitOfWork
 
 log = logging.getLogger(__name__)
+# Wake a little after the boundary, so the clock reading that names the period is inside it.
+BOUNDARY_MARGIN_SECONDS = 0.05
 
 
-async def _every(interval: float, uow: UnitOfWork) -> None:
+def seconds_to_next_period(interval: int, now: float) -> float:
+    """Seconds from `now` (Unix time) to just after the next multiple of `interval`."""
+    return interval - now % interval + BOUNDARY_MARGIN_SECONDS
+
+
+async def _every(
+    job: scheduler.Job, uow: UnitOfWork, replica: str, ready: Callable[[], bool]
+) -> None:
+    # The first run comes a whole interval after the start at the earliest (as before periods
+    # were aligned): a server that starts and stops within an interval runs no job.
+    await asyncio.sleep(job.interval_seconds)
     while True:
-        await asyncio.sleep(interval)
-        try:
-            checks = await run_in_threadpool(full_check_all, uow)
-        except Exception:  # the schedule must survive a failed run (a busy database, a bug)
-            log.exception("the periodic full re-verification failed; it runs again later")
+        await asyncio.sleep(seconds_to_next_period(job.interval_seconds, time.time()))
+        if not ready():
             continue
-        disagreeing = [c.fabric for c in checks if not c.matches]
-        log.info("full re-verification of %d fabric(s); disagreeing: %s", len(checks), disagreeing)
+        try:
+            run = await run_in_threadpool(scheduler.run_once, uow, job, replica)
+        except Exception:  # the schedule must survive a failed run (a busy database, a bug)
+            log.exception("scheduled job %s failed; it runs again next period", job.name)
+            continue
+        if run is not None:
+            log.info("scheduled job %s (%s): %s", job.name, run.period_start, run.detail)
 
 
 @asynccontextmanager
-async def full_verification_schedule(uow: UnitOfWork) -> AsyncIterator[None]:
-    """Run `full_check_all` every configured interval while the block runs."""
-    interval = uow.settings.full_verify_interval_seconds
-    task = asyncio.create_task(_every(interval, uow)) if interval > 0 else None
+async def scheduled_jobs(uow: UnitOfWork, ready: Callable[[], bool]) -> AsyncIterator[None]:
+    """Run every enabled job on its schedule while the block runs (once `ready()` holds)."""
+    replica = scheduler.replica_name()
+    tasks = [asyncio.create_task(_every(job, uow, replica, ready)) for job in scheduler.jobs(uow)]
     try:
         yield
     finally:
-        if task is not None:
+        for task in tasks:
             task.cancel()

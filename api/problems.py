@@ -24,6 +24,7 @@ from policies.errors import (
     ArtifactHazardError,
     AuthenticationError,
     ConflictError,
+    DatabaseUnavailableError,
     ForbiddenError,
     IdempotencyInProgressError,
     IdempotencyKeyReusedError,
@@ -33,6 +34,7 @@ from policies.errors import (
     IsolationViolationError,
     KeyUnavailableError,
     NotFoundError,
+    NotReadyError,
     NotRetainedError,
     PoolExhaustedError,
     PortMovedError,
@@ -186,6 +188,22 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         "A rendered file failed its own safety check (for example a partitions.conf OpenSM "
         "would read as fail-open); it was not served. This is a defect of the service, not of "
         "the request: report it with the X-Request-ID.",
+    ),
+    DatabaseUnavailableError: ProblemType(
+        "database-unavailable",
+        503,
+        "Database unavailable",
+        "The database did not answer or failed the transaction (connection lost, server "
+        "restarting, not migrated yet); the service keeps running. Retry later; /readyz says "
+        "when the service can take traffic again.",
+    ),
+    NotReadyError: ProblemType(
+        "not-ready",
+        503,
+        "Not ready",
+        "The server cannot take traffic yet; `not_ready` names each reason (database "
+        "unreachable, schema not at this version's head, a key missing). Fix those, or send "
+        "traffic to another replica.",
     ),
     KeyUnavailableError: ProblemType(
         "key-unavailable",

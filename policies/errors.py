@@ -17,6 +17,8 @@
     ├── ForbiddenError            the caller's role may not do this
     ├── TooManyRequestsError      the caller has too many heavy requests in flight (429)
     ├── KeyUnavailableError       the signing key or OpenSM secret is not installed (503)
+    ├── DatabaseUnavailableError  the database does not answer, or is not migrated yet (503)
+    ├── NotReadyError             the server cannot take traffic yet: /readyz says why (503)
     └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
 `api/problems.py` maps each class to an RFC 9457 problem type in one table; tenancy raises these,
@@ -112,6 +114,20 @@ class KeyUnavailableError(IsofabricError):
     The service never creates one on its own (replicas would race to make two); the detail names
     the file or variable it looked for and the command that creates it (``isofabric keys
     create``). The extension ``missing`` lists each absent key.
+    """
+
+
+class DatabaseUnavailableError(IsofabricError):
+    """The database cannot be reached, or this server has not migrated it yet (503).
+
+    The server keeps running and retries (issue 14): a later request may succeed.
+    """
+
+
+class NotReadyError(IsofabricError):
+    """The server is not ready for traffic (503): the extension ``not_ready`` names each reason.
+
+    Reasons: the database unreachable, its schema not at this version's head, a key missing.
     """
 
 

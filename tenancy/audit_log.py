@@ -20,7 +20,7 @@ from sqlalchemy import select as core_select
 from sqlalchemy.orm import make_transient_to_detached, object_session
 from sqlmodel import Session, col, select
 
-from policies.errors import InvalidValueError, NotFoundError
+from policies.errors import ConflictError, InvalidValueError, NotFoundError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
@@ -172,7 +172,27 @@ def checkpoint(uow: UnitOfWork) -> CheckpointView:
 
 
 def _store_checkpoint(uow: UnitOfWork) -> m.AuditCheckpoint:
-    """Sign and store the checkpoint of the log as it is now (unless one already exists)."""
+    """Sign and store the checkpoint of the log as it is now (unless one already exists).
+
+    Two replicas asked at once may both find none and both sign the same size: the size is the
+    primary key, so the second insert fails (`ConflictError`) and is simply done again, which
+    then reads the first one's checkpoint (issue 14: one stored checkpoint per size, never a
+    409 or 500 for the loser). The log may have grown meanwhile: then it signs the new size.
+    """
+    for _attempt in range(CHECKPOINT_ATTEMPTS - 1):
+        try:
+            return _sign_and_store(uow)
+        except ConflictError:
+            continue
+    return _sign_and_store(uow)
+
+
+# A conflict needs a concurrent checkpoint of the same size; three in a row would take writers
+# appending faster than a checkpoint is signed, while replicas race for each size.
+CHECKPOINT_ATTEMPTS = 3
+
+
+def _sign_and_store(uow: UnitOfWork) -> m.AuditCheckpoint:
     origin = uow.settings.audit_origin
     with uow.transaction() as tx:
         hashes = leaf_hashes(tx.session)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import logging
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 from alembic import command
-from sqlalchemy import Engine
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
 
-from tenancy.db import alembic_config, session_scope
+from tenancy.db import STORAGE_ERRORS, alembic_config, session_scope, storage_error_detail
+from tenancy.locks import MIGRATION_LOCK
 from tenancy.settings import sqlite_file
 from tenancy.tenants import seed_qos_classes
 
@@ -19,17 +25,75 @@ SQLITE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
 
 def prepare_database(engine: Engine) -> None:
-    """Apply Alembic migrations on `engine` (same connection: works for in-memory SQLite).
+    """Apply Alembic migrations on `engine` and seed the QoS classes; safe for replicas.
 
-    A SQLite database file readable by others (created 0644 by earlier versions) is made 0600.
+    On PostgreSQL the whole step holds a session advisory lock (`MIGRATION_LOCK`): two servers
+    started at once on a fresh database would otherwise both create ``alembic_version`` and one
+    would fail on its unique key (issue 14). Whoever waited for the lock re-reads the revision
+    and finds the schema at head. SQLite serialises the two steps with BEGIN IMMEDIATE. The
+    migration runs on one connection (in-memory SQLite has only one). A SQLite database file
+    readable by others (created 0644 by earlier versions) is made 0600.
     """
     restrict_sqlite_files(engine)
-    with engine.begin() as connection:
-        config = alembic_config(str(engine.url))
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
-    with session_scope(engine) as session:
-        seed_qos_classes(session)
+    with migration_lock(engine):
+        with engine.begin() as connection:
+            if revision_of(connection) != head_revision():
+                config = alembic_config(str(engine.url))
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+        with session_scope(engine) as session:
+            seed_qos_classes(session)
+
+
+def try_prepare(engine: Engine) -> str | None:
+    """`prepare_database`, reporting a storage failure instead of raising it.
+
+    Returns None once the database is migrated and seeded, else one line saying why not (the
+    driver's message: a refused connection, an unknown schema revision).
+    """
+    try:
+        prepare_database(engine)
+    except STORAGE_ERRORS as error:
+        return storage_error_detail(error)
+    return None
+
+
+@contextmanager
+def migration_lock(engine: Engine) -> Iterator[None]:
+    """Hold PostgreSQL's migration lock on a connection of its own for the block (else no-op).
+
+    A session lock, not a transaction one: it spans the migration's and the seeding's
+    transactions; it is released explicitly, and by the server if this process dies.
+    """
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    key = {"a": MIGRATION_LOCK[0], "b": MIGRATION_LOCK[1]}
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:a, :b)"), key)
+        connection.commit()
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:a, :b)"), key)
+            connection.commit()
+
+
+def revision_of(connection: Connection) -> str | None:
+    """The schema revision the database is at (None: not migrated at all)."""
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def database_revision(engine: Engine) -> str | None:
+    """The database's schema revision, read in a read-only transaction (no write lock)."""
+    with session_scope(engine, read_only=True) as session:
+        return revision_of(session.connection())
+
+
+@cache
+def head_revision() -> str | None:
+    """The newest migration this version ships (read once: the scripts do not change)."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 def restrict_sqlite_files(engine: Engine) -> None:

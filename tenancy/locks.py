@@ -40,6 +40,9 @@ TOKEN_LINEAGE_LOCK = (0x544B, 0)
 # The policy document's lock ("PL"): a policy change and a fabric's creation do not interleave,
 # so two changes never take one version number and no new fabric misses a version.
 POLICY_LOCK = (0x504C, 0)
+# The migration lock ("MG"), a session lock held while a server migrates and seeds at start:
+# replicas started together otherwise both create `alembic_version` and one fails (issue 14).
+MIGRATION_LOCK = (0x4D47, 0)
 
 
 def _postgresql(session: Session) -> bool:

@@ -21,6 +21,8 @@ DEFAULT_HEAVY_CONCURRENCY = 2
 # one): the most recently fetched ones (tenancy/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
 DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
+# A signed checkpoint of the audit log whenever it grew, at most this long after (issue 14).
+DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 300
 # Who may read /metrics (it names every fabric): a token allowed by the RBAC policy, or anyone.
 METRICS_ACCESS_MODES = ("authenticated", "open")
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
@@ -59,6 +61,8 @@ class Settings:
     opensm_secret: str | None = None
     # Seconds between full re-verifications of every fabric by `serve` (0: never).
     full_verify_interval_seconds: int = DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
+    # Seconds between scheduled audit-log checkpoints by `serve` (0: never).
+    checkpoint_interval_seconds: int = DEFAULT_CHECKPOINT_INTERVAL_SECONDS
     metrics_access: str = METRICS_ACCESS_MODES[0]
     # Tests: the gate also verifies the whole fabric and fails if the incremental verdict differs.
     verify_cross_check: bool = False
@@ -172,6 +176,9 @@ def load_settings() -> Settings:
         opensm_secret=env("ISOFABRIC_OPENSM_SECRET") or None,
         full_verify_interval_seconds=_non_negative_env(
             "ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS", DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
+        ),
+        checkpoint_interval_seconds=_non_negative_env(
+            "ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS", DEFAULT_CHECKPOINT_INTERVAL_SECONDS
         ),
         verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
         metrics_access=_metrics_access(),

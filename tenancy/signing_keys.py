@@ -301,11 +301,3 @@ def _opensm_ready(settings: Settings) -> None:
     if settings.opensm_m_key and settings.opensm_sm_key and settings.opensm_sa_key:
         return
     key_store.load_opensm_secret(settings)
-
-
-def require_ready(uow: UnitOfWork) -> None:
-    """Raise one `KeyUnavailableError` (503) naming everything `readiness` finds missing."""
-    problems = readiness(uow)
-    if problems:
-        missing = [name for p in problems for name in p.extensions.get("missing", [])]
-        raise KeyUnavailableError("; ".join(p.detail for p in problems), missing=missing)

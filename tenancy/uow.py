@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
-from policies.errors import ConflictError
-from tenancy.db import session_scope
+from policies.errors import ConflictError, DatabaseUnavailableError
+from tenancy.db import session_scope, storage_error_detail
 from tenancy.idempotency import IdempotencyClaim, claim_key
 from tenancy.read_cache import ReadCache
 from tenancy.settings import Settings
@@ -94,6 +94,8 @@ class UnitOfWork:
                 concurrent writer took the same name, node or key first; nothing was changed and
                 a retry may pass.
             IdempotencyInProgressError: another request holds this request's Idempotency-Key.
+            DatabaseUnavailableError: the database did not answer or failed the transaction
+                operationally; whether it committed is unknown only if the commit itself failed.
         """
         if self.dry_run and not read_only:
             with self._rehearsal() as tx:
@@ -112,6 +114,12 @@ class UnitOfWork:
             raise ConflictError(
                 "the request conflicts with a concurrent change (a name, node or key was taken "
                 "meanwhile); nothing was changed, retry it"
+            ) from error
+        except OperationalError as error:
+            # The database went away or refused the work (connection lost, server shutting down,
+            # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
+            raise DatabaseUnavailableError(
+                f"the database is unavailable: {storage_error_detail(error)}; retry later"
             ) from error
         if claim is not None:
             claim.committed = True  # later transactions of the request must not claim it again

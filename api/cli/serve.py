@@ -24,22 +24,31 @@ def serve(
         ),
     ] = LogFormat.TEXT,
 ) -> None:
-    """Run the REST API (migrations are applied on start)."""
+    """Run the REST API (migrations are applied on start, or once the database answers)."""
     import uvicorn
 
     from api.app import create_app
+    from api.health import database_state
     from tenancy.demo import load_demo
 
     uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
     settings = settings_for(db)
     application = create_app(settings)
     uow = application.state.uow
-    if not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
+    database = database_state(application)
+    if not database.prepared:
+        # It keeps serving (/healthz 200, /readyz and /v1 503) and retries (issue 14).
+        typer.echo(f"warning: the database does not answer yet: {database.error}", err=True)
+    elif not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
         typer.echo(open_mode_warning(host), err=True)
-    if demo and load_demo(
-        uow,
-        topology_text=DEMO_TOPOLOGY.read_text(),
-        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    if (
+        demo
+        and database.prepared
+        and load_demo(
+            uow,
+            topology_text=DEMO_TOPOLOGY.read_text(),
+            roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+        )
     ):
         typer.echo(
             "loaded demo data: fabrics ib-east (InfiniBand) and roce-west (RoCE), "

@@ -27,6 +27,7 @@ from tenancy.models.records import (
     UsageInterval,
 )
 from tenancy.models.roce import Nic, RoceFabricSettings, RoceLink, RoceSwitch, RoceSwitchPort
+from tenancy.models.schedule import ScheduledRun
 from tenancy.models.tenants import Allocation, Grant, NodeAssignment, Segment, Service, Tenant
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "RoceLink",
     "RoceSwitch",
     "RoceSwitchPort",
+    "ScheduledRun",
     "Segment",
     "Service",
     "SigningKey",

@@ -28,6 +28,7 @@ from policies.errors import (
     ArtifactHazardError,
     AuthenticationError,
     ConflictError,
+    DatabaseUnavailableError,
     ForbiddenError,
     IdempotencyInProgressError,
     IdempotencyKeyReusedError,
@@ -37,6 +38,7 @@ from policies.errors import (
     IsolationViolationError,
     KeyUnavailableError,
     NotFoundError,
+    NotReadyError,
     NotRetainedError,
     PoolExhaustedError,
     PortMovedError,
@@ -217,6 +219,24 @@ ROWS: dict[type[IsofabricError], Row] = {
         "the signing key is missing: no key file at ./isofabric-signing.key; run "
         "`isofabric keys create`",
         {"missing": ["isofabric-signing.key"]},
+    ),
+    DatabaseUnavailableError: Row(
+        DatabaseUnavailableError("the database is unavailable: connection refused; retry later"),
+        503,
+        "database-unavailable",
+        "Database unavailable",
+        "the database is unavailable: connection refused; retry later",
+    ),
+    NotReadyError: Row(
+        NotReadyError(
+            "not ready: database unreachable: connection refused",
+            not_ready=["database unreachable: connection refused"],
+        ),
+        503,
+        "not-ready",
+        "Not ready",
+        "not ready: database unreachable: connection refused",
+        {"not_ready": ["database unreachable: connection refused"]},
     ),
     TooManyRequestsError: Row(
         TooManyRequestsError(

@@ -1,5 +1,8 @@
 """Issue 10, item 8: /readyz, and signing without a key, fail clearly instead of making a key.
 
+Since issue 14 /readyz answers a `not-ready` problem naming every reason in `not_ready`
+(tests/api/test_health.py covers the database's part).
+
 Before: there was no /readyz, and the first checkpoint or proof created a signing key in the
 database (each replica could make its own). Now the key is installed by `isofabric keys create`
 only; without it /readyz, checkpoints, proofs and opensm.conf answer 503 ``key-unavailable``
@@ -15,9 +18,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tenancy.bootstrap import head_revision
 from tests.builders import FABRIC, PROBLEM_JSON
 
 KEY_UNAVAILABLE = "/problems/key-unavailable"
+NOT_READY = "/problems/not-ready"
 ClientFactory = Callable[..., TestClient]
 
 
@@ -34,7 +39,16 @@ def test_readyz_is_ready_once_the_keys_are_installed(client):
     response = client.get("/readyz")
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["checks"] == {
+        "database": "ok",
+        "migrations": "ok",
+        "signing_key": "ok",
+        "opensm_secret": "ok",
+    }
+    assert body["schema_revision"] == head_revision()
+    assert body["scheduled_jobs"] == []  # nothing ran: TestClient starts no schedule here
 
 
 def test_readyz_names_each_missing_file_and_the_command_that_creates_it(make_client, tmp_path):
@@ -45,7 +59,10 @@ def test_readyz_names_each_missing_file_and_the_command_that_creates_it(make_cli
     assert response.status_code == 503
     assert response.headers["content-type"] == PROBLEM_JSON
     problem = response.json()
-    assert (problem["type"], problem["status"]) == (KEY_UNAVAILABLE, 503)
+    assert (problem["type"], problem["status"]) == (NOT_READY, 503)
+    assert len(problem["not_ready"]) == 2
+    assert "missing-signing.key" in problem["not_ready"][0]
+    assert "missing-opensm.secret" in problem["not_ready"][1]
     assert str(tmp_path / "missing-signing.key") in problem["detail"]
     assert str(tmp_path / "missing-opensm.secret") in problem["detail"]
     assert "isofabric keys create" in problem["detail"]

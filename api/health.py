@@ -1,0 +1,180 @@
+"""Liveness and readiness, and a server that outlives its database (issue 14, items 1 and 4).
+
+``/healthz`` answers on the event loop and never touches the database: a load balancer or an
+orchestrator learns that the process is alive. ``/readyz`` checks what taking traffic needs
+(tenancy/readiness.py) and answers 503 naming each reason while any is missing.
+
+A server whose database does not answer at start keeps running instead of exiting: the
+lifespan retries preparing it (migrate, seed) in the background, with growing pauses, and
+until then every ``/v1`` request gets a 503 ``database-unavailable`` problem (`DatabaseGate`),
+as does one that finds the database gone later (tenancy/uow.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.periodic import scheduled_jobs
+from api.problems import PROBLEM_RESPONSE, domain_problem
+from policies.errors import DatabaseUnavailableError
+from tenancy import readiness, signing_keys
+from tenancy.bootstrap import try_prepare
+from tenancy.full_check import upgrade_digests
+from tenancy.schemas.health import HealthView, ReadinessView
+from tenancy.uow import UnitOfWork
+
+log = logging.getLogger("isofabric.api")
+# Pauses between attempts to prepare an unreachable database: doubling up to the last.
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 30.0
+GATED_PREFIX = "/v1"
+
+router = APIRouter(tags=["operations"])
+
+
+@dataclass
+class DatabaseState:
+    """Whether this server has prepared its database; else the last reason it could not."""
+
+    error: str | None = None
+
+    @property
+    def prepared(self) -> bool:
+        """The database was migrated and seeded by this server: /v1 routes may use it."""
+        return self.error is None
+
+
+def start_database(uow: UnitOfWork) -> DatabaseState:
+    """Prepare the database now if it answers (tests' in-memory SQLite always does).
+
+    On failure the server starts anyway; `keep_preparing` retries in the lifespan.
+    """
+    state = DatabaseState(error=_prepare(uow))
+    if state.prepared:
+        for problem in signing_keys.readiness(uow):
+            log.warning("not ready: %s", problem.detail)
+    else:
+        log.warning("not ready: database unreachable: %s (retrying)", state.error)
+    return state
+
+
+def _prepare(uow: UnitOfWork) -> str | None:
+    error = try_prepare(uow.engine)
+    if error is None:
+        upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
+    return error
+
+
+async def keep_preparing(uow: UnitOfWork, state: DatabaseState) -> None:
+    """Retry preparing the database until it succeeds (a task of the lifespan)."""
+    pause = RETRY_FIRST_SECONDS
+    while not state.prepared:
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, RETRY_MAX_SECONDS)
+        try:
+            error = await run_in_threadpool(_prepare, uow)
+        except Exception as failure:  # a half-migrated database, a bug: keep serving, retry
+            log.exception("preparing the database failed; retrying")
+            error = f"{type(failure).__name__}: {failure}"
+        if error is None:
+            log.info("the database answers and is prepared: ready for /v1 requests")
+        elif error != state.error:
+            log.warning("not ready: database unreachable: %s (retrying)", error)
+        state.error = error
+
+
+@asynccontextmanager
+async def background_work(uow: UnitOfWork, state: DatabaseState) -> AsyncIterator[None]:
+    """While the block runs: retry an unprepared database; run the scheduled jobs once ready."""
+    retry = None if state.prepared else asyncio.create_task(keep_preparing(uow, state))
+    try:
+        async with scheduled_jobs(uow, lambda: state.prepared):
+            yield
+    finally:
+        if retry is not None:
+            retry.cancel()
+
+
+def database_state(app: FastAPI) -> DatabaseState:
+    """The app's `DatabaseState` (set by the app factory)."""
+    state: DatabaseState = app.state.database
+    return state
+
+
+class DatabaseGate:
+    """ASGI middleware: ``/v1`` gets a 503 problem while the database is unavailable.
+
+    Before this server prepared the database, no ``/v1`` request reaches the app; after, a
+    request that finds the database gone (`DatabaseUnavailableError`, raised where no
+    exception handler sees it, e.g. by the token check) is answered 503 too, not 500.
+    """
+
+    def __init__(self, app: ASGIApp, state: DatabaseState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 503 for a gated path when unprepared; else pass on, mapping a late outage."""
+        if scope["type"] != "http" or not scope["path"].startswith(GATED_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        if not self.state.prepared:
+            error = DatabaseUnavailableError(
+                f"the database is unavailable: {self.state.error}; retrying, try again later"
+            )
+            await domain_problem(Request(scope), error)(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except DatabaseUnavailableError as error:
+            if started:
+                raise
+            await domain_problem(Request(scope), error)(scope, receive, send)
+
+
+@router.get(
+    "/healthz",
+    summary="Liveness: the process answers",
+    description=(
+        "Answers 200 while the process serves requests; it never touches the database, so a "
+        "server whose database is down stays alive (see `/readyz`). Needs no token. Answered "
+        "on the event loop, so it stays quick while heavy requests occupy the workers."
+    ),
+)
+async def healthz() -> HealthView:
+    """Liveness (async: no worker thread; issue 10, item 10)."""
+    return HealthView(status="ok")
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: the server can take traffic",
+    description=(
+        "200 when the database answers, its schema is at this version's newest migration and "
+        "the keys are installed (signing key file, OpenSM secret); the body lists each check "
+        "and the latest run of each scheduled job across the replicas. Otherwise 503 "
+        "`not-ready`, whose `not_ready` member names every reason (and `missing` the key "
+        "files to create with `isofabric keys create`). Needs no token: point the load "
+        "balancer's health check here."
+    ),
+    responses={503: {**PROBLEM_RESPONSE, "description": "Not ready: `not_ready` says why"}},
+)
+def readyz(request: Request) -> ReadinessView:
+    """Readiness (a worker thread: it queries the database)."""
+    state = database_state(request.app)
+    return readiness.check(request.app.state.uow, database_error=state.error)
