@@ -211,16 +211,16 @@ class RoceFabricCreate(Strict):
 class RoceFabricSettingsView(BaseModel):
     """The RoCE members of a fabric resource: pools as ranges, limits as stored."""
 
-    vlan_range: IntRange
-    l2vni_range: IntRange
-    l3vni_range: IntRange
-    tenant_prefix_pool: str
-    tenant_prefix_length: int
-    rt_asn: int
-    host_mtu: int
-    underlay_mtu: int
-    anycast_gateway_mac: str
-    max_lossless_priorities: int
+    vlan_range: IntRange = Field(description="VLAN IDs for segments (2-4094)")
+    l2vni_range: IntRange = Field(description="VXLAN VNIs of L2 segments")
+    l3vni_range: IntRange = Field(description="VXLAN VNIs of VRFs (L3VNIs)")
+    tenant_prefix_pool: str = Field(description="IPv4 CIDR the segments' subnets are cut from")
+    tenant_prefix_length: int = Field(description="Prefix length of each segment's subnet")
+    rt_asn: int = Field(description="2-byte ASN of the type-0 route targets")
+    host_mtu: int = Field(description="MTU of host-facing ports and tenant VLANs, bytes")
+    underlay_mtu: int = Field(description="MTU of fabric links, bytes")
+    anycast_gateway_mac: str = Field(description="MAC of every leaf's anycast gateway")
+    max_lossless_priorities: int = Field(description="How many priorities may be lossless")
 
 
 AnyFabricCreate = Annotated[

@@ -169,13 +169,22 @@ class NodePatch(Strict):
 class InventoryPort(Strict):
     """A switch port in a RoCE inventory: its name, SONiC lanes, speed and cable length."""
 
-    name: str = Field(pattern=PORT_NAME_PATTERN)
+    name: str = Field(pattern=PORT_NAME_PATTERN, description="SONiC port name, e.g. 'Ethernet0'")
     # sonic-port YANG: lanes is text of 1..128 characters; the column holds 64, which 16 lanes of
     # three digits fit.
-    lanes: str = Field(pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$", max_length=64)
+    lanes: str = Field(
+        pattern=r"^[0-9]{1,4}(,[0-9]{1,4}){0,15}$",
+        max_length=64,
+        description="SerDes lanes as SONiC writes them: 1-16 numbers, comma-separated, e.g. "
+        "'0,1,2,3'",
+    )
     # sonic-port YANG: speed 1..1600000 Mb/s; 1000 (1G) is the slowest port a fabric uses.
     speed: StrictInt = Field(ge=1000, le=1_600_000, description="Mb/s, as SONiC writes it")
-    cable_length: str = Field(default="5m", pattern=r"^[0-9]{1,4}m$")
+    cable_length: str = Field(
+        default="5m",
+        pattern=r"^[0-9]{1,4}m$",
+        description="Cable length in metres as SONiC's CABLE_LENGTH writes it, e.g. '5m'",
+    )
 
 
 class InventorySwitch(Strict):
@@ -184,35 +193,53 @@ class InventorySwitch(Strict):
     Names, loopbacks and VTEP addresses must be unique across the document.
     """
 
-    name: NodeName
-    role: Literal["leaf", "spine"]
-    asn: Asn
-    loopback: UnicastIpv4
-    vtep: UnicastIpv4 | None = None
-    platform: Literal["sonic"] = "sonic"
-    ports: list[InventoryPort] = Field(default_factory=list, max_length=1024)
+    name: NodeName = Field(description="The switch's name (its host name), unique")
+    role: Literal["leaf", "spine"] = Field(description="'leaf' (hosts attach here) or 'spine'")
+    asn: Asn = Field(description="Its BGP ASN, 1-4294967294 (4-byte ASNs allowed)")
+    loopback: UnicastIpv4 = Field(description="Its loopback (router id), routable unicast IPv4")
+    vtep: UnicastIpv4 | None = Field(
+        default=None,
+        description="A leaf's VXLAN tunnel endpoint, routable unicast IPv4; null on a spine",
+    )
+    platform: Literal["sonic"] = Field(default="sonic", description="'sonic', the only one")
+    ports: list[InventoryPort] = Field(
+        default_factory=list, max_length=1024, description="Its ports (up to 1024)"
+    )
 
 
 class InventoryLink(Strict):
     """A cable between two switch ports (``switch:port``); no port may be cabled twice."""
 
-    a: str = Field(pattern=SWITCH_PORT_REF, examples=["leaf01:Ethernet248"])
-    b: str = Field(pattern=SWITCH_PORT_REF, examples=["spine01:Ethernet0"])
+    a: str = Field(
+        pattern=SWITCH_PORT_REF,
+        examples=["leaf01:Ethernet248"],
+        description="One end, '<switch>:<port>'",
+    )
+    b: str = Field(
+        pattern=SWITCH_PORT_REF,
+        examples=["spine01:Ethernet0"],
+        description="The other end, '<switch>:<port>'",
+    )
 
 
 class InventoryNic(Strict):
     """A host NIC and the leaf port it is cabled to; hosts attach to leaves, never spines."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,31}$")
-    switch: NodeName
-    port: str = Field(pattern=PORT_NAME_PATTERN)
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]{0,31}$",
+        description="The NIC's name on the host, e.g. 'eth0' (at most 32 characters)",
+    )
+    switch: NodeName = Field(description="The leaf it is cabled to (a switch of the document)")
+    port: str = Field(pattern=PORT_NAME_PATTERN, description="The leaf port, e.g. 'Ethernet0'")
 
 
 class InventoryNode(Strict):
     """A host in a RoCE inventory with its NICs, whose names are unique per host."""
 
-    name: NodeName
-    nics: list[InventoryNic] = Field(min_length=1, max_length=64)
+    name: NodeName = Field(description="The host's name, unique in the document")
+    nics: list[InventoryNic] = Field(
+        min_length=1, max_length=64, description="Its NICs (1-64), names unique per host"
+    )
 
 
 class RoceInventory(Strict):
@@ -222,9 +249,15 @@ class RoceInventory(Strict):
     unless their node is held.
     """
 
-    switches: list[InventorySwitch] = Field(min_length=1, max_length=10_000)
-    links: list[InventoryLink] = Field(default_factory=list, max_length=100_000)
-    nodes: list[InventoryNode] = Field(default_factory=list, max_length=100_000)
+    switches: list[InventorySwitch] = Field(
+        min_length=1, max_length=10_000, description="Leaves and spines (1-10,000)"
+    )
+    links: list[InventoryLink] = Field(
+        default_factory=list, max_length=100_000, description="Switch-to-switch cables"
+    )
+    nodes: list[InventoryNode] = Field(
+        default_factory=list, max_length=100_000, description="Hosts and their NICs"
+    )
 
 
 class NicView(BaseModel):

@@ -16,7 +16,9 @@ What counts as described:
   member means). Objects nested inline in a property are walked the same way;
 - an inline request body (not a ``$ref``): a ``description`` on the body or its schema;
 - an inline response schema: a ``description`` on the schema, or one on the response that is not
-  FastAPI's default "Successful Response".
+  FastAPI's default "Successful Response";
+- every pydantic model of tenancy/schemas and each of its fields, also those the document does
+  not show (the dry-run answer, the RoCE inventory).
 
 Nothing is excluded. FastAPI's own HTTPValidationError and ValidationError are not in the document:
 every 422 is a problem+json (api/problems.py), so the document drops the schemas of a body the
@@ -25,12 +27,17 @@ service never sends.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from pydantic import BaseModel, Field
 
+import tenancy.schemas
 from api.app import create_app
 from tenancy.settings import Settings
 from tests.keys import key_settings
@@ -168,6 +175,42 @@ def test_every_inline_body_and_response_is_described(document: dict[str, Any]) -
     assert not offenders, report(offenders, "inline bodies, responses or their properties")
 
 
+def schema_models() -> dict[str, type[BaseModel]]:
+    """Every pydantic model defined in a module of tenancy/schemas, as "module.Name"."""
+    models: dict[str, type[BaseModel]] = {}
+    for module_info in pkgutil.iter_modules(tenancy.schemas.__path__):
+        module = importlib.import_module(f"tenancy.schemas.{module_info.name}")
+        for name, model in vars(module).items():
+            defined_here = inspect.isclass(model) and model.__module__ == module.__name__
+            if defined_here and issubclass(model, BaseModel):
+                models[f"{module_info.name}.{name}"] = model
+    return models
+
+
+def schema_model_offenders(models: Mapping[str, type[BaseModel]]) -> list[str]:
+    """Models with no docstring, and fields with no description."""
+    found: list[str] = []
+    for where, model in models.items():
+        if not (model.__doc__ or "").strip():
+            found.append(f"{where} (the model itself)")
+        found.extend(
+            f"{where}.{field}"
+            for field, info in model.model_fields.items()
+            if not (info.description or "").strip()
+        )
+    return found
+
+
+def test_every_schema_model_and_field_is_described_in_or_out_of_the_document() -> None:
+    """Also the models the document never shows: the dry-run answer (sent by an exception
+    handler), the RoCE inventory (a PUT body read as text), views used inside the tier.
+    """
+    models = schema_models()
+    assert {"what_if.DryRunView", "topology.RoceInventory"} <= models.keys()
+    offenders = schema_model_offenders(models)
+    assert not offenders, report(offenders, "models of tenancy/schemas or their fields")
+
+
 def test_fastapis_validation_error_schemas_are_not_documented(document: dict[str, Any]) -> None:
     """Every 422 is problem+json: FastAPI's own error schemas describe a body never sent."""
     schemas = document["components"]["schemas"]
@@ -262,6 +305,27 @@ def test_the_checker_finds_each_kind_of_offender() -> None:
         "PUT /things/{thing} request text/plain (the body itself)",
         "POST /things/{thing} request application/json.$defs.Inner (the schema itself)",
         "POST /things/{thing} request application/json.$defs.Inner.x",
+    ]
+
+
+class Described(BaseModel):
+    """A model with a docstring."""
+
+    ok: int = 0
+    """An attribute docstring is not a description (pydantic reads it only when told to)."""
+
+
+class Undescribed(BaseModel):
+    said: int = Field(default=0, description="Said")
+    unsaid: int = 0
+
+
+def test_the_model_checker_finds_each_kind_of_offender() -> None:
+    models: dict[str, type[BaseModel]] = {"m.Described": Described, "m.Undescribed": Undescribed}
+    assert schema_model_offenders(models) == [
+        "m.Described.ok",
+        "m.Undescribed (the model itself)",
+        "m.Undescribed.unsaid",
     ]
 
 
