@@ -30,7 +30,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "1 when the fabric's current committed state is known to be isolated, else 0: the "
         "whole-fabric verdict of exactly that state when the service computed it (a read of its "
         "verification or artifacts), else the stored verdict of the commit gate and the last full "
-        "re-verification (0 while its alarm stands). No sample before the fabric's first change",
+        "re-verification (0 while its alarm stands); no sample while neither is known",
         ("fabric", "kind"),
     ),
     "isofabric_fabric_counterexamples": (
