@@ -49,6 +49,9 @@ app.add_typer(agent.agent_app, name="agent")
 app.add_typer(keys.keys_app, name="keys")
 app.add_typer(proofs.proof_app, name="proof")
 rest_commands.register(app, proofs.proof_app)
+# The plural nouns of the REST resources name the same groups (hidden: one command per job).
+app.add_typer(tokens.token_app, name="tokens", hidden=True)
+app.add_typer(proofs.proof_app, name="proofs", hidden=True)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ topology_app = typer.Typer(help="A fabric's topology (REST): upload a discovery.
 nodes_app = typer.Typer(help="Nodes of a fabric (REST): list, show, set a role.")
 services_app = typer.Typer(help="Shared services of a fabric (REST).", no_args_is_help=True)
 artifacts_app = typer.Typer(
-    help="Rendered artifacts (REST): the manifest, one file. `render --url` downloads them all.",
+    help="Rendered artifacts (REST): the manifest, one file, `download` all (= `render`).",
     no_args_is_help=True,
 )
 FabricArg = Annotated[str, typer.Option("--fabric", help="Fabric name")]

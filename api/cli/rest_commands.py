@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli import fabric_commands, policy_usage, rest_counterparts, tenant_commands
+from api.cli import fabric_commands, policy_usage, render, rest_counterparts, tenant_commands
 from api.cli.client import JsonOption, LimitOption, TokenOption, UrlOption
 
 
@@ -59,9 +59,24 @@ GROUPS = (
 )
 
 
+verification_app = typer.Typer(
+    help="A fabric's verdict: `verification show` is `verify` (over REST with --url).",
+    no_args_is_help=True,
+)
+
+
 def register(app: typer.Typer, proof_app: typer.Typer) -> None:
-    """Add the REST client's groups to `app`, and `list` / `show` to the `proof` group."""
+    """Add the REST client's groups to `app`, and `list` / `show` to the `proof` group.
+
+    The API's nouns `verification` and `artifacts download` are the same commands as `verify` and
+    `render` (one implementation each, local or over REST), named as a REST user looks for them.
+    """
     for group, name in GROUPS:
         app.add_typer(group, name=name, rich_help_panel="REST client (--url, --token)")
     proof_app.command("list")(proof_list)
     proof_app.command("show")(proof_show)
+    fabric_commands.artifacts_app.command("download")(render.render)
+    verification_app.command("show")(render.verify)
+    app.add_typer(
+        verification_app, name="verification", rich_help_panel="REST client (--url, --token)"
+    )
