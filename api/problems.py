@@ -74,25 +74,22 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         409,
         "Isolation violation",
         "The change would let two tenants (or a tenant and a service it was not granted) reach "
-        "each other, so nothing was changed. `counterexamples` names each pair of endpoints, "
-        "their owners and the segment that would connect them: change the request (other "
-        "nodes, a grant) or fix the state it conflicts with.",
+        "each other; nothing was changed. `counterexamples` names each pair of endpoints, their "
+        "owners and the segment: change the request, or the state it conflicts with.",
     ),
     PoolExhaustedError: ProblemType(
         "pool-exhausted",
         409,
         "Identifier pool exhausted",
-        "No free identifier (P_Key, VLAN, L2VNI, L3VNI or tenant subnet) is left in the "
-        "fabric's range; released ones wait out their quarantine first. Offboard unused tenants "
-        "or services, or wait for the quarantine to end.",
+        "No free P_Key, VLAN, L2VNI, L3VNI or subnet is left in the fabric's range (released ones "
+        "are quarantined first). Offboard unused tenants or services, or wait for the quarantine.",
     ),
     PortMovedError: ProblemType(
         "port-moved",
         409,
         "Port claims another host",
-        "The imported topology moves ports (`moved`: port, from, to) to another host while the "
-        "old or the new host is allocated. Release the host first, or correct the document if "
-        "the move is a cabling or naming mistake.",
+        "The import moves ports (`moved`: port, from, to) to another host while either host is "
+        "held. Release the host first, or correct the document if the move is a mistake.",
     ),
     IdempotencyInProgressError: ProblemType(
         "idempotency-in-progress",
@@ -122,9 +119,8 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         "not-retained",
         410,
         "No longer retained",
-        "The resource existed but its content is no longer kept (a pruned snapshot's "
-        "artifacts, beyond ISOFABRIC_SNAPSHOT_RETAIN). Its digest stays in the audit log; "
-        "ask for a retained snapshot instead.",
+        "The resource existed but its content is no longer kept (a snapshot's artifacts beyond "
+        "ISOFABRIC_SNAPSHOT_RETAIN); its digest stays in the audit log. Ask for a retained one.",
     ),
     NotFoundError: ProblemType(
         "not-found",
