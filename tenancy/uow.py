@@ -118,6 +118,8 @@ class UnitOfWork:
         except OperationalError as error:
             # The database went away or refused the work (connection lost, server shutting down,
             # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
+            if _write_in_read_only(error):
+                raise
             raise DatabaseUnavailableError(
                 f"the database is unavailable: {storage_error_detail(error)}; retry later"
             ) from error
@@ -140,3 +142,12 @@ class UnitOfWork:
     def _unclaimed(self) -> IdempotencyClaim | None:
         claim = self.idempotency
         return claim if claim is not None and not claim.committed else None
+
+
+def _write_in_read_only(error: OperationalError) -> bool:
+    """SQLite's ``query_only`` refusing a write in a read-only transaction (tenancy/db.py).
+
+    PostgreSQL reports that as an InternalError; on SQLite it is an OperationalError, but a bug
+    in the caller, not an outage: it stays what it was.
+    """
+    return "attempt to write a readonly database" in str(error.orig)
