@@ -86,3 +86,18 @@ def test_serve_keeps_the_tcp_peer_as_the_client_address(runs, db_url):
     # uvicorn's proxy headers would rewrite the client address from X-Forwarded-For, which
     # open mode's loopback check must never trust.
     assert runs[0]["proxy_headers"] is False
+
+
+def test_serve_with_a_database_that_does_not_answer_warns_and_serves(runs, tmp_path):
+    # Issue 14: it keeps running (/healthz 200, /readyz and /v1 503) and retries; the demo
+    # data and the open-mode check wait for a database.
+    url = f"sqlite:///{tmp_path / 'not-yet' / 'serve.db'}"
+
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--db", url, "--demo"])
+
+    assert result.exit_code == 0, result.output
+    assert "warning: the database does not answer yet: unable to open database file" in (
+        result.stderr
+    )
+    assert "open mode" not in result.stderr and "loaded demo data" not in result.stdout
+    assert len(runs) == 1
