@@ -4,15 +4,15 @@ Time is cut into periods of a job's interval, aligned on the Unix epoch, so ever
 computes the same period boundaries. A replica runs a job for a period only after inserting
 its `scheduled_run` row: the unique key (job, period_start) admits one row, so of several
 replicas on one database exactly one claims each period (on PostgreSQL the loser's insert waits
-for the winner's commit, then fails; SQLite serialises writers). The claim commits before the
-job runs, so a job that fails (or a replica that dies) still leaves its row; the period is not
-run again (at most once per period: the jobs are periodic checks, the next period repeats
-them).
+for the winner's commit, then inserts nothing; SQLite serialises writers). The claim commits
+before the job runs, so a job that fails (or a replica that dies) still leaves its row; the
+period is not run again (at most once per period: the jobs are periodic checks, the next period
+repeats them).
 
 Jobs: ``full-verification`` (every fabric re-verified whole, tenancy/full_check.py,
 ``ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS``) and ``audit-checkpoint`` (a signed checkpoint of the
-audit log whenever it grew, ``ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS``), so the newest
-checkpoint is never older than one interval plus the time since the log last grew.
+audit log if it grew, ``ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS``): the newest checkpoint then
+covers the log as it was at most one interval ago.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlmodel import col, select
 
-from policies.errors import ConflictError
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.full_check import full_check_all
@@ -97,32 +99,41 @@ def run_once(uow: UnitOfWork, job: Job, replica: str) -> ScheduledRunView | None
 
 
 def _claim(uow: UnitOfWork, job: Job, replica: str) -> int | None:
-    try:
-        with uow.transaction() as tx:
-            start = period_start(tx.now, job.interval_seconds)
-            taken = select(m.ScheduledRun.id).where(
-                m.ScheduledRun.job == job.name, m.ScheduledRun.period_start == start
+    """Insert the period's row unless it exists (ON CONFLICT DO NOTHING); its id, or None.
+
+    On PostgreSQL a replica inserting at the same moment waits for the first one's commit and
+    then inserts nothing (no unique-violation error in the server's log every period).
+    """
+    with uow.transaction() as tx:
+        start = period_start(tx.now, job.interval_seconds)
+        tx.session.exec(
+            delete(m.ScheduledRun).where(
+                col(m.ScheduledRun.job) == job.name,
+                col(m.ScheduledRun.period_start) < tx.now - RUN_RETENTION,
             )
-            if tx.session.exec(taken).first() is not None:
-                return None
-            tx.session.exec(
-                delete(m.ScheduledRun).where(
-                    col(m.ScheduledRun.job) == job.name,
-                    col(m.ScheduledRun.period_start) < tx.now - RUN_RETENTION,
-                )
-            )
-            row = m.ScheduledRun(
-                job=job.name,
-                period_start=start,
-                replica=replica,
-                started_at=tx.now,
-                outcome="running",
-            )
-            tx.session.add(row)
-            tx.session.flush()
-            return m.pk(row)
-    except ConflictError:  # another replica inserted the period's row first
-        return None
+        )
+        values = {
+            "job": job.name,
+            "period_start": start,
+            "replica": replica,
+            "started_at": tx.now,
+            "outcome": "running",
+        }
+        claim = _CLAIM[tx.session.get_bind().dialect.name == "postgresql"]
+        run_id: int | None = tx.session.connection().execute(claim, values).scalar()
+        return run_id
+
+
+def _claim_statement(postgresql: bool) -> ReturningInsert[int | None]:
+    insert = postgresql_insert if postgresql else sqlite_insert
+    return (
+        insert(m.ScheduledRun)
+        .on_conflict_do_nothing(index_elements=["job", "period_start"])
+        .returning(col(m.ScheduledRun.id))
+    )
+
+
+_CLAIM = {flag: _claim_statement(flag) for flag in (False, True)}
 
 
 def _finish(uow: UnitOfWork, run_id: int, outcome: str, detail: str) -> ScheduledRunView:
