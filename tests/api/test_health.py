@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from api import health
 from api.app import create_app
@@ -109,3 +111,22 @@ def test_a_database_that_goes_away_is_a_503_for_the_unit_of_work():
     with unavailable, uow.transaction(read_only=True) as tx:
         tx.session.connection()
     uow.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_database_dropped_under_a_running_server_is_a_503_not_a_500(postgres_url, tmp_path):
+    client = unreachable_app(postgres_url, tmp_path)  # it answers: prepared at once
+    assert client.get("/v1/tenants").status_code == 200
+    admin = make_url(postgres_url).set(database="postgres").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE "{make_url(postgres_url).database}" WITH (FORCE)')
+
+    listed = client.get("/v1/tenants")  # the token check's query fails first (middleware)
+    health = client.get("/healthz")
+    ready = client.get("/readyz")
+
+    assert (listed.status_code, listed.json()["type"]) == (503, "/problems/database-unavailable")
+    assert health.status_code == 200
+    assert ready.status_code == 503
+    assert ready.json()["not_ready"][0].startswith("database unreachable: ")
+    client.app.state.uow.engine.dispose()  # type: ignore[attr-defined]
