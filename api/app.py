@@ -41,6 +41,7 @@ from api.routes import (
     usage,
     verification,
 )
+from api.ui import install_console
 from tenancy.db import checkpoint_wal, make_engine
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
@@ -107,6 +108,7 @@ def create_app(
     for router in SELF_AUTHORIZED_ROUTERS:
         app.include_router(router, dependencies=[Depends(require_json_body)])
     install_docs(app)  # /docs, /problems and the error responses of the OpenAPI document
+    install_console(app)  # /ui: the web console (api/ui/)
     # Added last = outermost: the request id is set first (and echoed on every response, 401
     # and 413 included); authentication runs before the size limit and any body parsing; the
     # Idempotency-Key check reads the body under that limit, with the principal known.

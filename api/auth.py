@@ -74,6 +74,42 @@ def client_host(scope: Scope) -> str | None:
     return str(client[0]) if client else None
 
 
+class TokenAuthenticator:
+    """Who a credential is: the one check behind the bearer header and the console's cookie.
+
+    ISOFABRIC_ADMIN_TOKEN (compared in constant time) or an API token (tenancy/tokens.py); with
+    neither configured nor ever created (open mode), a loopback client is the anonymous operator.
+    """
+
+    def __init__(self, token: str | None, uow: UnitOfWork) -> None:
+        self.token = token.encode() if token else None
+        self.uow = uow
+        # Closing is one-way (an admin token is configuration; token rows are revoked, never
+        # deleted), so once seen closed the check costs no query.
+        self._closed = self.token is not None
+
+    def authenticate(self, bearer: str, host: str | None) -> Principal | AuthenticationError:
+        """The caller's principal, or the authentication error to answer with (blocking I/O)."""
+        principal = self.principal(bearer) if bearer else None
+        if principal is not None:
+            return principal
+        if self.is_open():
+            return ANONYMOUS if is_loopback(host) else OPEN_MODE_REFUSED
+        return BAD_CREDENTIALS if bearer else NO_CREDENTIALS
+
+    def principal(self, secret: str) -> Principal | None:
+        """The principal of a valid admin or API token (unexpired, unrevoked), else None."""
+        if self.token is not None and hmac.compare_digest(secret.encode(), self.token):
+            return ADMIN
+        return tokens.authenticate(self.uow, secret=secret)
+
+    def is_open(self) -> bool:
+        """Whether no admin token is configured and no API token was ever created."""
+        if not self._closed and tokens.tokens_exist(self.uow):
+            self._closed = True
+        return not self._closed
+
+
 class BearerTokenAuth:
     """ASGI middleware: authenticate every /v1 request before anything reads its body.
 
@@ -84,11 +120,8 @@ class BearerTokenAuth:
 
     def __init__(self, app: ASGIApp, token: str | None, uow: UnitOfWork) -> None:
         self.app = app
-        self.token = token.encode() if token else None
         self.uow = uow
-        # Closing is one-way (an admin token is configuration; token rows are revoked, never
-        # deleted), so once seen closed the check costs no query.
-        self._closed = self.token is not None
+        self.authenticator = TokenAuthenticator(token, uow)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with its principal, or answer 401 without calling the app."""
@@ -98,7 +131,9 @@ class BearerTokenAuth:
         request = Request(scope)
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         bearer = credentials.strip() if scheme.lower() == "bearer" else ""
-        outcome = await run_in_threadpool(self._authenticate, bearer, client_host(scope))
+        outcome = await run_in_threadpool(
+            self.authenticator.authenticate, bearer, client_host(scope)
+        )
         if isinstance(outcome, Principal):
             scope[PRINCIPAL_SCOPE_KEY] = outcome
             await self.app(scope, receive, send)
@@ -109,26 +144,6 @@ class BearerTokenAuth:
         if path == METRICS_PATH:
             return self.uow.settings.metrics_access == "authenticated"
         return _protected(path)
-
-    def _authenticate(self, bearer: str, host: str | None) -> Principal | AuthenticationError:
-        """The caller's principal, or the authentication error to answer with."""
-        principal = self._principal(bearer) if bearer else None
-        if principal is not None:
-            return principal
-        if self._is_open():
-            return ANONYMOUS if is_loopback(host) else OPEN_MODE_REFUSED
-        return BAD_CREDENTIALS if bearer else NO_CREDENTIALS
-
-    def _principal(self, bearer: str) -> Principal | None:
-        if self.token is not None and hmac.compare_digest(bearer.encode(), self.token):
-            return ADMIN
-        return tokens.authenticate(self.uow, secret=bearer)
-
-    def _is_open(self) -> bool:
-        """Whether no admin token is configured and no API token was ever created."""
-        if not self._closed and tokens.tokens_exist(self.uow):
-            self._closed = True
-        return not self._closed
 
 
 def _protected(path: str) -> bool:

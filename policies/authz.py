@@ -68,6 +68,9 @@ _AGENT_READS = (
     r"^/v1/fabrics/\{fabric\}/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
     r"|snapshots|snapshots/\{digest\}/artifacts/.+)$"
 )
+# Console operator actions: the operator's only, whatever another row allows.
+_UI_ACTIONS = r"^/ui/(.+/)?actions(/.*)?$"
+_NOT_OPERATORS = ("auditor", "billing", "tenant-admin", "tenant-viewer", "agent")
 # Anchored regexes over route templates; the artifact route carries its file path (see
 # `object_for`). No regex may contain a comma: the policy text is CSV.
 POLICY_TEXT = "\n".join(
@@ -105,6 +108,17 @@ POLICY_TEXT = "\n".join(
         # (ISOFABRIC_METRICS_ACCESS=open lets anyone, without this policy)
         r"p, operator, *, ^/metrics$, ^GET$, allow",
         r"p, auditor, *, ^/metrics$, ^GET$, allow",
+        # The console (issue 15): its route templates under /ui, the API's rules page by page.
+        # Fabric-wide pages (fabrics, matrix, map, evidence, audit log) are the operator's and
+        # the auditor's; a tenant role sees its own tenant's pages (the domain is the path's
+        # tenant: another tenant's is hidden, 404), billing the tenants; operator actions
+        # (any path with an `actions` segment) are the operator's alone.
+        r"p, operator, *, ^/ui(/.*)?$, ^(GET|POST)$, allow",
+        r"p, auditor, *, ^/ui(/.*)?$, ^GET$, allow",
+        r"p, billing, *, ^/ui(/tenants(/\{tenant\})?)?$, ^GET$, allow",
+        r"p, tenant-admin, *, ^/ui(/tenants/\{tenant\}(/.*)?)?$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/ui(/tenants/\{tenant\}(/.*)?)?$, ^GET$, allow",
+        *(rf"p, {role}, *, {_UI_ACTIONS}, ^[A-Z]+$, deny" for role in _NOT_OPERATORS),
     ]
 )
 

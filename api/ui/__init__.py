@@ -1,0 +1,29 @@
+"""The web console under /ui: server-rendered pages over the same use cases and policy as /v1.
+
+`install_console(app)` mounts the static files (package data, no CDN), the page routers
+(api/ui/pages/) and, last, the HTML 404 for other /ui paths. How it works is in
+the module docstrings: session.py (cookie, CSRF), deps.py (authorization),
+render.py (templates, nav, headers), errors.py (HTML errors).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from api.auth import TokenAuthenticator
+from api.ui.pages import PAGE_ROUTERS, home
+from api.ui.render import STATIC_DIR, STATIC_URL
+from api.ui.session import ConsoleSessions
+from tenancy.uow import UnitOfWork
+
+
+def install_console(app: FastAPI) -> None:
+    """Serve the console under /ui on `app` (whose `state.uow` is set)."""
+    uow: UnitOfWork = app.state.uow
+    authenticator = TokenAuthenticator(uow.settings.admin_token, uow)
+    app.state.console_sessions = ConsoleSessions(authenticator)
+    app.mount(STATIC_URL, StaticFiles(directory=STATIC_DIR), name="console-static")
+    for router in PAGE_ROUTERS:
+        app.include_router(router)
+    app.include_router(home.fallback)  # last: only paths no page serves

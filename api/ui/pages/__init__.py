@@ -1,0 +1,16 @@
+"""Console pages: one module per page group, each an APIRouter under /ui (api/ui/deps.py).
+
+`PAGE_ROUTERS` are mounted in order by `install_console`; add a new page group's router here.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.ui.pages import fabrics, home, sign_in
+
+PAGE_ROUTERS: tuple[APIRouter, ...] = (
+    sign_in.router,
+    home.router,
+    fabrics.router,
+)
