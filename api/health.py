@@ -59,11 +59,16 @@ def start_database(uow: UnitOfWork) -> DatabaseState:
     """
     state = DatabaseState(error=_prepare(uow))
     if state.prepared:
-        for problem in signing_keys.readiness(uow):
-            log.warning("not ready: %s", problem.detail)
+        log_key_readiness(uow)
     else:
         log.warning("not ready: database unreachable: %s (retrying)", state.error)
     return state
+
+
+def log_key_readiness(uow: UnitOfWork) -> None:
+    """Say what keeps the service from signing or rendering (as /readyz would)."""
+    for problem in signing_keys.readiness(uow):
+        log.warning("not ready: %s", problem.detail)
 
 
 def _prepare(uow: UnitOfWork) -> str | None:
@@ -85,7 +90,8 @@ async def keep_preparing(uow: UnitOfWork, state: DatabaseState) -> None:
             log.exception("preparing the database failed; retrying")
             error = f"{type(failure).__name__}: {failure}"
         if error is None:
-            log.info("the database answers and is prepared: ready for /v1 requests")
+            log.info("the database answers and is prepared: /v1 requests are served")
+            await run_in_threadpool(log_key_readiness, uow)
         elif error != state.error:
             log.warning("not ready: database unreachable: %s (retrying)", error)
         state.error = error

@@ -93,7 +93,17 @@ def database_revision(engine: Engine) -> str | None:
 @cache
 def head_revision() -> str | None:
     """The newest migration this version ships (read once: the scripts do not change)."""
-    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    return _scripts().get_current_head()
+
+
+@cache
+def known_revisions() -> frozenset[str]:
+    """Every migration revision this version ships."""
+    return frozenset(script.revision for script in _scripts().walk_revisions())
+
+
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config("sqlite://"))
 
 
 def restrict_sqlite_files(engine: Engine) -> None:

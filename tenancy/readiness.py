@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from policies.errors import NotReadyError
 from tenancy import scheduler, signing_keys
-from tenancy.bootstrap import database_revision, head_revision
+from tenancy.bootstrap import database_revision, head_revision, known_revisions
 from tenancy.db import STORAGE_ERRORS, storage_error_detail
 from tenancy.schemas.health import ReadinessChecks, ReadinessView
 from tenancy.uow import UnitOfWork
@@ -53,10 +53,14 @@ def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessVie
 
 def _migration_reason(revision: str | None) -> str:
     head = head_revision()
+    if revision is not None and revision not in known_revisions():
+        return (
+            f"migrations not at head: the database is at revision {revision}, newer than this "
+            f"version knows (its newest is {head}): run the version that migrated it"
+        )
     return (
         f"migrations not at head: the database is at revision {revision or 'none'}, this "
-        f"version's newest is {head} (it migrates at start: restart it, or run "
-        "`isofabric db upgrade`)"
+        f"version's newest is {head} (it migrates at start, or run `isofabric db upgrade`)"
     )
 
 
