@@ -73,9 +73,13 @@ def log_key_readiness(uow: UnitOfWork) -> None:
 
 def _prepare(uow: UnitOfWork) -> str | None:
     error = try_prepare(uow.engine)
-    if error is None:
+    if error is not None:
+        return error
+    try:
         upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
-    return error
+    except DatabaseUnavailableError as lost:  # gone again since the migration: retry it all
+        return lost.detail
+    return None
 
 
 async def keep_preparing(uow: UnitOfWork, state: DatabaseState) -> None:
@@ -89,12 +93,16 @@ async def keep_preparing(uow: UnitOfWork, state: DatabaseState) -> None:
         except Exception as failure:  # a half-migrated database, a bug: keep serving, retry
             log.exception("preparing the database failed; retrying")
             error = f"{type(failure).__name__}: {failure}"
-        if error is None:
-            log.info("the database answers and is prepared: /v1 requests are served")
+        changed, state.error = error != state.error, error
+        if error is not None:
+            if changed:
+                log.warning("not ready: database unreachable: %s (retrying)", error)
+            continue
+        log.info("the database answers and is prepared: /v1 requests are served")
+        try:
             await run_in_threadpool(log_key_readiness, uow)
-        elif error != state.error:
-            log.warning("not ready: database unreachable: %s (retrying)", error)
-        state.error = error
+        except Exception:  # only a report: the database may have gone again
+            log.exception("could not check the keys")
 
 
 @asynccontextmanager
