@@ -2,10 +2,11 @@
 
 Each job of tenancy/scheduler.py (the full re-verification of every fabric, the audit log's
 checkpoint; an interval of 0 turns one off) gets a task that wakes at each period boundary (the
-first at least one interval after the start) and asks the scheduler to claim the period: on one
-database, one replica claims it and runs the job, the others skip it. The work runs in a worker
-thread so the event loop keeps answering; a failed run is logged and recorded, and the job runs
-again next period. Nothing runs until this server has prepared its database (api/health.py).
+first a minute, or one interval if shorter, after the start) and asks the scheduler to claim the
+period: on one database, one replica claims it and runs the job, the others skip it. The work runs
+in a worker thread so the event loop keeps answering; a failed run is logged and recorded, and the
+job runs again next period. Nothing runs until this server has prepared its database
+(api/health.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tenancy.uow import UnitOfWork
 log = logging.getLogger(__name__)
 # Wake a little after the boundary, so the clock reading that names the period is inside it.
 BOUNDARY_MARGIN_SECONDS = 0.05
+FIRST_RUN_DELAY_SECONDS = 60
 
 
 def seconds_to_next_period(interval: int, now: float) -> float:
@@ -34,9 +36,10 @@ def seconds_to_next_period(interval: int, now: float) -> float:
 async def _every(
     job: scheduler.Job, uow: UnitOfWork, replica: str, ready: Callable[[], bool]
 ) -> None:
-    # The first run comes a whole interval after the start at the earliest (as before periods
-    # were aligned): a server that starts and stops within an interval runs no job.
-    await asyncio.sleep(job.interval_seconds)
+    # The first boundary considered is a minute (or one interval, if shorter) after the start:
+    # a server that starts and stops at once (a test's app) runs no job, and one restarted
+    # often still takes its turns (a whole interval would skip hourly jobs on every deploy).
+    await asyncio.sleep(min(job.interval_seconds, FIRST_RUN_DELAY_SECONDS))
     while True:
         await asyncio.sleep(seconds_to_next_period(job.interval_seconds, time.time()))
         if not ready():
