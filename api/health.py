@@ -35,7 +35,11 @@ log = logging.getLogger("isofabric.api")
 # Pauses between attempts to prepare an unreachable database: doubling up to the last.
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
-GATED_PREFIX = "/v1"
+# Paths that read the database (the API, the metrics' stored state, the console's pages): 503
+# until this server has prepared it. The console's static files and the public pages (health,
+# docs, problem types) need no database.
+GATED_PREFIXES = ("/v1", "/metrics", "/ui")
+UNGATED_PREFIXES = ("/ui/static",)
 
 router = APIRouter(tags=["operations"])
 
@@ -124,11 +128,12 @@ def database_state(app: FastAPI) -> DatabaseState:
 
 
 class DatabaseGate:
-    """ASGI middleware: ``/v1`` gets a 503 problem while the database is unavailable.
+    """ASGI middleware: a 503 problem, never a 500, while the database is unavailable.
 
-    Before this server prepared the database, no ``/v1`` request reaches the app; after, a
-    request that finds the database gone (`DatabaseUnavailableError`, raised where no
-    exception handler sees it, e.g. by the token check) is answered 503 too, not 500.
+    Before this server prepared the database, no request on a gated path (`GATED_PREFIXES`)
+    reaches the app; after, any request that finds the database gone (`DatabaseUnavailableError`,
+    raised where no exception handler sees it, e.g. by the token check in front of `/v1`,
+    `/metrics` or the console) is answered 503 too.
     """
 
     def __init__(self, app: ASGIApp, state: DatabaseState) -> None:
@@ -137,10 +142,10 @@ class DatabaseGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 503 for a gated path when unprepared; else pass on, mapping a late outage."""
-        if scope["type"] != "http" or not scope["path"].startswith(GATED_PREFIX):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self.state.prepared:
+        if not self.state.prepared and _gated(scope["path"]):
             error = DatabaseUnavailableError(
                 f"the database is unavailable: {self.state.error}; retrying, try again later"
             )
@@ -159,6 +164,10 @@ class DatabaseGate:
             if started:
                 raise
             await domain_problem(Request(scope), error)(scope, receive, send)
+
+
+def _gated(path: str) -> bool:
+    return path.startswith(GATED_PREFIXES) and not path.startswith(UNGATED_PREFIXES)
 
 
 @router.get(

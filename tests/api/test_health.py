@@ -75,6 +75,11 @@ def test_a_server_without_its_database_stays_alive_and_says_why(url, tmp_path):
     assert listed.status_code == 503
     assert listed.json()["type"] == "/problems/database-unavailable"
     assert listed.headers["x-request-id"]
+    # Everything else that reads the database too; what needs none still answers.
+    for path in ("/metrics", "/ui/fabrics", "/ui/sign-in"):
+        answer = client.get(path)
+        assert (answer.status_code, answer.json()["type"]) == (503, listed.json()["type"]), path
+    assert [client.get(p).status_code for p in ("/docs", "/problems", "/openapi.json")] == [200] * 3
 
 
 def test_the_server_prepares_the_database_once_it_answers(tmp_path, monkeypatch):
@@ -122,10 +127,12 @@ def test_a_database_dropped_under_a_running_server_is_a_503_not_a_500(postgres_u
         connection.execute(f'DROP DATABASE "{make_url(postgres_url).database}" WITH (FORCE)')
 
     listed = client.get("/v1/tenants")  # the token check's query fails first (middleware)
+    scraped = client.get("/metrics")  # the same check, in front of the metrics
     health = client.get("/healthz")
     ready = client.get("/readyz")
 
     assert (listed.status_code, listed.json()["type"]) == (503, "/problems/database-unavailable")
+    assert (scraped.status_code, scraped.json()["type"]) == (503, listed.json()["type"])
     assert health.status_code == 200
     assert ready.status_code == 503
     assert ready.json()["not_ready"][0].startswith("database unreachable: ")
