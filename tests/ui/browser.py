@@ -85,6 +85,8 @@ class PageGuard:
     def _failed(self, request: Request) -> None:
         if not _same_origin(request.url, self.origin):
             return  # already recorded by _route, which aborted it
+        if request.failure == "net::ERR_ABORTED":
+            return  # cancelled by the next navigation (a favicon still loading), not an error
         self.problems.append(f"request failed: {request.method} {request.url} {request.failure}")
 
     def _route(self, route: Route) -> None:

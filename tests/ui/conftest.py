@@ -4,9 +4,10 @@
   for TestClient tests that change state or move the clock.
 - `console` (session): one real uvicorn server on its own demo site, shared by the browser
   tests of a worker; treat its state as read-only (change state on a `site` of your own).
-- `page` (function): a chromium page on `console`, guarded (tests/ui/browser.py): any console
-  error, failed request or request to another origin fails the test. `guard.tolerate(regex)`
-  accepts an expected console message (a test that opens a 403 or 404 page).
+- `browser` (module): Debian's chromium, headless. `page` (function): a chromium page on
+  `console`, guarded (tests/ui/browser.py): any console error, failed request or request to
+  another origin fails the test. `guard.tolerate(regex)` accepts an expected console message
+  (a test that opens a 403 or 404 page).
 - `sign_in(page, role)`: signs in through the form as a role of console_site.ROLES (on the
   sign-in page already, it keeps the page's `next`; else it lands on the role's home).
 """
@@ -60,14 +61,16 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
         made.engine.dispose()
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: a started Playwright keeps an asyncio loop running in this
+# thread, and `asyncio.run` in any later test of the worker would fail.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
     require_chromium()
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     launched = playwright.chromium.launch(
         executable_path=require_chromium(), headless=True, args=launch_args()
