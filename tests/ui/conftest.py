@@ -8,8 +8,11 @@
   `console`, guarded (tests/ui/browser.py): any console error, failed request or request to
   another origin fails the test. `guard.tolerate(regex)` accepts an expected console message
   (a test that opens a 403 or 404 page).
-- `sign_in(page, role)`: signs in through the form as a role of console_site.ROLES (on the
-  sign-in page already, it keeps the page's `next`; else it lands on the role's home).
+- `fresh_console` (function): a live server of its own on the test's `site`, for browser tests
+  that change state; `page_on(fresh_console)` opens a guarded page on it.
+- `sign_in(page, role, site=None)`: signs in through the form as a role of console_site.ROLES
+  (tokens of `site`, default the shared console's; on the sign-in page already, it keeps the
+  page's `next`; else it lands on the role's home).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from tests.live_server import live_server
 from tests.ui.browser import PageGuard, launch_args, require_chromium
@@ -30,9 +33,11 @@ from tests.ui.console_site import ConsoleSite, console_site
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """After a passing browser test, fail it if its page guard recorded anything."""
     result = yield
-    guard = getattr(item, "funcargs", {}).get("guard")
-    if isinstance(guard, PageGuard):
-        guard.check()
+    funcargs = getattr(item, "funcargs", {})
+    guards = [funcargs.get("guard"), *funcargs.get("extra_guards", [])]
+    for guard in guards:
+        if isinstance(guard, PageGuard):
+            guard.check()
     return result
 
 
@@ -84,21 +89,56 @@ def guard(console: LiveConsole) -> PageGuard:
     return PageGuard(console.url)
 
 
-@pytest.fixture
-def page(browser: Browser, console: LiveConsole, guard: PageGuard) -> Iterator[Page]:
-    context = browser.new_context(base_url=console.url, viewport={"width": 1360, "height": 900})
+def guarded_page(browser: Browser, url: str, guard: PageGuard) -> tuple[BrowserContext, Page]:
+    """A new browser context on `url` (its own cookies) and a page watched by `guard`."""
+    context = browser.new_context(base_url=url, viewport={"width": 1360, "height": 900})
     opened = context.new_page()
     guard.attach(opened)
+    return context, opened
+
+
+@pytest.fixture
+def page(browser: Browser, console: LiveConsole, guard: PageGuard) -> Iterator[Page]:
+    context, opened = guarded_page(browser, console.url, guard)
     yield opened
     context.close()
 
 
 @pytest.fixture
-def sign_in(console: LiveConsole) -> Callable[[Page, str], None]:
-    def sign_in_as(page: Page, role: str) -> None:
+def fresh_console(site: ConsoleSite) -> Iterator[LiveConsole]:
+    """A live server of its own on the test's `site`: for browser tests that change state."""
+    with live_server(site.app()) as url:
+        yield LiveConsole(url, site)
+
+
+@pytest.fixture
+def extra_guards() -> list[PageGuard]:
+    return []
+
+
+@pytest.fixture
+def page_on(browser: Browser, extra_guards: list[PageGuard]) -> Iterator[Callable[..., Page]]:
+    """`page_on(live)`: a guarded page on another served console (e.g. `fresh_console`)."""
+    contexts: list[BrowserContext] = []
+
+    def open_page(live: LiveConsole) -> Page:
+        guard = PageGuard(live.url)
+        extra_guards.append(guard)
+        context, opened = guarded_page(browser, live.url, guard)
+        contexts.append(context)
+        return opened
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def sign_in(console: LiveConsole) -> Callable[..., None]:
+    def sign_in_as(page: Page, role: str, site: ConsoleSite | None = None) -> None:
         if "/ui/sign-in" not in page.url:  # else keep its `next`: back where it was sent from
             page.goto("/ui/sign-in")
-        page.fill("#token", console.site.tokens[role])
+        page.fill("#token", (site or console.site).tokens[role])
         page.click("button[type=submit]")
         page.wait_for_url(lambda url: "/ui/sign-in" not in url)
 

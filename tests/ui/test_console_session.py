@@ -186,3 +186,8 @@ def test_open_mode_acts_as_the_operator_for_loopback_clients_only(tmp_path):
         assert "reason=open-mode-remote" in answer.headers["location"]
         assert "only clients on its own host" in remote.get(answer.headers["location"]).text
     site.engine.dispose()
+
+
+def test_the_console_root_with_a_slash_goes_to_the_console(client):
+    answer = client.get("/ui/")
+    assert answer.status_code == 307 and answer.headers["location"] == "/ui"

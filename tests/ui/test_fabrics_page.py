@@ -63,19 +63,35 @@ def test_a_tenant_viewer_is_refused_the_overview(page: Page, sign_in, guard):
     expect(page.locator("nav.nav a")).to_have_text(["My tenant"])
 
 
-def test_deploy_targets_show_their_sync_state(site: ConsoleSite):
+def register_targets(site: ConsoleSite) -> None:
+    """ib-east gets sm-a (applied the desired snapshot: in sync) and sm-b (never reported)."""
     uow = site.uow()
     for name in ("sm-a", "sm-b"):
         deploy.put_target(uow, fabric_name="ib-east", name=name, spec=TargetCreate(kind="opensm"))
     desired = deploy.sync_status(uow, fabric_name="ib-east").desired
     report = ReportCreate(state="applied", digest=desired, role="master")
     deploy.post_report(uow, fabric_name="ib-east", target_name="sm-a", report=report)
+
+
+def test_deploy_targets_show_their_sync_state(site: ConsoleSite):
+    register_targets(site)
     with TestClient(site.app(), follow_redirects=False) as client:
         client_sign_in(client, site.tokens["auditor"])
         html = client.get("/ui/fabrics").text
     assert 'data-sync="in_sync">in sync<' in html
     assert 'data-sync="unreported">never reported<' in html
     assert html.count("data-target=") == 2
+
+
+def test_deploy_targets_in_the_browser(site: ConsoleSite, fresh_console, page_on, sign_in):
+    register_targets(site)
+    page = page_on(fresh_console)
+    sign_in(page, "auditor", site)
+    targets = card(page, "ib-east").locator("table.targets")
+    expect(targets.locator("tr[data-target=sm-a] .sync")).to_have_text("in sync")
+    expect(targets.locator("tr[data-target=sm-b] .sync")).to_have_text("never reported")
+    expect(card(page, "roce-west").locator(".no-targets")).to_be_visible()
+    screenshot(page, "fabrics-deploy-targets")
 
 
 @pytest.mark.parametrize(

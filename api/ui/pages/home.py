@@ -17,6 +17,7 @@ from api.ui.pages.fabrics import fabrics_overview
 from api.ui.render import nav_for
 from api.ui.session import SignInRequired
 
+HOME = "/ui"
 router = console_router()
 fallback = APIRouter(prefix="/ui", include_in_schema=False, route_class=ConsoleRoute)
 
@@ -34,7 +35,9 @@ async def home(request: Request, session: CurrentSession, uow: ConsoleUow) -> Re
 
 @fallback.api_route("/{path:path}", methods=["GET", "POST"])
 async def no_such_page(request: Request, path: str) -> Response:
-    """404 page for a console path no page serves (with the nav when signed in)."""
+    """404 page for a console path no page serves (with the nav when signed in); /ui/ -> /ui."""
+    if not path:
+        return RedirectResponse(HOME, status_code=307)
     with suppress(SignInRequired):  # a 404 tells a stranger nothing: no sign-in needed
         await console_session(request)
     return error_page(request, 404, "Not found", f"the console has no page at /ui/{path}")
