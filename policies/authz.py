@@ -118,6 +118,11 @@ POLICY_TEXT = "\n".join(
         r"p, billing, *, ^/ui(/tenants(/\{tenant\})?)?$, ^GET$, allow",
         r"p, tenant-admin, *, ^/ui(/tenants/\{tenant\}(/.*)?)?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/ui(/tenants/\{tenant\}(/.*)?)?$, ^GET$, allow",
+        # Evidence as GET /v1/proofs(/{proof_id}): a tenant role lists and reads its own
+        # tenant's tenant views (the page narrows, api/ui/deps.py SELF_SCOPED_PAGES); no
+        # fabric file (/ui/evidence/fabrics/...), as it reads none over the API.
+        r"p, tenant-admin, *, ^/ui/evidence(/verify|/proofs/\{proof_id\})?$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/ui/evidence(/verify|/proofs/\{proof_id\})?$, ^GET$, allow",
         *(rf"p, {role}, *, {_UI_ACTIONS}, ^[A-Z]+$, deny" for role in _NOT_OPERATORS),
     ]
 )

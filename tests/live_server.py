@@ -19,23 +19,24 @@ START_TIMEOUT_SECONDS = 30.0
 
 
 @contextmanager
-def live_server(app: ASGIApp) -> Iterator[str]:
-    """Serve `app` on 127.0.0.1 (a port the kernel picks) until the block exits; yields its URL.
+def live_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve `app` on `host` (a port the kernel picks) until the block exits; yields its URL.
 
-    Clients connect from 127.0.0.1, so a service in open mode answers them.
+    On the default 127.0.0.1 clients connect from loopback, so a service in open mode answers
+    them; another address of this host serves it as on a management network.
     """
     # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that name it (else Nagle and the
     # peer's delayed ACK add 40 ms to every keep-alive response).
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((host, 0))
     port = listener.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
         _wait_started(server, thread)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=START_TIMEOUT_SECONDS)

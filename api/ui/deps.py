@@ -29,8 +29,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD"})
 FORM_STATE_KEY = "console_form"
 FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
 # Pages without a tenant in their path that a tenant principal opens about its own tenant (as
-# api/deps.py SELF_SCOPED): the home page, which sends it on to its tenant's page.
-SELF_SCOPED_PAGES = frozenset({"/ui"})
+# api/deps.py SELF_SCOPED): the home page, which sends it on to its tenant's page; the evidence
+# pages, which list and show only its tenant's proofs (as /v1/proofs).
+SELF_SCOPED_PAGES = frozenset(
+    {"/ui", "/ui/evidence", "/ui/evidence/verify", "/ui/evidence/proofs/{proof_id}"}
+)
 
 
 async def console_session(request: Request) -> ConsoleSession:

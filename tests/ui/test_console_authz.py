@@ -153,6 +153,21 @@ def test_the_nav_shows_exactly_the_pages_the_policy_allows(probed, site, role):
             Decision.FORBIDDEN,
         ),
         ("billing", None, "*", "/ui/evidence", "GET", Decision.FORBIDDEN),
+        # Evidence as /v1/proofs: a tenant role reads its own tenant's proofs (the page narrows),
+        # never a fabric file, never the audit log.
+        ("tenant-viewer", "acme", "acme", "/ui/evidence", "GET", Decision.ALLOW),
+        ("tenant-admin", "acme", "acme", "/ui/evidence/proofs/{proof_id}", "GET", Decision.ALLOW),
+        ("tenant-viewer", "acme", "globex", "/ui/evidence", "GET", Decision.HIDDEN),
+        (
+            "tenant-viewer",
+            "acme",
+            "acme",
+            "/ui/evidence/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}",
+            "GET",
+            Decision.FORBIDDEN,
+        ),
+        ("tenant-admin", "acme", "acme", "/ui/audit-log", "GET", Decision.FORBIDDEN),
+        ("auditor", None, "*", "/ui/audit-log/inclusion", "GET", Decision.ALLOW),
         ("agent", None, "*", "/ui", "GET", Decision.FORBIDDEN),
     ],
 )

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.ui.pages import fabrics, home, sign_in
+from api.ui.pages import audit_log, evidence, fabrics, home, sign_in
 
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
     sign_in.router,
     home.router,
     fabrics.router,
+    evidence.router,
+    audit_log.router,
 )

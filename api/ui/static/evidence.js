@@ -1,0 +1,163 @@
+// isofabric console: "Verify in the browser" for an isolation proof (a DSSE envelope).
+//
+// The steps are those of `isofabric proof verify` (api/cli/proofs.py) up to the subjects:
+// the envelope's form, the signing key among the service's published keys (/v1/keys), the
+// Ed25519 signature over the DSSE PAE, the in-toto Statement, then each subject artifact fetched
+// from this origin (the files of the proof's snapshot) and hashed with SHA-256. The claims'
+// re-derivation from the artifacts stays with `isofabric proof verify --artifacts`.
+// Used by the proof page (the stored envelope) and the verify page (an envelope pasted in).
+import {
+  Steps,
+  equalBytes,
+  fromBase64,
+  hex,
+  keyId,
+  pae,
+  sha256,
+  showOutcome,
+  usableKeys,
+  verifyEd25519,
+} from "./verify.js";
+
+const PAYLOAD_TYPE = "application/vnd.in-toto+json";
+const STATEMENT_TYPE = "https://in-toto.io/Statement/v1";
+const PREDICATE_TYPE = "https://isofabric.dev/isolation-proof/v1";
+
+const data = JSON.parse(document.getElementById("evidence-data").textContent);
+const keys = usableKeys(data.keys);
+
+function checkEnvelope(steps, envelope) {
+  const step = steps.add("envelope", "DSSE envelope");
+  if (envelope === null || typeof envelope !== "object") return step.fail("not a JSON object");
+  if (envelope.payloadType !== PAYLOAD_TYPE) {
+    return step.fail(`payloadType is not ${PAYLOAD_TYPE}`);
+  }
+  try {
+    envelope.body = fromBase64(envelope.payload);
+  } catch {
+    return step.fail("the payload is not valid base64");
+  }
+  if (!Array.isArray(envelope.signatures) || envelope.signatures.length === 0) {
+    return step.fail("the envelope has no signatures");
+  }
+  return step.pass(`${envelope.body.length} payload bytes, ${envelope.signatures.length} signature(s)`);
+}
+
+function checkSignature(steps, envelope) {
+  const keyStep = steps.add("key", "Signing key");
+  const named = envelope.signatures.map((s) => keys.find((k) => k.keyid === s.keyid));
+  const known = named.filter(Boolean);
+  if (known.length === 0) {
+    const ids = envelope.signatures.map((s) => s.keyid).join(", ");
+    return keyStep.fail(`no published key has key id ${ids}`);
+  }
+  keyStep.pass(known.map((k) => `${k.name} (${k.status}), key id ${k.keyid}`).join("; "));
+  const step = steps.add("signature", "Ed25519 signature over the DSSE PAE");
+  const message = pae(envelope.payloadType, envelope.body);
+  for (const [i, signature] of envelope.signatures.entries()) {
+    let sig;
+    try {
+      sig = fromBase64(signature.sig);
+    } catch {
+      continue;
+    }
+    // The keyid is only a hint: every published key is tried, as the CLI does.
+    const key = keys.find((k) => verifyEd25519(sig, message, k.raw));
+    if (key) return step.pass(`signature ${i + 1} verifies with key id ${keyId(key.raw)}`);
+  }
+  return step.fail("no signature verifies with a published key: the payload or signature was altered");
+}
+
+function checkStatement(steps, envelope) {
+  const step = steps.add("statement", "in-toto Statement");
+  let statement;
+  try {
+    statement = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(envelope.body));
+  } catch {
+    step.fail("the payload is not JSON");
+    return null;
+  }
+  const ok =
+    statement?._type === STATEMENT_TYPE &&
+    statement.predicateType === PREDICATE_TYPE &&
+    statement.predicate && typeof statement.predicate === "object" &&
+    Array.isArray(statement.subject) && statement.subject.length > 0;
+  if (!ok) {
+    step.fail(`not an in-toto Statement v1 with predicate ${PREDICATE_TYPE} and subjects`);
+    return null;
+  }
+  const p = statement.predicate;
+  step.pass(`tenant ${p.tenant} on fabric ${p.fabric} (${p.view ?? "full"} view), issued ${p.time}`);
+  return statement;
+}
+
+function artifactUrl(predicate, name) {
+  const path = name.split("/").map(encodeURIComponent).join("/");
+  const fabric = encodeURIComponent(predicate.fabric);
+  const digest = encodeURIComponent(predicate.snapshot_digest);
+  return `/ui/evidence/fabrics/${fabric}/snapshots/${digest}/artifacts/${path}`;
+}
+
+async function checkSubject(steps, predicate, subject) {
+  const step = steps.add(`artifact:${subject.name}`, `Artifact ${subject.name}`);
+  const expected = subject.digest?.sha256;
+  if (!data.artifacts) return step.skip(data.artifacts_reason);
+  const answer = await fetch(artifactUrl(predicate, subject.name), { credentials: "same-origin" });
+  if (!answer.ok) return step.fail(`the service answered ${answer.status} for it`);
+  const actual = hex(sha256(new Uint8Array(await answer.arrayBuffer())));
+  return actual === expected
+    ? step.pass(`sha256 ${actual}`)
+    : step.fail(`sha256 ${actual} is not the proof's ${expected}`);
+}
+
+export async function verifyProof(envelope, list, outcome) {
+  const steps = new Steps(list);
+  outcome.hidden = true;
+  try {
+    if (checkEnvelope(steps, envelope) && checkSignature(steps, envelope)) {
+      const statement = checkStatement(steps, envelope);
+      for (const subject of statement?.subject ?? []) {
+        await checkSubject(steps, statement.predicate, subject);
+      }
+    }
+  } catch (error) {
+    steps.add("error", "Check").fail(String(error));
+  }
+  showOutcome(outcome, steps, data.artifacts ? "verified: signature and artifact digests" : "verified: signature");
+  return steps.failed === null;
+}
+
+function pastedEnvelope(text) {
+  const parsed = JSON.parse(text);
+  // A proof as POST /v1/.../isolation-proofs answers it ({"id", "view", "envelope"}) or a bare
+  // envelope, as `isofabric proof verify` accepts.
+  return parsed && typeof parsed === "object" && "envelope" in parsed ? parsed.envelope : parsed;
+}
+
+function wire() {
+  const button = document.getElementById("verify-button");
+  const list = document.getElementById("verify-steps");
+  const outcome = document.getElementById("verify-outcome");
+  if (!button) return;
+  const pasted = document.getElementById("envelope-text");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      let envelope = data.envelope;
+      if (pasted) {
+        try {
+          envelope = pastedEnvelope(pasted.value);
+        } catch {
+          envelope = null;
+        }
+      }
+      await verifyProof(envelope, list, outcome);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  button.disabled = false;
+  button.dataset.ready = "true";
+}
+
+wire();
