@@ -5,7 +5,7 @@ so a console request is authenticated by exactly the check a bearer token goes t
 (api/auth.py `TokenAuthenticator`): an expired, revoked or offboarded tenant's token stops
 working in the console the moment it stops working in the API, with no session table to keep
 in step. In open mode (no token configured or created yet) a loopback client is the anonymous
-operator, like the API.
+operator, like the API, if it also names this host as a loopback name or address (Host).
 
 CSRF: every console POST carries a hidden form field, HMAC-SHA256 keyed by the session token
 over a fixed label (OWASP CSRF cheat sheet, "signed double-submit cookie"), compared in constant
@@ -26,7 +26,7 @@ from enum import StrEnum
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.auth import TokenAuthenticator, client_host
+from api.auth import TokenAuthenticator, client_host, is_loopback
 from policies.errors import AuthenticationError
 from tenancy.uow import Principal
 
@@ -96,6 +96,11 @@ class ConsoleSessions:
                 return ConsoleSession(principal, csrf_token_for(secret.encode()), False)
         outcome = self.authenticator.authenticate("", client_host(request.scope))
         if isinstance(outcome, Principal):  # open mode, loopback: a stale cookie is ignored
+            if not is_loopback(request.url.hostname):
+                # A loopback client asking for another host name is a browser on this host
+                # running a page of a name that resolves here (DNS rebinding): that page could
+                # read the console, CSRF token included.
+                raise SignInRequired(SignInReason.OPEN_MODE_REMOTE, clear_cookie=False)
             return ConsoleSession(outcome, csrf_token_for(self._open_mode_key), True)
         if secret:
             raise SignInRequired(SignInReason.INVALID, clear_cookie=True)

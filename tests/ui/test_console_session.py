@@ -175,7 +175,8 @@ def test_open_mode_acts_as_the_operator_for_loopback_clients_only(tmp_path):
 
     site = console_site(tmp_path, with_tokens=False)
     app = site.app()
-    with TestClient(app, client=LOOPBACK, follow_redirects=False) as local:
+    local_url = "http://127.0.0.1:8000"
+    with TestClient(app, base_url=local_url, client=LOOPBACK, follow_redirects=False) as local:
         page = local.get("/ui/fabrics")
         assert page.status_code == 200
         assert 'data-role="operator"' in page.text and "open mode" in page.text
@@ -191,3 +192,22 @@ def test_open_mode_acts_as_the_operator_for_loopback_clients_only(tmp_path):
 def test_the_console_root_with_a_slash_goes_to_the_console(client):
     answer = client.get("/ui/")
     assert answer.status_code == 307 and answer.headers["location"] == "/ui"
+
+
+def test_open_mode_refuses_a_loopback_client_naming_another_host(tmp_path):
+    # a page of evil.example resolving to 127.0.0.1 (DNS rebinding) must not act as the operator
+    from tests.ui.console_site import console_site
+
+    site = console_site(tmp_path, with_tokens=False)
+    for base_url in ("http://evil.example:8000", "http://127.0.0.1.evil.example"):
+        with TestClient(
+            site.app(), base_url=base_url, client=LOOPBACK, follow_redirects=False
+        ) as client:
+            answer = client.get("/ui/fabrics")
+        assert answer.status_code == 303
+        assert "reason=open-mode-remote" in answer.headers["location"]
+    with TestClient(
+        site.app(), base_url="http://localhost:8000", client=LOOPBACK, follow_redirects=False
+    ) as client:
+        assert client.get("/ui/fabrics").status_code == 200
+    site.engine.dispose()
