@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.ui.pages import audit_log, evidence, fabrics, home, sign_in
+from api.ui.pages import audit_log, evidence, fabric_map, fabrics, home, matrix, sign_in
 
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
     sign_in.router,
     home.router,
     fabrics.router,
+    matrix.router,
+    fabric_map.router,
     evidence.router,
     audit_log.router,
 )
