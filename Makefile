@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_readback
 	$(BIN)/python -m tests.benchmarks.bench_agent
 	$(BIN)/python -m tests.benchmarks.bench_changes
+	$(BIN)/python -m tests.benchmarks.bench_console
 
 ## lint: formatting, lint, types and import-layer contracts
 lint: $(STAMP)
