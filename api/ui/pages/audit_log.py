@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.pages.proof_claims import keys_for_browser
 from api.ui.render import SECURITY_HEADERS, render
+from policies.errors import KeyUnavailableError
 from tenancy import audit_log, signing_keys
 from tenancy.pagination import encode_cursor
 from tenancy.schemas import CheckpointView
@@ -40,7 +41,7 @@ async def audit_log_page(
     page = await run_in_threadpool(
         audit_log.list_entries, uow, limit=PAGE_SIZE, cursor=cursor or None
     )
-    checkpoint = await run_in_threadpool(latest_checkpoint, uow)
+    checkpoint, unsigned = await run_in_threadpool(latest_checkpoint, uow)
     keys = (await run_in_threadpool(signing_keys.list_keys, uow)).keys
     entries = [entry.model_dump(mode="json") for entry in page.data]
     context = {
@@ -50,6 +51,7 @@ async def audit_log_page(
         "next": page.next,
         "newest": newest_cursor(page.count),
         "checkpoint": checkpoint,
+        "unsigned": unsigned,
         "signer": None if checkpoint is None else note_signer(checkpoint.note),
         "data": {
             "entries": entries,
@@ -76,11 +78,18 @@ async def inclusion_proof(
     return JSONResponse(proof.model_dump(mode="json"), headers=SECURITY_HEADERS)
 
 
-def latest_checkpoint(uow: UnitOfWork) -> CheckpointView | None:
-    """The signed checkpoint of the whole log; None while the log is empty (nothing to sign)."""
+def latest_checkpoint(uow: UnitOfWork) -> tuple[CheckpointView | None, str]:
+    """The signed checkpoint of the whole log, or None and why (an empty log, no signing key).
+
+    Without the signing key the entries are still shown: the page says what is missing rather
+    than answering 503 as GET /v1/audit/checkpoint does.
+    """
     if not audit_log.list_entries(uow, limit=1, cursor=None).data:
-        return None
-    return audit_log.checkpoint(uow)
+        return None, "The log is empty: nothing is signed yet."
+    try:
+        return audit_log.checkpoint(uow), ""
+    except KeyUnavailableError as error:
+        return None, f"No checkpoint can be signed: {error.detail}"
 
 
 def newest_cursor(count: int) -> str | None:
