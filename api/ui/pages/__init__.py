@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.ui.pages import audit_log, evidence, fabric_map, fabrics, home, matrix, sign_in
+from api.ui.pages import (
+    actions,
+    audit_log,
+    evidence,
+    fabric_map,
+    fabrics,
+    home,
+    matrix,
+    sign_in,
+    tenants,
+)
 
 PAGE_ROUTERS: tuple[APIRouter, ...] = (
     sign_in.router,
@@ -15,6 +25,8 @@ PAGE_ROUTERS: tuple[APIRouter, ...] = (
     fabrics.router,
     matrix.router,
     fabric_map.router,
+    tenants.router,
+    actions.router,
     evidence.router,
     audit_log.router,
 )
