@@ -101,6 +101,7 @@ def test_a_tampered_payload_fails_at_the_signature_step(page: Page, sign_in, evi
     expect(page.locator(OUTCOME)).to_have_text("FAILED at step: signature")
     assert steps_of(page) == {"envelope": "pass", "key": "pass", "signature": "fail"}
     assert subtle_touches(page) == []
+    screenshot(page, "proof-tampered")
 
 
 def test_a_tampered_artifact_fails_at_the_digest_step(page: Page, sign_in, evidence):
@@ -125,6 +126,20 @@ def test_a_tampered_artifact_fails_at_the_digest_step(page: Page, sign_in, evide
     expected = statement(proof)["subject"][0]["digest"]["sha256"]
     failed = page.locator("#verify-steps li[data-state=fail]")
     expect(failed).to_contain_text(f"is not the proof's {expected}")
+
+
+def test_the_auditor_lists_and_filters_every_proof(page: Page, sign_in, evidence):
+    sign_in(page, "auditor")
+    page.goto("/ui/evidence")
+    rows = page.locator("table.proofs tbody tr")
+    expect(rows).to_have_count(4)
+    screenshot(page, "evidence")
+    page.fill("#fabric", "roce-west")
+    page.click("form.filters button[type=submit]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-proof", evidence.proofs["acme-roce"].id)
+    rows.first.locator("a").click()
+    expect(page.locator(".summary h2")).to_have_text("Tenant acme on fabric roce-west")
 
 
 def test_a_tenant_viewer_sees_only_its_tenants_proofs(page: Page, sign_in, evidence, guard):
