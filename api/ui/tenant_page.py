@@ -13,9 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from api.deps import ListParams
+from api.routes import proofs as proof_routes
 from api.ui.usage_chart import usage_chart
 from policies.authz import Decision, Role, decide
-from tenancy import allocations, cached_reads, peerings, proofs, shared_services, tenants
+from tenancy import allocations, cached_reads, peerings, shared_services, tenants
 from tenancy.pagination import MAX_LIMIT
 from tenancy.schemas import (
     AllocationView,
@@ -37,6 +39,7 @@ SECTION_ROUTES = {
     "usage": "/v1/usage/records",
 }
 ACTIONS_ROUTE = "/ui/tenants/{tenant}/actions/offboard"
+PROOFS_SHOWN = 20  # the newest; the evidence page lists them all
 OWNER_PREFIXES = {"tenant:": "tenant", "service:": "service", "unassigned:": "unassigned"}
 
 
@@ -89,7 +92,7 @@ def tenant_page(uow: UnitOfWork, principal: Principal, tenant: str) -> dict[str,
         reach = cached_reads.tenant_reachability(uow, tenant_name=tenant)
         context["reachability"] = [reach_row(tenant, f) for f in reach.fabrics]
     if "proofs" in shown:
-        context["proofs"] = _proofs(uow, tenant)
+        context["proofs"] = _proofs(uow, principal, tenant)
     if "usage" in shown:
         context["usage"] = usage_chart(uow, tenant=tenant)
     return context
@@ -115,13 +118,16 @@ def _grants(uow: UnitOfWork, tenant: str) -> list[GrantView]:
     return page.data
 
 
-def _proofs(uow: UnitOfWork, tenant: str) -> dict[str, Any]:
-    page = proofs.list_proofs(
-        uow, tenant=tenant, fabric=None, since=None, limit=MAX_LIMIT, cursor=None
-    )
+def _proofs(uow: UnitOfWork, principal: Principal, tenant: str) -> dict[str, Any]:
+    """The newest of the tenant's proofs the principal may read, as GET /v1/proofs answers.
+
+    A tenant role reads its tenant views only (api/routes/proofs.py).
+    """
+    listing = ListParams(MAX_LIMIT, None)
+    page = proof_routes.list_proofs(uow, listing, principal, tenant, None, None)
+    newest = sorted(page.data, key=lambda p: p.created_at, reverse=True)[:PROOFS_SHOWN]
     rows = [
-        {"id": p.id, "fabric": p.fabric, "created_at": p.created_at, "view": p.view}
-        for p in reversed(page.data)  # newest first
+        {"id": p.id, "fabric": p.fabric, "created_at": p.created_at, "view": p.view} for p in newest
     ]
     return {"rows": rows, "count": page.count}
 

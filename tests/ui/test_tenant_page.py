@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from api.ui.usage_chart import chart_data, usage_window
+from tenancy import proofs
 from tests.live_server import live_server
 from tests.ui.browser import screenshot
 from tests.ui.conftest import LiveConsole
@@ -169,3 +170,19 @@ def test_the_window_is_thirty_utc_days_ending_today():
     start, labels = usage_window(datetime(2026, 3, 30, 17, 5, tzinfo=UTC))
     assert start == datetime(2026, 3, 1, tzinfo=UTC)
     assert labels[0] == "2026-03-01" and labels[-1] == "2026-03-30" and len(labels) == 30
+
+
+def test_proofs_link_to_their_evidence_pages_and_a_tenant_role_lists_tenant_views_only(
+    site: ConsoleSite,
+):
+    uow = site.uow()
+    full = proofs.issue(uow, tenant_name="acme", fabric_name="ib-east")
+    mine = proofs.issue(uow, tenant_name="acme", fabric_name="roce-west", view="tenant")
+    with signed_in(site, "auditor") as client:
+        audited = client.get("/ui/tenants/acme").text
+    with signed_in(site, "acme-viewer") as client:
+        own = client.get("/ui/tenants/acme").text
+    for proof in (full, mine):
+        assert f'href="/ui/evidence/proofs/{proof.id}"' in audited
+    assert f'href="/ui/evidence/proofs/{mine.id}"' in own
+    assert full.id not in own  # GET /v1/proofs gives a tenant role its tenant views only
