@@ -74,6 +74,16 @@ def client_host(scope: Scope) -> str | None:
     return str(client[0]) if client else None
 
 
+def local_caller(scope: Scope) -> str | None:
+    """The TCP peer, if the request also names this host by a loopback name (Host); else None.
+
+    Open mode trusts a loopback peer only when it asked for a loopback host: a browser on this
+    host running a page whose domain resolves to 127.0.0.1 (DNS rebinding) connects from
+    loopback but sends that domain in Host, and must not act as the operator.
+    """
+    return client_host(scope) if is_loopback(Request(scope).url.hostname) else None
+
+
 class TokenAuthenticator:
     """Who a credential is: the one check behind the bearer header and the console's cookie.
 
@@ -132,7 +142,7 @@ class BearerTokenAuth:
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         bearer = credentials.strip() if scheme.lower() == "bearer" else ""
         outcome = await run_in_threadpool(
-            self.authenticator.authenticate, bearer, client_host(scope)
+            self.authenticator.authenticate, bearer, local_caller(scope)
         )
         if isinstance(outcome, Principal):
             scope[PRINCIPAL_SCOPE_KEY] = outcome

@@ -37,6 +37,8 @@ FABRIC = "ib-east"
 PKEY_RANGE = {"first": "0x0100", "last": "0x7ffe"}
 TEXT_PLAIN = {"content-type": "text/plain"}
 PROBLEM_JSON = "application/problem+json"
+# Open mode trusts a loopback peer that names this host by a loopback name (api/auth.py).
+LOCAL_URL = "http://127.0.0.1"
 PROBLEM_MEMBERS = frozenset({"type", "title", "status", "detail", "instance"})
 DEFAULT_PARTITION_LINE = "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;"
 ARTIFACT_PATHS = ("opensm/opensm.conf", "opensm/partitions.conf", "opensm/qos-policy.conf")

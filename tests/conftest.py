@@ -37,6 +37,7 @@ from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
+from tests.builders import LOCAL_URL
 
 from .builders import (
     Dump,
@@ -83,7 +84,7 @@ def seed_onboarded(engine: Engine) -> Onboarded:
     prepare_database(engine)
     register_key(engine)
     app = create_app(settings, engine=engine, clock=FakeClock())
-    with TestClient(app, client=LOOPBACK_CLIENT) as client:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOCAL_URL) as client:
         return api_onboard(client)
 
 
@@ -377,7 +378,10 @@ def make_client(engine: Engine, settings: Settings, clock: FakeClock) -> Iterato
             app = create_app(dataclasses.replace(settings, **overrides), engine=engine, clock=clock)
             # Open mode answers loopback clients only; TestClient's default peer is not one.
             client = TestClient(
-                app, raise_server_exceptions=raise_server_exceptions, client=LOOPBACK_CLIENT
+                app,
+                raise_server_exceptions=raise_server_exceptions,
+                client=LOOPBACK_CLIENT,
+                base_url=LOCAL_URL,
             )
             return stack.enter_context(client)
 

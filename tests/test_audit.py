@@ -21,6 +21,7 @@ from tenancy.db import make_engine
 from tenancy.demo import load_demo
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
+from tests.builders import LOCAL_URL
 
 runner = CliRunner()
 
@@ -46,7 +47,9 @@ def demo_url(tmp_path: Path) -> str:
 @pytest.fixture
 def client(demo_url: str) -> TestClient:
     # A loopback peer: the demo database has no token, and open mode answers only this host.
-    return TestClient(create_app(Settings(database_url=demo_url)), client=("127.0.0.1", 50000))
+    return TestClient(
+        create_app(Settings(database_url=demo_url)), client=("127.0.0.1", 50000), base_url=LOCAL_URL
+    )
 
 
 def verify(url: str, *extra: str) -> tuple[int, str]:

@@ -22,6 +22,7 @@ from api.app import create_app
 from api.cli import app as cli
 from tenancy.db import make_engine
 from tenancy.settings import Settings
+from tests.builders import LOCAL_URL
 from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import keys_create
 
@@ -73,7 +74,7 @@ def test_after_a_clean_stop_the_database_file_alone_holds_the_data(tmp_path):
     live = tmp_path / "isofabric.db"
     app = create_app(Settings(database_url=url_of(live)))
 
-    with TestClient(app, client=LOOPBACK_CLIENT) as client:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOCAL_URL) as client:
         created = client.post("/v1/tenants", json={"name": "initech", "kind": "internal"})
         assert created.status_code == 201, created.text
 
@@ -92,7 +93,7 @@ def test_an_engine_passed_in_is_checkpointed_but_left_open(tmp_path, monkeypatch
     monkeypatch.setattr(engine, "dispose", lambda *_args, **_kwargs: disposed.append(True))
     app = create_app(Settings(database_url=url_of(live)), engine=engine)
 
-    with TestClient(app, client=LOOPBACK_CLIENT) as client:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOCAL_URL) as client:
         client.post("/v1/tenants", json={"name": "initech", "kind": "internal"})
 
     copy = tmp_path / "copy.db"

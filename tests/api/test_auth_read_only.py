@@ -24,7 +24,7 @@ from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
-from tests.builders import assert_problem, ok
+from tests.builders import LOCAL_URL, assert_problem, ok
 
 UNKNOWN_TOKEN = "isf_" + "A" * 43  # the shape `create_token` mints, but never minted
 MALFORMED = ["wrong", "isf_short", "isf_" + "A" * 44, "xyz_" + "A" * 43, "isf_" + "*" * 43]
@@ -73,7 +73,9 @@ def service(file_engine: Engine) -> Iterator[tuple[TestClient, str, Statements]]
     app = create_app(settings, engine=file_engine)
     secret = tokens.create_token(app.state.uow, spec=TokenCreate(name="ops", role="operator"))
     statements = Statements(file_engine)
-    with TestClient(app, raise_server_exceptions=False, client=("127.0.0.1", 50000)) as client:
+    with TestClient(
+        app, raise_server_exceptions=False, client=("127.0.0.1", 50000), base_url=LOCAL_URL
+    ) as client:
         yield client, secret.token, statements
 
 
@@ -131,7 +133,7 @@ def test_with_an_admin_token_a_malformed_bearer_never_reaches_the_database(file_
     settings = Settings(database_url=str(file_engine.url), admin_token="admin-secret")
     app = create_app(settings, engine=file_engine)
     statements = Statements(file_engine)
-    with TestClient(app, client=("127.0.0.1", 50000)) as client:
+    with TestClient(app, client=("127.0.0.1", 50000), base_url=LOCAL_URL) as client:
         response = client.get("/v1/tenants", headers=bearer(secret))
 
     assert_problem(response, 401, "unauthorized")

@@ -22,7 +22,7 @@ from policies.errors import DatabaseUnavailableError
 from tenancy.db import make_engine
 from tenancy.settings import Settings
 from tenancy.uow import UnitOfWork
-from tests.builders import PROBLEM_JSON
+from tests.builders import LOCAL_URL, PROBLEM_JSON
 from tests.keys import key_settings
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -53,7 +53,7 @@ def test_health_routes_are_documented_with_typed_bodies(client):
 
 def unreachable_app(url: str, tmp_path: Path) -> TestClient:
     settings = key_settings(Settings(database_url=url), copy_to=tmp_path / "keys")
-    return TestClient(create_app(settings), client=LOOPBACK)
+    return TestClient(create_app(settings), client=LOOPBACK, base_url=LOCAL_URL)
 
 
 @pytest.mark.parametrize(

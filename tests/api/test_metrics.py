@@ -17,7 +17,7 @@ from policies.verdict import Counterexample, Endpoint, Rule, Verdict
 from tenancy import tokens
 from tenancy.full_check import full_check
 from tenancy.schemas import TokenCreate
-from tests.builders import FABRIC, assert_problem, created, ok
+from tests.builders import FABRIC, LOCAL_URL, assert_problem, created, ok
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 IB = f"/v1/fabrics/{FABRIC}"
@@ -271,7 +271,11 @@ def test_without_any_token_yet_only_this_host_may_scrape(engine, settings, clock
     from api.app import create_app
 
     remote = TestClient(create_app(settings, engine=engine, clock=clock), client=("203.0.113.9", 1))
-    local = TestClient(create_app(settings, engine=engine, clock=clock), client=("127.0.0.1", 1))
+    local = TestClient(
+        create_app(settings, engine=engine, clock=clock),
+        client=("127.0.0.1", 1),
+        base_url=LOCAL_URL,
+    )
     opened = create_app(replace(settings, metrics_access="open"), engine=engine, clock=clock)
     with remote, local, TestClient(opened, client=("203.0.113.9", 1)) as anyone:
         assert_problem(remote.get("/metrics"), 401, "unauthorized")

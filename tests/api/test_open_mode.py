@@ -19,7 +19,7 @@ from api.app import create_app
 from tenancy import tokens
 from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
-from tests.builders import FakeClock, assert_problem, created, ok
+from tests.builders import LOCAL_URL, FakeClock, assert_problem, created, ok
 
 ADMIN_TOKEN = "open-mode-admin-token"
 REMOTE = ("203.0.113.9", 40000)
@@ -33,7 +33,7 @@ def peer(engine: Engine, settings: Settings, clock: FakeClock) -> Iterator[PeerF
 
         def make(host: str, **overrides: Any) -> TestClient:
             app = create_app(dataclasses.replace(settings, **overrides), engine=engine, clock=clock)
-            return stack.enter_context(TestClient(app, client=(host, 40000)))
+            return stack.enter_context(TestClient(app, client=(host, 40000), base_url=LOCAL_URL))
 
         yield make
 
@@ -86,6 +86,27 @@ def test_open_mode_answers_a_loopback_client_as_the_operator(peer, host):
 
     assert ok(client.get("/v1/tenants"))["count"] == 0
     created(client.post("/v1/tokens", json={"name": "ops", "role": "operator"}))
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1:8000", "[::1]:8000", "LOCALHOST"])
+def test_a_loopback_client_may_name_this_host_by_any_loopback_name(peer, host):
+    assert ok(peer("127.0.0.1").get("/v1/tenants", headers={"Host": host}))["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "host", ["rebind.example", "rebind.example:8000", "127.0.0.1.rebind.example", "10.0.0.1"]
+)
+def test_a_loopback_client_naming_another_host_is_not_the_operator(peer, uow, host):
+    # A browser on this host running a page of a domain that resolves to 127.0.0.1 (DNS
+    # rebinding) connects from loopback and sends that domain in Host: it must not mint tokens.
+    client = peer("127.0.0.1")
+    minted = client.post(
+        "/v1/tokens", json={"name": "x", "role": "operator"}, headers={"Host": host}
+    )
+
+    assert_bootstrap_problem(minted)
+    assert_bootstrap_problem(client.get("/v1/tenants", headers={"Host": host}))
+    assert not tokens.tokens_exist(uow)
 
 
 def test_open_mode_closes_for_everyone_once_a_token_exists(peer):

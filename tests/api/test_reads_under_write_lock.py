@@ -29,7 +29,7 @@ from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
-from tests.builders import FABRIC, Onboarded, api_onboard, created, ok
+from tests.builders import FABRIC, LOCAL_URL, Onboarded, api_onboard, created, ok
 from tests.keys import key_settings, register_key
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -52,7 +52,9 @@ class Service:
         prepare_database(self.engine)
         register_key(self.engine)
         self.app = create_app(key_settings(Settings(database_url=url)), engine=self.engine)
-        with TestClient(self.app, client=LOOPBACK) as client:  # open mode: the operator
+        with TestClient(
+            self.app, client=LOOPBACK, base_url=LOCAL_URL
+        ) as client:  # open mode: the operator
             self.onboarded: Onboarded = api_onboard(client)
             self.proof_id = created(
                 client.post("/v1/tenants/acme/isolation-proofs", json={"fabric": FABRIC})
@@ -159,7 +161,9 @@ def test_every_get_route_has_a_case(service):
 
 
 def test_every_get_route_answers_while_a_writer_holds_the_lock(service, write_lock):
-    with TestClient(service.app, raise_server_exceptions=False, client=LOOPBACK) as client:
+    with TestClient(
+        service.app, raise_server_exceptions=False, client=LOOPBACK, base_url=LOCAL_URL
+    ) as client:
         statuses = {
             template: client.get(url, headers=service.headers).status_code
             for template, url in service.urls().items()

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.builders import LOCAL_URL
 from tests.keys import keys_create
 
 from .conftest import DEMO_TREE, SM_HOST, FabricFactory, OpenSMFactory
@@ -78,7 +79,9 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
     keys_create(f"sqlite:///{tmp_path / 'isofabric.db'}")  # the OpenSM secret opensm.conf needs
     from api.app import create_app
 
-    with TestClient(create_app(), client=("127.0.0.1", 50000)) as client:  # open mode: loopback
+    with TestClient(
+        create_app(), client=("127.0.0.1", 50000), base_url=LOCAL_URL
+    ) as client:  # open mode: loopback
         yield Api(client)
 
 

@@ -24,7 +24,14 @@ from api.app import create_app
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.settings import Settings
-from tests.builders import ROCE_ARTIFACT_PATHS, ROCE_LEAVES, FakeClock, api_onboard_roce, ok
+from tests.builders import (
+    LOCAL_URL,
+    ROCE_ARTIFACT_PATHS,
+    ROCE_LEAVES,
+    FakeClock,
+    api_onboard_roce,
+    ok,
+)
 
 from .conftest import skip_or_fail
 from .sonic_yang import models_dir, validate_config_db, yanglint_path
@@ -42,7 +49,9 @@ def downloaded() -> Iterator[dict[str, str]]:
     try:
         prepare_database(engine)
         app = create_app(Settings(database_url="sqlite://"), engine=engine, clock=FakeClock())
-        with TestClient(app, client=("127.0.0.1", 50000)) as client:  # open mode: loopback
+        with TestClient(
+            app, client=("127.0.0.1", 50000), base_url=LOCAL_URL
+        ) as client:  # open mode: loopback
             api_onboard_roce(client)
             assert ok(client.get(f"{FABRIC}/verification"))["holds"] is True
             paths = [f["path"] for f in ok(client.get(f"{FABRIC}/artifacts"))["files"]]
