@@ -31,6 +31,7 @@ from tenancy.uow import Principal, UnitOfWork
 # The /v1 route each section shows, as the policy names it.
 SECTION_ROUTES = {
     "details": "/v1/tenants/{tenant}",
+    "qos": "/v1/qos-classes",
     "nodes": "/v1/tenants/{tenant}/allocations",
     "grants": "/v1/tenants/{tenant}/grants",
     "peerings": "/v1/tenants/{tenant}/peerings",
@@ -39,6 +40,7 @@ SECTION_ROUTES = {
     "usage": "/v1/usage/records",
 }
 ACTIONS_ROUTE = "/ui/tenants/{tenant}/actions/offboard"
+NODES_SHOWN = 500  # per fabric; a page, not a dump of 12,500 names
 PROOFS_SHOWN = 20  # the newest; the evidence page lists them all
 OWNER_PREFIXES = {"tenant:": "tenant", "service:": "service", "unassigned:": "unassigned"}
 
@@ -80,6 +82,8 @@ def tenant_page(uow: UnitOfWork, principal: Principal, tenant: str) -> dict[str,
         "shown": sorted(shown),
         "actions": access.actions and view.status == "active",
     }
+    if "qos" in shown and "details" in shown:
+        context["qos"] = _qos_class(uow, view.qos_class)
     if "nodes" in shown:
         context["fabrics"] = fabric_rows(_allocations(uow, tenant))
     if "grants" in shown:
@@ -109,6 +113,12 @@ def _allocations(uow: UnitOfWork, tenant: str) -> list[AllocationView]:
         cursor = page.next
         if cursor is None:
             return found
+
+
+def _qos_class(uow: UnitOfWork, name: str) -> dict[str, Any] | None:
+    """The tenant's QoS class as GET /v1/qos-classes shows it (None if it is not listed)."""
+    page = tenants.list_qos_classes(uow, limit=MAX_LIMIT, cursor=None)
+    return next((c.model_dump() for c in page.data if c.name == name), None)
 
 
 def _grants(uow: UnitOfWork, tenant: str) -> list[GrantView]:
@@ -157,8 +167,8 @@ def fabric_rows(held: list[AllocationView]) -> list[dict[str, Any]]:
             {
                 "fabric": fabric,
                 "segment": segment_text(segment),
-                "nodes": nodes,
-                "allocations": [{"id": a.id, "nodes": a.nodes} for a in found],
+                "nodes": nodes[:NODES_SHOWN],
+                "node_count": len(nodes),
             }
         )
     return rows

@@ -56,6 +56,8 @@ def test_acmes_page_shows_its_nodes_grant_reachability_and_usage_chart(
     page.goto("/ui/tenants/acme")
     expect(page.locator("h1")).to_have_text("Tenant acme")
     expect(page.locator(".tenant-header .qos")).to_have_text("QoS gold")
+    expect(page.locator(".qos-facts")).to_contain_text("InfiniBand SL 3")
+    expect(page.locator(".qos-facts")).to_contain_text("RoCE DSCP 26, traffic class 3, lossless")
     for fabric in ("ib-east", "roce-west"):
         nodes = page.locator(f".fabric-nodes[data-fabric='{fabric}'] .node")
         expect(nodes).to_have_text(["gpu0001", "gpu0002"])
