@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from tenancy.fabric_map import FREE, FabricLayout, LeafUse, PortUse
 
 DETAIL_LEAVES = 64
@@ -83,7 +85,7 @@ def leaf_cell(leaf: LeafUse, colours: Colours, tenant: str | None, index: int) -
     top = sorted(owners.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
     parts = ", ".join(f"{o} {n}" for o, n in top)
     more = f", +{len(owners) - len(top)} more" if len(owners) > len(top) else ""
-    held = owners.get(tenant, 0) if tenant else 0
+    held = leaf.holds(tenant) if tenant else 0
     row, column = divmod(index, LEAF_COLUMNS)
     return {
         "leaf": leaf.leaf,
@@ -101,7 +103,9 @@ def rail_overview(leaves: list[LeafUse], colours: Colours, tenant: str | None) -
     cells = [leaf_cell(leaf, colours, tenant, i) for i, leaf in enumerate(leaves)]
     columns = min(len(leaves), LEAF_COLUMNS)
     lines = -(-len(leaves) // LEAF_COLUMNS)
-    return {"cells": cells, "width": columns * (CELL + GAP), "height": lines * (CELL + GAP)}
+    rects = rects_of("leaf-cell", cells, ("leaf",))
+    return {"cells": cells, "rects": rects, "width": columns * (CELL + GAP),
+            "height": lines * (CELL + GAP)}  # fmt: skip
 
 
 def leaf_drawing(
@@ -128,6 +132,7 @@ def leaf_drawing(
     return {
         "leaf": leaf,
         "squares": squares,
+        "rects": rects_of("port", squares, ("owner", "node")),
         "width": columns * (CELL + GAP),
         "height": lines * (CELL + GAP),
         "held": sum(1 for p in ports if p.owner == tenant) if tenant else 0,
@@ -148,3 +153,20 @@ def owner_totals(leaves: Iterable[LeafUse]) -> dict[str, int]:
         for owner, count in leaf.by_owner().items():
             totals[owner] = totals.get(owner, 0) + count
     return totals
+
+
+def rects_of(kind: str, items: list[dict[str, Any]], data: tuple[str, ...]) -> Markup:
+    """The SVG squares of `items` (css, mark, x, y, title and the `data` attributes), escaped.
+
+    Built here rather than in the template: thousands of squares (3,128 leaves) render in a
+    tenth of the time Jinja2 takes for the same markup.
+    """
+    parts = []
+    for item in items:
+        classes = f"{kind} {item['css']} {item['mark']}".rstrip()
+        attributes = "".join(f' data-{name}="{escape(item[name])}"' for name in data)
+        parts.append(
+            f'<rect class="{classes}"{attributes} x="{item["x"]}" y="{item["y"]}" '
+            f'width="{CELL}" height="{CELL}"><title>{escape(item["title"])}</title></rect>'
+        )
+    return Markup("".join(parts))

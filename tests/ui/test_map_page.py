@@ -12,7 +12,9 @@ from playwright.sync_api import Page, expect
 
 from api.ui import fabric_map_view as fv
 from api.ui.pages.fabric_map import NO_RAIL, detail_leaves, map_context
+from tenancy.allocations import allocate
 from tenancy.fabric_map import FREE, FabricLayout, LeafUse, PortUse, hca_index
+from tenancy.schemas import AllocationCreate
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import sign_in as client_sign_in
@@ -132,3 +134,47 @@ def test_many_tenants_share_twelve_stable_colour_classes():
     assert legend["owners"][0]["owner"] == "tenant:t0" and FREE not in [
         e["owner"] for e in legend["owners"]
     ]
+
+
+def test_a_tenant_viewer_sees_its_own_footprint_and_nothing_else(page: Page, sign_in, guard):
+    sign_in(page, "acme-viewer")
+    page.goto("/ui/tenants/acme/fabrics/ib-east/map")
+    expect(page.locator(".footprint")).to_have_text("4 ports on 2 leaves · acme")
+    squares = page.locator("rect.port")
+    expect(squares).to_have_count(4)
+    for i in range(4):
+        expect(squares.nth(i)).to_have_attribute("data-owner", "tenant:acme")
+    expect(page.locator("figure.leaf")).to_have_count(2)
+    assert "globex" not in page.content() and "gpu0005" not in page.content()
+    screenshot(page, "tenant-map")
+    guard.tolerate(r"status of 404")
+    answer = page.goto("/ui/tenants/globex/fabrics/ib-east/map")
+    assert answer is not None and answer.status == 404
+    assert "gpu0005" not in page.content()
+
+
+def test_the_footprint_page_follows_the_tenant_pages_rules(site: ConsoleSite):
+    def status(role: str, path: str) -> int:
+        with TestClient(site.app(), follow_redirects=False) as client:
+            client_sign_in(client, site.tokens[role])
+            return client.get(path).status_code
+
+    acme = "/ui/tenants/acme/fabrics/roce-west/map"
+    assert status("acme-admin", acme) == 200
+    assert status("auditor", acme) == 200
+    assert status("billing", acme) == 403
+    assert status("acme-admin", "/ui/tenants/research/fabrics/roce-west/map") == 404
+    assert status("operator", "/ui/tenants/nobody/fabrics/roce-west/map") == 404
+    assert status("operator", "/ui/tenants/acme/fabrics/nope/map") == 404
+
+
+def test_the_map_follows_each_committed_change(site: ConsoleSite):
+    with TestClient(site.app(), follow_redirects=False) as client:
+        client_sign_in(client, site.tokens["auditor"])
+        before = client.get("/ui/fabrics/ib-east/map?tenant=acme").text
+        spec = AllocationCreate(fabric="ib-east", nodes=["gpu0007"])
+        allocate(site.uow(), tenant_name="acme", spec=spec)
+        after = client.get("/ui/fabrics/ib-east/map?tenant=acme").text
+    assert "acme</strong>: 4 ports on 2 leaves" in before
+    assert "acme</strong>: 6 ports on 2 leaves" in after
+    assert after.count('data-owner="tenant:acme" data-node="gpu0007"') == 2

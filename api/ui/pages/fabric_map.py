@@ -17,7 +17,14 @@ from api.deps import SLUG
 from api.ui import fabric_map_view as fv
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.render import render
-from tenancy.fabric_map import FabricLayout, LeafUse, PortUse, leaf_ports, leaf_use
+from tenancy.fabric_map import (
+    FabricLayout,
+    LeafUse,
+    PortUse,
+    leaf_ports,
+    leaf_use,
+    tenant_ports,
+)
 from tenancy.uow import UnitOfWork
 
 router = console_router()
@@ -39,6 +46,41 @@ async def map_page(
     owner = f"tenant:{tenant}" if tenant and SLUG.fullmatch(tenant) else None
     layout, ports, detail = await run_in_threadpool(_read, uow, fabric, owner, rail, page)
     return render(request, "fabric_map.html", map_context(layout, ports, detail, owner, rail, page))
+
+
+@router.get("/tenants/{tenant}/fabrics/{fabric}/map")
+async def tenant_map_page(request: Request, tenant: str, fabric: str, uow: ConsoleUow) -> Response:
+    """A tenant's own footprint on a fabric: its leaves by rail and its ports, nothing else.
+
+    The page a tenant role may open (the policy's /ui/tenants/{tenant} rows: another tenant's
+    is a 404); other owners' ports are neither drawn nor counted.
+    """
+    ports = await run_in_threadpool(
+        lambda: tenant_ports(uow, tenant_name=tenant, fabric_name=fabric)
+    )
+    return render(request, "tenant_map.html", tenant_map_context(tenant, fabric, ports))
+
+
+def tenant_map_context(tenant: str, fabric: str, ports: list[PortUse]) -> dict[str, Any]:
+    """The tenant map's context: the tenant's ports drawn by leaf, leaves grouped by rail."""
+    by_leaf: dict[str, list[PortUse]] = {}
+    for port in ports:
+        by_leaf.setdefault(port.leaf, []).append(port)
+    leaves = tuple(
+        LeafUse(name, tuple((p.hca, p.owner, 1) for p in held)) for name, held in by_leaf.items()
+    )
+    layout = FabricLayout(fabric, "", (), leaves)
+    owner = f"tenant:{tenant}"
+    colours = fv.Colours.of([owner])
+    return {
+        "active": "tenants",
+        "tenant": tenant,
+        "fabric": fabric,
+        "port_count": len(ports),
+        "leaf_count": len(leaves),
+        "groups": _drawings(fv.rails(layout), ports, list(leaves), colours, None),
+        "cell": fv.CELL,
+    }
 
 
 def _read(
@@ -67,7 +109,7 @@ def detail_leaves(
         chosen = [leaf for leaf in leaves if leaf.rail == wanted]
         return chosen[page * size : (page + 1) * size]
     if owner is not None:
-        return [leaf for leaf in leaves if owner in leaf.by_owner()][:size]
+        return [leaf for leaf in leaves if leaf.holds(owner)][:size]
     return []
 
 
@@ -85,7 +127,7 @@ def map_context(
     by_rail = fv.rails(layout)
     large, size = fv.is_large(layout), fv.page_size(layout)
     rail_size = len(by_rail.get(None if rail == NO_RAIL else rail, [])) if rail is not None else 0
-    held = [leaf for leaf in layout.leaves if owner in leaf.by_owner()] if owner else []
+    held = [leaf for leaf in layout.leaves if leaf.holds(owner)] if owner else []
     return {
         "active": "fabrics",
         "fabric": layout.fabric,
