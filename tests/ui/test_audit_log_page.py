@@ -167,6 +167,10 @@ def test_the_newest_page_ends_with_the_newest_entry(site: ConsoleSite):
         last = client.get(f"/ui/audit-log?cursor={newest.group(1)}").text
         indexes = [int(i) for i in re.findall(r'<tr data-index="(\d+)"', last)]
         assert indexes == list(range(count - 25, count))
+        jumped = client.get("/ui/audit-log?start=7").text
+        indexes = [int(i) for i in re.findall(r'<tr data-index="(\d+)"', jumped)]
+        assert indexes == list(range(7, 32))
+        assert client.get("/ui/audit-log?start=-1").status_code == 400
 
 
 def test_without_the_signing_key_the_entries_still_show(site: ConsoleSite):

@@ -36,8 +36,14 @@ async def audit_log_page(
     request: Request,
     uow: ConsoleUow,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    start: Annotated[int | None, Query(ge=0)] = None,
 ) -> Response:
-    """A page of entries (oldest first, as the API lists them), the checkpoint and the keys."""
+    """A page of entries (oldest first, as the API lists them), the checkpoint and the keys.
+
+    `start` shows the page that begins with that entry (to check one an auditor was told of).
+    """
+    if start is not None:
+        cursor = encode_cursor(str(start - 1)) if start > 0 else None
     page = await run_in_threadpool(
         audit_log.list_entries, uow, limit=PAGE_SIZE, cursor=cursor or None
     )

@@ -43,10 +43,6 @@ export function fromBase64(text) {
   return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
 }
 
-export function toBase64(bytes) {
-  return btoa(String.fromCharCode(...bytes));
-}
-
 // base64url without padding (RFC 8037 JWK "x").
 export function fromBase64Url(text) {
   const plain = text.replace(/-/g, "+").replace(/_/g, "/");
