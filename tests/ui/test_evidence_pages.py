@@ -15,10 +15,12 @@ import re
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from playwright.sync_api import Page, Route, expect
 
 from api.ui.pages.proof_claims import readable_claims, statement_of
+from policies.evidence.dsse import sign_envelope
 from tenancy import proofs, signing_keys
 from tenancy.schemas import ProofCreated
 from tests.ui import evidence_site
@@ -102,6 +104,12 @@ def test_a_tampered_payload_fails_at_the_signature_step(page: Page, sign_in, evi
     assert steps_of(page) == {"envelope": "pass", "key": "pass", "signature": "fail"}
     assert subtle_touches(page) == []
     screenshot(page, "proof-tampered")
+
+    resigned = sign_envelope(tampered, Ed25519PrivateKey.generate())  # a key nobody published
+    page.fill("#envelope-text", json.dumps(resigned))
+    verify(page)
+    expect(page.locator(OUTCOME)).to_have_text("FAILED at step: key")
+    assert steps_of(page) == {"envelope": "pass", "key": "fail"}
 
 
 def test_a_tampered_artifact_fails_at_the_digest_step(page: Page, sign_in, evidence):
