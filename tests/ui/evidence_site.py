@@ -15,6 +15,7 @@ from linters, so each module imports them by name.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from tests.live_server import live_server
 from tests.ui.browser import PageGuard
 from tests.ui.console_site import ConsoleSite, console_site
 
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 TRAP_SUBTLE = """
 (() => {
   window.__subtleTouched = [];
@@ -59,8 +61,11 @@ def management_address() -> str:
     """A non-loopback IPv4 address of this host to serve on, else 127.0.0.1.
 
     A UDP socket "connected" to an outside address sends nothing but picks the source address
-    the host would use: its address on the network it routes to.
+    the host would use: its address on the network it routes to. With a proxy configured in the
+    environment, chromium could send requests for that address to the proxy: loopback then.
     """
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return "127.0.0.1"
     for target in ("10.255.255.255", "192.0.2.1", "198.51.100.1"):
         with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((target, 9))
