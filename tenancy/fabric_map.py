@@ -189,7 +189,7 @@ def fabric_owners(uow: UnitOfWork, *, fabric_name: str) -> tuple[str, list[str]]
             select(m.Service.name).where(m.Service.fabric_id == m.pk(fabric))
         ).all()
     owners = [Owner.tenant(t) for t in tenants] + [Owner.service(s) for s in services]
-    return fabric.kind, [str(o) for o in sorted(set(owners))]
+    return fabric.kind, [str(o) for o in sorted(set(owners), key=lambda o: o.sort_key)]
 
 
 def _columns(kind: str) -> tuple[Any, Any, Any]:

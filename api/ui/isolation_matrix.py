@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from markupsafe import Markup, escape
 
 from tenancy.schemas import VerificationView
 
@@ -167,3 +170,43 @@ def violation_pairs(relation: Relation) -> list[tuple[str, str, PairFacts]]:
     """Every violating owner pair, in owner order: the summary shown above the matrix."""
     found = [(a, b, f) for (a, b), f in relation.pairs.items() if f.status == "violation"]
     return sorted(found, key=lambda t: (owner_order(t[0]), owner_order(t[1])))
+
+
+SYMBOLS = {"allowed": "✓", "self": "—", "blocked": "·", "violation": "✗"}
+
+
+def rows_markup(cells: list[list[Cell]]) -> Markup:
+    """The matrix's body rows, escaped: built here, as 2,500 cells take Jinja2 ten times longer."""
+    lines = []
+    for line in cells:
+        head = line[0].row
+        parts = [f'<tr><th class="mx-row" scope="row" title="{escape(head)}">']
+        parts.append(f"{escape(short_name(head))}</th>")
+        for cell in line:
+            symbol = SYMBOLS[cell.status]
+            inner = f'<a href="{escape(cell.href)}">{symbol}</a>' if cell.href else symbol
+            parts.append(
+                f'<td class="mx-cell mx-{cell.status}" data-row="{escape(cell.row)}" '
+                f'data-col="{escape(cell.col)}" data-status="{cell.status}" '
+                f'title="{escape(cell.title)}">{inner}</td>'
+            )
+        lines.append("".join(parts) + "</tr>")
+    return Markup("\n".join(lines))
+
+
+def overview_markup(
+    grid: list[list[str]], page_url: str, query: str, current: tuple[int, int]
+) -> Markup:
+    """The block overview's rows: each block pair a link to its page, coloured by its worst."""
+    lines, prefix = [], escape(f"{page_url}?{urlencode({'q': query})}")
+    for r, line in enumerate(grid):
+        parts = []
+        for c, status in enumerate(line):
+            here = " current" if (r, c) == current else ""
+            span = f"owners {r * BLOCK + 1}-{(r + 1) * BLOCK} x {c * BLOCK + 1}-{(c + 1) * BLOCK}"
+            parts.append(
+                f'<td class="mx-{status}{here}"><a href="{prefix}&amp;rows={r}&amp;cols={c}" '
+                f'title="{span}: {status}"></a></td>'
+            )
+        lines.append("<tr>" + "".join(parts) + "</tr>")
+    return Markup("\n".join(lines))

@@ -217,3 +217,13 @@ def test_a_large_matrix_is_paged_by_blocks_with_the_worst_cell_of_each():
         ("tenant:t001", "tenant:t119"),
         (STORAGE, "unassigned"),
     ]
+
+
+def test_the_block_overview_links_every_block_pair_and_marks_the_current_one():
+    grid = [["blocked", "violation"], ["violation", "allowed"]]
+    html = str(mx.overview_markup(grid, "/ui/fabrics/big/matrix", "a&b", (1, 0)))
+    assert html.count("<td ") == 4
+    link = '<a href="/ui/fabrics/big/matrix?q=a%26b&amp;rows={}&amp;cols={}"'
+    assert '<td class="mx-violation current">' + link.format(1, 0) in html
+    assert 'title="owners 51-100 x 1-50: violation"' in html
+    assert '<td class="mx-allowed">' + link.format(1, 1) in html

@@ -62,9 +62,14 @@ async def matrix_page(
         "block_count": size,
         "rows": rows,
         "cols": cols,
-        "overview": mx.block_overview(relation, axis) if size > 1 else [],
+        "overview": mx.overview_markup(
+            mx.block_overview(relation, axis), request.url.path, q, (rows, cols)
+        )
+        if size > 1
+        else "",
         "col_owners": col_owners,
-        "cells": mx.page_cells(relation, row_owners, col_owners, segment),
+        "cells": bool(row_owners),
+        "body": mx.rows_markup(mx.page_cells(relation, row_owners, col_owners, segment)),
         "short": mx.short_name,
     }
     return render(request, "matrix.html", context)
