@@ -27,6 +27,7 @@ PORT_COLUMNS = 16  # ports per row of a leaf's drawing
 CELL, GAP = 14, 3  # a port's square and the space between squares (SVG user units)
 LEAF_COLUMNS = 40  # leaves per row of a rail's overview
 LEGEND_LIMIT = 24
+SMALL_FABRIC_LEAVES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,11 @@ def page_size(layout: FabricLayout) -> int:
     """Leaves drawn port by port on one page: at most `DETAIL_LEAVES` and `DETAIL_PORTS`."""
     widest = max((leaf.ports for leaf in layout.leaves), default=1)
     return max(1, min(DETAIL_LEAVES, DETAIL_PORTS // max(widest, 1)))
+
+
+def scale(leaves: int) -> int:
+    """The drawing scale of port squares: 2 for a few leaves (room to read), else 1."""
+    return 2 if leaves <= SMALL_FABRIC_LEAVES else 1
 
 
 def rail_label(rail: int | None) -> str:

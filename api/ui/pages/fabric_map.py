@@ -80,6 +80,7 @@ def tenant_map_context(tenant: str, fabric: str, ports: list[PortUse]) -> dict[s
         "leaf_count": len(leaves),
         "groups": _drawings(fv.rails(layout), ports, list(leaves), colours, None),
         "cell": fv.CELL,
+        "scale": fv.scale(len(leaves)),
     }
 
 
@@ -147,6 +148,7 @@ def map_context(
         "page_size": size,
         "legend": fv.legend(totals, colours),
         "cell": fv.CELL,
+        "scale": fv.scale(len(layout.leaves)),
     }
 
 
