@@ -14,7 +14,10 @@ from api.ui import fabric_map_view as fv
 from api.ui.pages.fabric_map import NO_RAIL, detail_leaves, map_context
 from tenancy.allocations import allocate
 from tenancy.fabric_map import FREE, FabricLayout, LeafUse, PortUse, hca_index
-from tenancy.schemas import AllocationCreate
+from tenancy.fabrics import create_fabric
+from tenancy.schemas import AllocationCreate, FabricCreate, PKeyRange
+from tenancy.topology import import_topology
+from tests.benchmarks.bench_scale import HCAS, LEAF_PORTS, ibnetdiscover_text
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import sign_in as client_sign_in
@@ -178,3 +181,29 @@ def test_the_map_follows_each_committed_change(site: ConsoleSite):
     assert "acme</strong>: 4 ports on 2 leaves" in before
     assert "acme</strong>: 6 ports on 2 leaves" in after
     assert after.count('data-owner="tenant:acme" data-node="gpu0007"') == 2
+
+
+def test_a_fabric_of_72_leaves_is_served_one_cell_per_leaf_with_its_drill_downs(
+    site: ConsoleSite,
+):
+    uow = site.uow()
+    pkeys = PKeyRange(first="0x0100", last="0x7ffe")
+    create_fabric(uow, spec=FabricCreate(name="wide", kind="infiniband", pkey_range=pkeys))
+    text = ibnetdiscover_text(9 * LEAF_PORTS, HCAS)  # 9 leaves per rail, 8 rails
+    import_topology(uow, fabric_name="wide", text=text)
+    allocate(uow, tenant_name="acme", spec=AllocationCreate(fabric="wide", nodes=["gpu00040"]))
+    with TestClient(site.app(), follow_redirects=False) as client:
+        client_sign_in(client, site.tokens["auditor"])
+        overview = client.get("/ui/fabrics/wide/map").text
+        rail = client.get("/ui/fabrics/wide/map?rail=3").text
+        acme = client.get("/ui/fabrics/wide/map?tenant=acme").text
+    assert overview.count('<rect class="leaf-cell') == 72
+    assert overview.count('class="rail" data-rail=') == 8 and 'class="port ' not in overview
+    assert 'href="/ui/fabrics/wide/map?rail=3&amp;tenant="' in overview
+    assert rail.count('<figure class="leaf"') == 9 and rail.count('class="port ') == 9 * 32
+    assert 'data-leaf="leaf-r3-008"' in rail and "page 1 of 1" in rail
+    # acme's one node: one port on a leaf of each rail, its 8 leaves outlined and drawn
+    assert acme.count('<rect class="leaf-cell') == 72
+    assert acme.count(' hl" data-leaf=') == 8 and acme.count('<figure class="leaf"') == 8
+    assert acme.count('class="port own-0 hl" data-owner="tenant:acme" data-node="gpu00040"') == 8
+    assert "acme</strong>: 8 ports on 8 leaves" in acme
