@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from api.deps import SLUG, hidden_tenant
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
 from api.ui.errors import ConsoleRoute
-from api.ui.render import SESSION_STATE_KEY
+from api.ui.render import SELF_SCOPED_PAGES, SESSION_STATE_KEY
 from api.ui.session import CSRF_FIELD, ConsoleSession, ConsoleSessions, csrf_matches
 from policies.authz import GLOBAL_DOMAIN, Decision, decide
 from policies.errors import ForbiddenError
@@ -28,12 +28,6 @@ from tenancy.uow import Principal, UnitOfWork
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 FORM_STATE_KEY = "console_form"
 FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
-# Pages without a tenant in their path that a tenant principal opens about its own tenant (as
-# api/deps.py SELF_SCOPED): the home page, which sends it on to its tenant's page; the evidence
-# pages, which list and show only its tenant's proofs (as /v1/proofs).
-SELF_SCOPED_PAGES = frozenset(
-    {"/ui", "/ui/evidence", "/ui/evidence/verify", "/ui/evidence/proofs/{proof_id}"}
-)
 
 
 async def console_session(request: Request) -> ConsoleSession:

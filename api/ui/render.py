@@ -53,6 +53,13 @@ class NavEntry:
     tenant_scoped: bool = False  # /ui/tenants/{tenant}: a tenant principal's own tenant
 
 
+# Pages without a tenant in their path that a tenant principal opens about its own tenant (as
+# api/deps.py SELF_SCOPED): the home page, which sends it on to its tenant's page; the evidence
+# pages, which list and show only its tenant's proofs (as /v1/proofs). The policy decides them
+# in the principal's tenant, for the nav as for the request (api/ui/deps.py).
+SELF_SCOPED_PAGES = frozenset(
+    {"/ui", "/ui/evidence", "/ui/evidence/verify", "/ui/evidence/proofs/{proof_id}"}
+)
 NAV = (
     NavEntry("fabrics", "Fabrics", "/ui/fabrics"),
     NavEntry("tenants", "Tenants", "/ui/tenants"),
@@ -69,7 +76,8 @@ def nav_for(session: ConsoleSession) -> list[dict[str, str]]:
     for entry in NAV:
         if entry.tenant_scoped and principal.tenant is None:
             continue
-        domain = principal.tenant if entry.tenant_scoped and principal.tenant else GLOBAL_DOMAIN
+        own = entry.tenant_scoped or entry.template in SELF_SCOPED_PAGES
+        domain = principal.tenant if own and principal.tenant else GLOBAL_DOMAIN
         decision = decide(
             f"principal:{principal.name}", principal.role, principal.tenant, domain,
             entry.template, "GET",

@@ -116,8 +116,8 @@ def test_the_nav_shows_exactly_the_pages_the_policy_allows(probed, site, role):
         "operator": ["Fabrics", "Tenants", "Evidence", "Audit log"],
         "auditor": ["Fabrics", "Tenants", "Evidence", "Audit log"],
         "billing": ["Tenants"],
-        "acme-viewer": ["My tenant"],
-        "acme-admin": ["My tenant"],
+        "acme-viewer": ["My tenant", "Evidence"],
+        "acme-admin": ["My tenant", "Evidence"],
     }[role]
     nav = html.split('<nav class="nav"', 1)[1].split("</nav>", 1)[0]
     shown = [

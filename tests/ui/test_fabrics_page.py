@@ -60,7 +60,7 @@ def test_a_tenant_viewer_is_refused_the_overview(page: Page, sign_in, guard):
         sign_in(page, "acme-viewer")
     assert answer.value.status == 403
     expect(page.locator("h1")).to_have_text("403 · Forbidden")
-    expect(page.locator("nav.nav a")).to_have_text(["My tenant"])
+    expect(page.locator("nav.nav a")).to_have_text(["My tenant", "Evidence"])
 
 
 def register_targets(site: ConsoleSite) -> None:

@@ -128,7 +128,7 @@ def test_a_tenant_viewer_in_the_browser_lands_on_its_tenant(page: Page, sign_in,
     guard.tolerate(r"status of 404")
     sign_in(page, "acme-viewer")
     expect(page).to_have_url("/ui/tenants/acme")
-    expect(page.locator("nav.nav a")).to_have_text(["My tenant"])
+    expect(page.locator("nav.nav a")).to_have_text(["My tenant", "Evidence"])
     expect(page.locator(".fabric-nodes")).to_have_count(2)
     page.goto("/ui/tenants/globex")
     expect(page.locator("h1")).to_have_text("404 · Resource not found")
