@@ -97,32 +97,20 @@ class UnitOfWork:
             DatabaseUnavailableError: the database did not answer or failed the transaction
                 operationally; whether it committed is unknown only if the commit itself failed.
         """
-        if self.dry_run and not read_only:
-            with self._rehearsal() as tx:
-                yield tx
-            return
-        claim = None if read_only else self._unclaimed()
-        try:
+        # A what-if claims no Idempotency-Key, but its write transaction waits for the write lock
+        # like any other: a busy database is the same 503, not a 500.
+        rehearsal = self.dry_run and not read_only
+        claim = None if read_only or rehearsal else self._unclaimed()
+        with _storage_errors():
+            if rehearsal:
+                with self._rehearsal() as tx:
+                    yield tx
+                return
             with session_scope(self.engine, read_only=read_only) as session:
                 tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
                 if claim is not None:
                     claim_key(tx, claim)
                 yield tx
-        except IntegrityError as error:
-            # The unique constraints are the backstop against concurrent writers: a request that
-            # lost such a race changed nothing and may simply be retried.
-            raise ConflictError(
-                "the request conflicts with a concurrent change (a name, node or key was taken "
-                "meanwhile); nothing was changed, retry it"
-            ) from error
-        except OperationalError as error:
-            # The database went away or refused the work (connection lost, server shutting down,
-            # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
-            if _write_in_read_only(error):
-                raise
-            raise DatabaseUnavailableError(
-                f"the database is unavailable: {storage_error_detail(error)}; retry later"
-            ) from error
         if claim is not None:
             claim.committed = True  # later transactions of the request must not claim it again
 
@@ -142,6 +130,28 @@ class UnitOfWork:
     def _unclaimed(self) -> IdempotencyClaim | None:
         claim = self.idempotency
         return claim if claim is not None and not claim.committed else None
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """The database's failures in the block as domain errors: a lost race, an outage."""
+    try:
+        yield
+    except IntegrityError as error:
+        # The unique constraints are the backstop against concurrent writers: a request that
+        # lost such a race changed nothing and may simply be retried.
+        raise ConflictError(
+            "the request conflicts with a concurrent change (a name, node or key was taken "
+            "meanwhile); nothing was changed, retry it"
+        ) from error
+    except OperationalError as error:
+        # The database went away or refused the work (connection lost, server shutting down,
+        # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
+        if _write_in_read_only(error):
+            raise
+        raise DatabaseUnavailableError(
+            f"the database is unavailable: {storage_error_detail(error)}; retry later"
+        ) from error
 
 
 def _write_in_read_only(error: OperationalError) -> bool:

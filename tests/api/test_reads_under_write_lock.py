@@ -3,8 +3,10 @@
 Read-only use cases run in read-only transactions (a deferred BEGIN, no write lock), so a read
 never waits for a writer such as a 100k-port topology import. The service runs on a SQLite file
 with a 50 ms busy timeout: a read that asked for the write lock would fail (500) instead of
-waiting 30 s. The requests carry an auditor's API token, so its lookup is covered too. The test
-fails when a new GET route has no case here.
+waiting 30 s. The requests carry an auditor's API token, so its lookup is covered too; the
+console's pages (/ui) an operator's session cookie, so every page, actions included, is reached.
+The operator actions' confirmation pages run a what-if, which needs the write lock: they answer
+503 under a writer. The test fails when a new GET route (API or console) has no case here.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from api.app import create_app
+from api.ui.session import SESSION_COOKIE
 from tenancy import tokens
 from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
@@ -64,6 +67,11 @@ class Service:
                 self.app.state.uow, spec=TokenCreate(name="a", role="auditor")
             )
             self.headers = {"Authorization": f"Bearer {auditor.token}"}
+            operator = tokens.create_token(
+                self.app.state.uow, spec=TokenCreate(name="o", role="operator")
+            )
+            # The console's session cookie is the API token itself (api/ui/session.py).
+            self.cookies = {SESSION_COOKIE: operator.token}
             # Stored now, after the last audited change: later GETs of it only read.
             ok(client.get("/v1/audit/checkpoint", headers=self.headers))
             # The first signed manifest of a snapshot retains its files (a write); later ones read.
@@ -79,6 +87,11 @@ class Service:
         grant = self.onboarded.grant_ids["acme"]
         return {
             "/healthz": "/healthz",
+            "/docs": "/docs",
+            "/docs/oauth2-redirect": "/docs/oauth2-redirect",
+            "/metrics": "/metrics",
+            "/problems": "/problems",
+            "/problems/{problem_type}": "/problems/database-unavailable",
             "/readyz": "/readyz",
             "/v1/fabrics": "/v1/fabrics",
             "/v1/fabrics/{fabric}": fabric,
@@ -124,6 +137,55 @@ class Service:
             ),
         }
 
+    def console_urls(self) -> dict[str, str]:
+        """A request for each console page (GET /ui...) but the what-ifs, as the operator."""
+        fabric, tenant = f"/ui/fabrics/{FABRIC}", "/ui/tenants/acme"
+        return {
+            "/ui": "/ui",
+            "/ui/sign-in": "/ui/sign-in",
+            "/ui/fabrics": "/ui/fabrics",
+            "/ui/fabrics/{fabric}/matrix": f"{fabric}/matrix",
+            "/ui/fabrics/{fabric}/counterexamples": f"{fabric}/counterexamples",
+            "/ui/fabrics/{fabric}/map": f"{fabric}/map",
+            "/ui/tenants": "/ui/tenants",
+            "/ui/tenants/{tenant}": tenant,
+            "/ui/tenants/{tenant}/fabrics/{fabric}/map": f"{tenant}/fabrics/{FABRIC}/map",
+            "/ui/evidence": "/ui/evidence",
+            "/ui/evidence/proofs/{proof_id}": f"/ui/evidence/proofs/{self.proof_id}",
+            "/ui/evidence/verify": "/ui/evidence/verify",
+            "/ui/evidence/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}": (
+                f"/ui/evidence/fabrics/{FABRIC}/snapshots/{self.digest}/artifacts/{PARTITIONS}"
+            ),
+            "/ui/audit-log": "/ui/audit-log",
+            "/ui/audit-log/inclusion": "/ui/audit-log/inclusion?index=0&size=2",
+            "/ui/actions/onboard": "/ui/actions/onboard",
+            "/ui/tenants/{tenant}/actions/allocate": f"{tenant}/actions/allocate",
+            "/ui/tenants/{tenant}/actions/grant": f"{tenant}/actions/grant",
+        }
+
+    def what_if_urls(self) -> dict[str, str]:
+        """A request for each operator action's confirmation page: each runs a what-if."""
+        grant = self.onboarded.grant_ids["acme"]
+        return {
+            "/ui/actions/onboard/confirm": (
+                "/ui/actions/onboard/confirm?name=initech&kind=external&qos_class=bronze"
+            ),
+            "/ui/tenants/{tenant}/actions/allocate/confirm": (
+                f"/ui/tenants/globex/actions/allocate/confirm?fabric={FABRIC}&count=1"
+            ),
+            "/ui/tenants/{tenant}/actions/grant/confirm": (
+                f"/ui/tenants/globex/actions/grant/confirm?fabric={FABRIC}&service=storage"
+            ),
+            "/ui/tenants/{tenant}/actions/revoke/{grant_id}": (
+                f"/ui/tenants/acme/actions/revoke/{grant}"
+            ),
+            "/ui/tenants/{tenant}/actions/offboard": "/ui/tenants/globex/actions/offboard",
+        }
+
+
+# Other /ui paths: the console's own 404 page, by design (api/ui/pages/home.py).
+CATCH_ALL = {"/ui/{path:path}": "/ui/no-such-page"}
+
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
@@ -157,7 +219,8 @@ def get_templates(app: FastAPI) -> set[str]:
 
 
 def test_every_get_route_has_a_case(service):
-    assert get_templates(service.app) == set(service.urls())
+    cases = {**service.urls(), **service.console_urls(), **service.what_if_urls(), **CATCH_ALL}
+    assert get_templates(service.app) == set(cases)
 
 
 def test_every_get_route_answers_while_a_writer_holds_the_lock(service, write_lock):
@@ -170,3 +233,46 @@ def test_every_get_route_answers_while_a_writer_holds_the_lock(service, write_lo
         }
 
     assert {t: s for t, s in statuses.items() if s != 200} == {}
+
+
+def console_statuses(service: Service, urls: dict[str, str]) -> dict[str, int]:
+    """Each console page's final status, signed in as the operator (redirects followed)."""
+    with TestClient(
+        service.app,
+        raise_server_exceptions=False,
+        client=LOOPBACK,
+        base_url=LOCAL_URL,
+        cookies=service.cookies,
+    ) as client:
+        return {template: client.get(url).status_code for template, url in urls.items()}
+
+
+def test_every_console_page_answers_while_a_writer_holds_the_lock(service, write_lock):
+    statuses = console_statuses(service, {**service.console_urls(), **CATCH_ALL})
+
+    assert {t: s for t, s in statuses.items() if s != 200} == {"/ui/{path:path}": 404}
+
+
+def test_the_what_ifs_answer_without_the_lock(service):
+    assert set(console_statuses(service, service.what_if_urls()).values()) == {200}
+
+
+def test_the_what_ifs_wait_for_the_lock_then_answer_503(service, write_lock):
+    # A what-if rehearses the change in a write transaction and rolls it back (tenancy/what_if.py,
+    # `?dry_run=true`'s path): it writes, then reports, so it takes the write lock like the change
+    # itself; it cannot be read-only. Under a writer it waits the busy timeout, then answers the
+    # database-unavailable page (503, retry later; nothing changed), never a 500.
+    with TestClient(
+        service.app,
+        raise_server_exceptions=False,
+        client=LOOPBACK,
+        base_url=LOCAL_URL,
+        cookies=service.cookies,
+    ) as client:
+        pages = {t: client.get(url) for t, url in service.what_if_urls().items()}
+
+    assert {t: page.status_code for t, page in pages.items()} == dict.fromkeys(pages, 503)
+    for page in pages.values():
+        assert page.headers["content-type"].startswith("text/html")
+        assert "503 · Database unavailable" in page.text
+        assert "database is locked" in page.text
