@@ -40,6 +40,8 @@ SECTION_ROUTES = {
     "usage": "/v1/usage/records",
 }
 ACTIONS_ROUTE = "/ui/tenants/{tenant}/actions/offboard"
+# The tenant's footprint map per fabric (api/ui/pages/fabric_map.py), linked from its nodes.
+MAP_ROUTE = "/ui/tenants/{tenant}/fabrics/{fabric}/map"
 NODES_SHOWN = 500  # per fabric; a page, not a dump of 12,500 names
 PROOFS_SHOWN = 20  # the newest; the evidence page lists them all
 OWNER_PREFIXES = {"tenant:": "tenant", "service:": "service", "unassigned:": "unassigned"}
@@ -86,6 +88,8 @@ def tenant_page(uow: UnitOfWork, principal: Principal, tenant: str) -> dict[str,
         context["qos"] = _qos_class(uow, view.qos_class)
     if "nodes" in shown:
         context["fabrics"] = fabric_rows(_allocations(uow, tenant))
+        # Linked iff the policy lets this principal open the map: one rule for link and page.
+        context["maps"] = may(principal, tenant, MAP_ROUTE)
     if "grants" in shown:
         held = sorted(_grants(uow, tenant), key=lambda g: (g.fabric, g.service))
         context["grants"] = [grant_row(g) for g in held]

@@ -107,6 +107,7 @@ def test_the_tenants_list_as_the_auditor_and_as_billing(site: ConsoleSite):
     assert 'id="usage-data"' in page.text
     for hidden in ("Nodes and segments", "Shared services", "Reachability", "QoS gold"):
         assert hidden not in page.text
+    assert "footprint-map" not in page.text  # billing may not open the map either
 
 
 def test_a_tenant_viewer_sees_its_own_tenant_only(site: ConsoleSite):
@@ -130,6 +131,14 @@ def test_a_tenant_viewer_in_the_browser_lands_on_its_tenant(page: Page, sign_in,
     expect(page).to_have_url("/ui/tenants/acme")
     expect(page.locator("nav.nav a")).to_have_text(["My tenant", "Evidence"])
     expect(page.locator(".fabric-nodes")).to_have_count(2)
+    # Each fabric links to the tenant's footprint map there; follow ib-east's.
+    for fabric in ("ib-east", "roce-west"):
+        link = page.locator(f".fabric-nodes[data-fabric='{fabric}'] a.footprint-map")
+        expect(link).to_have_attribute("href", f"/ui/tenants/acme/fabrics/{fabric}/map")
+    page.locator(".fabric-nodes[data-fabric='ib-east'] a.footprint-map").click()
+    expect(page).to_have_url("/ui/tenants/acme/fabrics/ib-east/map")
+    expect(page.locator("h1")).to_have_text("acme on ib-east")
+    expect(page.locator(".footprint")).to_have_text("4 ports on 2 leaves · acme")
     page.goto("/ui/tenants/globex")
     expect(page.locator("h1")).to_have_text("404 · Resource not found")
 
