@@ -276,3 +276,19 @@ def test_the_what_ifs_wait_for_the_lock_then_answer_503(service, write_lock):
         assert page.headers["content-type"].startswith("text/html")
         assert "503 · Database unavailable" in page.text
         assert "database is locked" in page.text
+
+
+def test_an_api_what_if_under_a_writer_is_503_too(service, write_lock):
+    # The same rehearsal behind `?dry_run=true` (tenancy/uow.py): a 503 problem, not a 500.
+    operator = {"Authorization": f"Bearer {service.cookies[SESSION_COOKIE]}"}
+    with TestClient(
+        service.app, raise_server_exceptions=False, client=LOOPBACK, base_url=LOCAL_URL
+    ) as client:
+        answer = client.post(
+            "/v1/tenants?dry_run=true",
+            json={"name": "initech", "kind": "external", "qos_class": "bronze"},
+            headers=operator,
+        )
+
+    assert answer.status_code == 503
+    assert answer.json()["type"].endswith("/database-unavailable")
