@@ -42,6 +42,7 @@ from api.routes import (
     verification,
 )
 from api.ui import install_console
+from api.verdict_warmer import install_verdict_warmer
 from tenancy.db import checkpoint_wal, make_engine
 from tenancy.settings import Settings, load_settings
 from tenancy.uow import Clock, UnitOfWork, system_clock
@@ -117,6 +118,7 @@ def create_app(
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
     app.add_middleware(health.DatabaseGate, state=database)  # outside the token check's query
     app.add_middleware(RequestId)
+    install_verdict_warmer(app)  # computes a changed fabric's verdict in the background
     install_metrics(app)  # /metrics; outermost middleware: request metrics and the request log
     app.include_router(health.router)  # /healthz, /readyz: no token (probes carry none)
     return app

@@ -25,6 +25,7 @@ DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
 DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 300
 # Who may read /metrics (it names every fabric): a token allowed by the RBAC policy, or anyone.
 METRICS_ACCESS_MODES = ("authenticated", "open")
+OFF_WORDS = ("0", "off", "false", "no")
 # C2SP checkpoint origin (and signing key name): unique per log, no spaces.
 DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 # Next to a SQLite database file ``<dir>/<stem>.db`` the key files default to
@@ -66,6 +67,10 @@ class Settings:
     metrics_access: str = METRICS_ACCESS_MODES[0]
     # Tests: the gate also verifies the whole fabric and fails if the incremental verdict differs.
     verify_cross_check: bool = False
+    # Compute a changed fabric's whole verdict in the background (api/verdict_warmer.py). On for
+    # the service (load_settings: ISOFABRIC_VERDICT_WARM, default on); off for Settings built in
+    # code, so that the many apps a test session builds start no warming threads.
+    verdict_warm: bool = False
 
     def __repr__(self) -> str:
         # Tokens, the signing key and subnet keys must never reach a log line.
@@ -182,6 +187,7 @@ def load_settings() -> Settings:
         ),
         verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
         metrics_access=_metrics_access(),
+        verdict_warm=env("ISOFABRIC_VERDICT_WARM", "1").strip().lower() not in OFF_WORDS,
     )
 
 

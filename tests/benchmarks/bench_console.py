@@ -50,6 +50,9 @@ LIMIT_SECONDS = 2.0
 SAMPLES = 5
 ROCE_TENANTS = 500
 SESSION_COOKIE = "isofabric_session"
+WARMED = 'isofabric_verdict_warm_runs_total{outcome="warmed"}'
+PENDING = "isofabric_verdict_warm_pending"
+WARM_TIMEOUT_SECONDS = 300
 IB, ROCE = "ib-100k", "roce-64"
 PAGES = (
     (IB, "map"),
@@ -100,23 +103,64 @@ def settle(base_url: str, operator: str) -> None:
     with Api(base_url, operator) as api:
         for fabric in (IB, ROCE):
             create_tenant(api, f"bench-{fabric}")
+    change(base_url, operator, "setup: record {fabric}'s state")
+
+
+def change(
+    base_url: str, operator: str, label: str = "change: allocate/release on {fabric}"
+) -> None:
+    """One allocate/release pair per fabric through the commit gate: a new state for each."""
+    with Api(base_url, operator) as api:
+        for fabric in (IB, ROCE):
             measure(
-                f"setup: record {fabric}'s state",
+                label.format(fabric=fabric),
                 lambda: allocate_and_release(api, f"bench-{fabric}", fabric),  # noqa: B023
             )
 
 
-def server_times(base_url: str, auditor: str, path: str) -> tuple[float, float, int, int]:
-    """(first, median of the next `SAMPLES`) response times of GET `path`, status, bytes."""
+def warm_state(base_url: str, operator: str) -> tuple[int, bool]:
+    """(verdicts the server's warmer computed, whether it has a sweep due or running)."""
+    answer = httpx2.get(f"{base_url}/metrics", headers={"Authorization": f"Bearer {operator}"})
+    lines = answer.raise_for_status().text.splitlines()
+    value = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in lines if line[:1] != "#"
+    }
+    return int(value[WARMED]), bool(value[PENDING])
+
+
+def wait_warm(base_url: str, operator: str, warmed_before: int) -> float:
+    """Seconds until the warmer computed a verdict after `warmed_before` and went idle."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < WARM_TIMEOUT_SECONDS:
+        warmed, pending = warm_state(base_url, operator)
+        if warmed > warmed_before and not pending:
+            return time.perf_counter() - start
+        time.sleep(0.05)
+    raise RuntimeError(f"the verdict warmer did not finish in {WARM_TIMEOUT_SECONDS} s")
+
+
+def cold_matrices(base_url: str, auditor: str) -> None:
+    """The first read of each matrix after a change with no warmer: it verifies the fabric."""
+    print(f"\n{'cold matrix (no warmer, 1st read after a change)':<48} {'first':>8}  within 2 s")
+    for fabric in (IB, ROCE):
+        path = f"/ui/fabrics/{fabric}/matrix"
+        first = server_times(base_url, auditor, path, samples=0)[0]
+        print(f"{path:<48} {first:7.3f}s  {verdict(first)}")
+
+
+def server_times(
+    base_url: str, auditor: str, path: str, samples: int = SAMPLES
+) -> tuple[float, float, int, int]:
+    """(first, median of the next `samples`) response times of GET `path`, status, bytes."""
     cookies = {SESSION_COOKIE: auditor}
     times, status, size = [], 0, 0
     with httpx2.Client(base_url=base_url, cookies=cookies, timeout=120) as client:
-        for _ in range(SAMPLES + 1):
+        for _ in range(samples + 1):
             start = time.perf_counter()
             answer = client.get(path)
             times.append(time.perf_counter() - start)
             status, size = answer.status_code, len(answer.content)
-    return times[0], median(times[1:]), status, size
+    return times[0], median(times[1:] or times), status, size
 
 
 def browser_timer(base_url: str, auditor: str) -> tuple[Callable[[str], float], Callable[[], None]]:
@@ -165,9 +209,9 @@ def report(base_url: str, auditor: str) -> None:
         flags = f"{verdict(first)} / {verdict(typical)}" if status == 200 else f"HTTP {status}"
         print(f"{path:<48} {first:7.3f}s {typical:7.3f}s {size / 1024:7.0f}  {flags}")
     print(
-        "(first: the first read of the committed state, which computes the verdict (matrix) or\n"
-        " the leaf layout (map) and keeps it; p50: the reads after it, as served until the next\n"
-        " change)"
+        "(first: the first read of the state the warmer had verified after the change; it\n"
+        " computes the leaf layout (map) and keeps it; p50: the reads after it, as served until\n"
+        " the next change; the cold matrix figures above are the first reads with no warmer)"
     )
     try:
         load, close = browser_timer(base_url, auditor)
@@ -187,8 +231,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         url = f"sqlite:///{Path(scratch) / 'console.db'}"
         environment, operator, auditor = build(url, Path(scratch) / "keys")
-        with running_server(environment) as base_url:
+        # Cold: no verdict warmer (ISOFABRIC_VERDICT_WARM=0), the first read verifies the fabric.
+        with running_server({**environment, "ISOFABRIC_VERDICT_WARM": "0"}) as base_url:
             settle(base_url, operator)
+            cold_matrices(base_url, auditor)
+        # Warmed: the same database; the warmer computes each changed fabric's verdict.
+        with running_server(environment) as base_url:
+            wait_warm(base_url, operator, -1)  # the states committed while it was stopped
+            warmed_before = warm_state(base_url, operator)[0]
+            change(base_url, operator)
+            seconds = wait_warm(base_url, operator, warmed_before)
+            print(
+                f"\nverdict warmer: both fabrics' verdicts cached {seconds:.3f} s after the change"
+            )
             report(base_url, auditor)
 
 
