@@ -8,7 +8,8 @@ fabric).
 One worker thread per app, started and stopped by the app's lifespan. A committed mutation on
 this replica (a 2xx answer to POST, PUT, PATCH or DELETE) wakes it; a slow poll
 (`POLL_SECONDS`) catches changes made elsewhere (the CLI, another replica). Woken, it waits
-`DEBOUNCE_SECONDS` for more changes, asks tenancy which fabrics' current states have no cached
+until no change came for `DEBOUNCE_SECONDS` (so a sustained stream of changes is not slowed
+by verdicts that would be stale at once), asks tenancy which fabrics' current states have no cached
 verdict (tenancy/verdict_warmth.py: one query and a look-up per fabric), and computes those one
 at a time: each stale fabric once per sweep, for its newest state. A change arriving during a
 computation only makes it sweep again afterwards. A failure is logged and retried at the next
@@ -39,7 +40,7 @@ from tenancy import verdict_warmth
 from tenancy.uow import UnitOfWork
 
 log = logging.getLogger(__name__)
-# Changes closer together than this are swept once (a client's burst of allocations).
+# A sweep waits for this long a pause in the changes (a client's burst is swept once, after it).
 DEBOUNCE_SECONDS = 0.25
 # The safety net for changes this replica did not answer (the CLI, other replicas).
 POLL_SECONDS = 30.0
@@ -98,16 +99,25 @@ class VerdictWarmer:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(self.poll)
-            # Debounce: pokes during the wait land in this sweep (the stop cuts it short).
-            if self._stop.wait(self.debounce):
-                return
             self._working = True
-            self._wake.clear()  # a poke from here on makes another sweep after this one
             try:
-                if self.ready():
+                if self._quiet() and self.ready():
                     self._sweep()
             finally:
                 self._working = False
+
+    def _quiet(self) -> bool:
+        """Wait until no change came for `debounce` seconds; False if stopping meanwhile.
+
+        While changes keep coming (a client's burst, issue 12's sustained load) nothing is
+        computed: a verdict would be stale before it was done, and computing it would take a
+        core and the interpreter's lock from the changes themselves.
+        """
+        while not self._stop.is_set():
+            self._wake.clear()  # a poke from here on restarts the wait or, later, sweeps again
+            if not self._wake.wait(self.debounce):
+                return not self._stop.is_set()
+        return False
 
     def _sweep(self) -> None:
         try:

@@ -26,6 +26,7 @@ average is printed at the start and the end: other work on it shows in every fig
 
     python -m tests.benchmarks.bench_changes [--only NAME] [--postgres-url URL] [--seconds N]
         [--samples N]   # allocation pairs (default 11) and reads (default 20) per figure
+        [--verdict-warm on|off]   # the server's verdict warmer (default on, as served)
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, default=60.0, help="sustained part's duration")
     parser.add_argument("--samples", type=int, help="allocation pairs / reads per figure")
+    parser.add_argument(
+        "--verdict-warm",
+        choices=("on", "off"),
+        default="on",
+        help="the server's verdict warmer (ISOFABRIC_VERDICT_WARM; the service's default: on)",
+    )
     return parser.parse_args(argv)
 
 
@@ -102,7 +109,7 @@ def ib_run(backend: str, wanted: set[str], options: argparse.Namespace, board: S
     if not chosen:
         return
     print(f"\n== InfiniBand, {backend}: {', '.join(chosen)}")
-    with deployed(prepare_ib, backend, "ib", options.postgres_url) as api:
+    with deployed(prepare_ib, backend, "ib", options) as api:
         parts.settle(api, (IB_LARGE, IB_SMALL), backend)
         for part in chosen:
             guarded(board, f"{part} ({backend})", ib_part(part, api, board, backend, options))
@@ -127,7 +134,7 @@ def ib_part(
 def roce_run(options: argparse.Namespace, board: Scoreboard) -> None:
     """The RoCE part: 64 leaves against 1 leaf, on SQLite."""
     print("\n== RoCE, sqlite: allocation")
-    with deployed(prepare_roce, "sqlite", "roce", options.postgres_url) as api:
+    with deployed(prepare_roce, "sqlite", "roce", options) as api:
         parts.settle(api, (ROCE_LARGE, ROCE_SMALL), "sqlite")
         samples = options.samples or ALLOCATION_SAMPLES
         parts.allocation(api, board, "sqlite", (ROCE_LARGE, ROCE_SMALL), samples)
@@ -135,17 +142,21 @@ def roce_run(options: argparse.Namespace, board: Scoreboard) -> None:
 
 @contextmanager
 def deployed(
-    prepare: Callable[[str, Path, str], Deployment], backend: str, tag: str, postgres_url: str
+    prepare: Callable[[str, Path, str], Deployment],
+    backend: str,
+    tag: str,
+    options: argparse.Namespace,
 ) -> Iterator[Api]:
     """A fresh database on `backend` in the state `prepare` builds, served; an operator client."""
     with (
         tempfile.TemporaryDirectory() as scratch,
-        fresh_database(backend, Path(scratch), postgres_url, tag) as url,
+        fresh_database(backend, Path(scratch), options.postgres_url, tag) as url,
     ):
         keys = Path(scratch) / "keys"
         deployment = measure(f"setup: whole state ({backend})", lambda: prepare(url, keys, backend))
+        environment = {**deployment.environment, "ISOFABRIC_VERDICT_WARM": options.verdict_warm}
         with (
-            running_server(deployment.environment) as base_url,
+            running_server(environment) as base_url,
             Api(base_url, deployment.token) as api,
         ):
             yield api
