@@ -132,7 +132,9 @@ def list_entries(uow: UnitOfWork, *, limit: int, cursor: str | None) -> Page[Aud
 
 
 def _index(text_value: str) -> int:
-    if not text_value.isdigit():
+    # ASCII digits that fit a 64-bit column: "²" passes isdigit() but not int(), and a longer
+    # number overflows the driver (both were 500s).
+    if not (text_value.isascii() and text_value.isdigit() and len(text_value) <= 18):
         raise InvalidValueError("cursor is not valid", parameter="cursor")
     return int(text_value)
 

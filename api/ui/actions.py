@@ -104,7 +104,7 @@ def allocate(tenant: str, form: Form) -> Change:
 
 
 def _integer(text: str, name: str) -> int:
-    if not text.isdigit() or len(text) > 9:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:  # "²".isdigit(): int fails
         raise InvalidValueError(f"{name}: give a whole number of nodes (or name the nodes)")
     return int(text)
 

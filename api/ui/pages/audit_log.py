@@ -29,6 +29,7 @@ from tenancy.uow import UnitOfWork
 router = console_router()
 
 PAGE_SIZE = 25
+MAX_INDEX = 10**18 - 1  # the most digits an audit-log cursor holds (tenancy/audit_log.py)
 
 
 @router.get("/audit-log")
@@ -36,7 +37,7 @@ async def audit_log_page(
     request: Request,
     uow: ConsoleUow,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
-    start: Annotated[int | None, Query(ge=0)] = None,
+    start: Annotated[int | None, Query(ge=0, le=MAX_INDEX)] = None,
 ) -> Response:
     """A page of entries (oldest first, as the API lists them), the checkpoint and the keys.
 
