@@ -103,7 +103,9 @@ def problem_line(response: httpx2.Response) -> str:
     title = str(problem.get("title") or response.reason_phrase)
     detail = str(problem.get("detail") or "")
     line = f"{title}: {detail}" if detail and detail != title else title
-    messages = [str(c.get("message", "")) for c in problem.get("counterexamples", [])[:3]]
+    found = problem.get("counterexamples")
+    examples = found[:3] if isinstance(found, list) else []
+    messages = [str(c.get("message", "")) for c in examples if isinstance(c, dict)]
     if any(messages):  # the refused change's reasons, as a 409 isolation-violation names them
         line += " [" + "; ".join(m for m in messages if m) + "]"
     return one_line(line)
@@ -115,6 +117,10 @@ def _problem(response: httpx2.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) and ("title" in body or "type" in body) else None
+
+
+def _is_cursor(value: object) -> bool:
+    return value is None or isinstance(value, str)
 
 
 def fail(message: str, status: int) -> NoReturn:
@@ -208,9 +214,28 @@ class ApiClient:
         fail(problem_line(response), exit_status(response.status_code, (problem or {}).get("type")))
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
-        """The JSON body of a request (None for 204 No Content)."""
+        """The JSON object a request answers (None for a mutation's 204 or empty answer).
+
+        A success whose body is no JSON object (a captive portal's or another web server's
+        HTML page, a GET answered empty) is one line and exit 6, never a traceback.
+        """
         response = self.request(method, path, **kwargs)
-        return None if response.status_code == 204 or not response.content else response.json()
+        if method != "GET" and (response.status_code == 204 or not response.content):
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            fail(self._unexpected(response, "no JSON object"), UNAVAILABLE)
+        return body
+
+    def _unexpected(self, response: httpx2.Response, what: str) -> str:
+        kind = response.headers.get("content-type", "no content type")
+        return (
+            f"{response.request.method} {response.request.url.path} answered HTTP "
+            f"{response.status_code} with {what} ({kind[:60]}): is {self.base} the isofabric API?"
+        )
 
     def pages(self, path: str, params: dict[str, Any], limit: int | None) -> Page:
         """Every item of a list, following ``next`` cursors, or the first `limit` ones."""
@@ -221,6 +246,11 @@ class ApiClient:
             if cursor is not None:
                 query["cursor"] = cursor
             page = self.json("GET", path, params=query)
+            if not isinstance(page.get("data"), list) or not _is_cursor(page.get("next")):
+                fail(
+                    f"GET {path} answered no page of items: is {self.base} the isofabric API?",
+                    UNAVAILABLE,
+                )
             gathered.data += page["data"]
             gathered.count, gathered.next = page["count"], page["next"]
             gathered.extra |= {k: v for k, v in page.items() if k not in ("data", "count", "next")}

@@ -190,11 +190,15 @@ def _fetch(
                 REFUSED,
             )
         sha, staged = hashlib.sha256(), _staging(target)
-        with staged.open("wb") as file:
-            for chunk in stream.chunks(response):
-                sha.update(chunk)
-                file.write(chunk)
-                advance(len(chunk))
+        try:
+            with staged.open("wb") as file:
+                for chunk in stream.chunks(response):
+                    sha.update(chunk)
+                    file.write(chunk)
+                    advance(len(chunk))
+        except BaseException:  # Ctrl-C or a dropped connection: leave no half-written file
+            staged.unlink(missing_ok=True)
+            raise
     if sha.hexdigest() != entry["sha256"]:
         staged.unlink()
         fail(f"{entry['path']}: sha256 {sha.hexdigest()} is not the manifest's", TROUBLE)
