@@ -6,6 +6,8 @@ committed once (a replayed or stale confirmation is refused, nothing written).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -61,3 +63,37 @@ def test_a_non_ascii_or_bad_node_count_is_a_422_page_and_writes_nothing(
     assert answer.status_code == 422
     assert "whole number" in answer.text
     assert dump_database(site.engine) == before
+
+
+def confirmed_form(client: TestClient, confirm_url: str) -> dict[str, str]:
+    """The hidden fields of a confirmation page's commit form, CSRF token included."""
+    page = client.get(confirm_url)
+    assert page.status_code == 200
+    form = page.text.split('class="confirm-form"')[1].split("</form>")[0]
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form))
+
+
+def test_a_replayed_confirmation_commits_once(site: ConsoleSite):
+    path = "/ui/tenants/acme/actions/allocate"
+    with signed_in(site, "operator") as client:
+        form = confirmed_form(client, f"{path}/confirm?fabric=ib-east&count=1")
+        assert client.post(path, data=form).status_code == 303
+        held = dump_database(site.engine)
+        again = client.post(path, data=form)  # a double submit, or the back button
+    assert again.status_code == 409
+    assert "already sent" in again.text
+    assert dump_database(site.engine) == held
+
+
+def test_a_confirmation_made_stale_by_another_change_is_refused(site: ConsoleSite):
+    path = "/ui/tenants/acme/actions/allocate"
+    with signed_in(site, "operator") as client:
+        form = confirmed_form(client, f"{path}/confirm?fabric=ib-east&count=1")
+        other = confirmed_form(client, "/ui/tenants/globex/actions/offboard")
+        assert client.post("/ui/tenants/globex/actions/offboard", data=other).status_code == 303
+        after = dump_database(site.engine)
+        stale = client.post(path, data=form)  # its what-if predates globex's offboarding
+        missing = client.post(path, data={k: v for k, v in form.items() if k != "seen_log_size"})
+    assert stale.status_code == missing.status_code == 409
+    assert "state changed since this change was confirmed" in stale.text
+    assert dump_database(site.engine) == after

@@ -65,6 +65,18 @@ def held_nodes(site: ConsoleSite, tenant: str) -> list[str]:
     return sorted(f"{a.fabric}/{n}" for a in page.data for n in a.nodes)
 
 
+def seen(page: str) -> str:
+    """The audit log's length a confirmation page's commit form posts back (SEEN_FIELD)."""
+    found = re.search(r'name="seen_log_size" value="(\d+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def log_size(site: ConsoleSite) -> str:
+    with site.uow().transaction(read_only=True) as tx:
+        return str(len(audit_log.entries(tx.session)))
+
+
 def audit_actions(site: ConsoleSite) -> list[tuple[str, str, str]]:
     with site.uow().transaction(read_only=True) as tx:
         return [(e.action, e.target, e.role) for e in audit_log.entries(tx.session)]
@@ -140,7 +152,13 @@ def test_committing_an_isolation_breaking_allocation_shows_the_refusal_and_write
         before = dump_database(site.engine)
         answer = client.post(
             "/ui/tenants/hooli/actions/allocate",
-            data={"csrf_token": token, "fabric": "ib-tight", "count": "1", "nodes": ""},
+            data={
+                "csrf_token": token,
+                "fabric": "ib-tight",
+                "count": "1",
+                "nodes": "",
+                "seen_log_size": log_size(site),
+            },
         )
     assert answer.status_code == 409
     assert "Refused: the change would break isolation" in answer.text
@@ -226,7 +244,8 @@ def test_revoke_shows_the_removed_edge_then_revokes(site: ConsoleSite):
         assert re.search(
             r'class="edge-removed">.*?tenant:acme</td><td>service:storage', confirm.text, re.S
         )
-        done = client.post(path, data={"csrf_token": csrf_of(client)})
+        form = {"csrf_token": csrf_of(client), "seen_log_size": seen(confirm.text)}
+        done = client.post(path, data=form)
         assert done.status_code == 303 and done.headers["location"] == "/ui/tenants/acme"
         page = client.get("/ui/tenants/acme").text
     assert "Revoked acme&#39;s grant of storage on ib-east." in page
@@ -250,13 +269,19 @@ def test_grant_and_offboard_through_the_console(site: ConsoleSite):
         assert "tenant:globex</td><td>service:storage" in confirm.text
         granted = client.post(
             "/ui/tenants/globex/actions/grant",
-            data={"csrf_token": token, "fabric": "ib-east", "service": "storage"},
+            data={
+                "csrf_token": token,
+                "fabric": "ib-east",
+                "service": "storage",
+                "seen_log_size": seen(confirm.text),
+            },
         )
         assert granted.status_code == 303
         offboard = client.get("/ui/tenants/globex/actions/offboard")
         assert 'data-commit="offboard"' in offboard.text
         assert 'class="edge-removed"' in offboard.text
-        gone = client.post("/ui/tenants/globex/actions/offboard", data={"csrf_token": token})
+        posted = {"csrf_token": token, "seen_log_size": seen(offboard.text)}
+        gone = client.post("/ui/tenants/globex/actions/offboard", data=posted)
         assert gone.status_code == 303
         page = client.get("/ui/tenants/globex").text
     assert "Tenant globex offboarded" in page

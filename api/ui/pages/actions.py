@@ -28,12 +28,21 @@ from api.ui.deps import ConsoleUow, console_router, read_form
 from api.ui.flash import redirect_with_flash
 from api.ui.render import render
 from api.ui.session import CSRF_FIELD
-from policies.errors import IsolationViolationError, NotFoundError
-from tenancy import fabrics, shared_services, tenants
+from policies.errors import ConflictError, IsolationViolationError, NotFoundError
+from tenancy import audit_log, fabrics, shared_services, tenants
 from tenancy.pagination import MAX_LIMIT
 from tenancy.uow import UnitOfWork
 
 router = console_router()
+# The confirmation posts the audit log's length its what-if saw; the commit runs only if the
+# log is still that long. Every change is audited, so a replayed form (a double submit, the
+# back button) or one confirmed before another change is refused instead of committed again
+# or committed unseen: the operator reviews the what-if of the state it will apply to.
+SEEN_FIELD = "seen_log_size"
+STALE = (
+    "nothing was written: the state changed since this change was confirmed, or this form "
+    "was already sent. Open the action again to review its what-if."
+)
 
 TITLES = {
     "onboard": "Onboard a tenant",
@@ -159,6 +168,8 @@ def _form_page(request: Request, action: str, path: str, extra: dict[str, Any]) 
 async def _confirm(request: Request, uow: UnitOfWork, change: Change, path: str) -> Response:
     """The confirmation page: the what-if (or the refusal), and the commit form."""
     context = _base(change, path)
+    seen = await run_in_threadpool(_log_size, uow)  # before the what-if: never newer than it
+    context["fields"] = {**change.fields, SEEN_FIELD: seen}
     try:
         answer = await run_in_threadpool(actions.what_if, uow, change)
     except IsolationViolationError as refused:  # refused before any fabric was verified
@@ -169,7 +180,14 @@ async def _confirm(request: Request, uow: UnitOfWork, change: Change, path: str)
 
 
 async def _commit(request: Request, uow: UnitOfWork, change: Change, path: str) -> Response:
-    """Perform the change; PRG to the tenant page, or the refusal page (409, nothing written)."""
+    """Perform the change; PRG to the tenant page, or the refusal page (409, nothing written).
+
+    Raises:
+        ConflictError: the form's what-if is stale or was already committed (see SEEN_FIELD).
+    """
+    form = await read_form(request)
+    if form.get(SEEN_FIELD) != await run_in_threadpool(_log_size, uow):
+        raise ConflictError(STALE)
     try:
         result = await run_in_threadpool(change.run, uow)
     except IsolationViolationError as refused:
@@ -199,6 +217,10 @@ def _grant_id(text: str) -> str:
     if not text or len(text) != 36 or not all(c in "0123456789abcdefABCDEF-" for c in text):
         raise NotFoundError(f"no grant '{text[:40]}'", resource="grant")
     return text
+
+
+def _log_size(uow: UnitOfWork) -> str:
+    return str(audit_log.list_entries(uow, limit=1, cursor=None).count)
 
 
 def _qos_names(uow: UnitOfWork) -> list[str]:
