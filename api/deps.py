@@ -155,8 +155,10 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
         raise ForbiddenError("no policy covers this request")
     domain = await _domain(request, route.path, principal)
     obj = object_for(route.path, {k: str(v) for k, v in request.path_params.items()})
+    # HEAD reveals what GET does (RFC 9110 §9.3.2), so the policy decides it as GET.
+    method = "GET" if request.method == "HEAD" else request.method
     decision = decide(
-        f"principal:{principal.name}", principal.role, principal.tenant, domain, obj, request.method
+        f"principal:{principal.name}", principal.role, principal.tenant, domain, obj, method
     )
     if decision is Decision.HIDDEN:
         raise hidden_tenant(domain)

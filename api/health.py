@@ -201,3 +201,10 @@ def readyz(request: Request) -> ReadinessView:
     """Readiness (a worker thread: it queries the database)."""
     state = database_state(request.app)
     return readiness.check(request.app.state.uow, database_error=state.error)
+
+
+# RFC 9110 §9.1: a general-purpose server supports HEAD wherever it supports GET; load balancers'
+# health checks often send HEAD (e.g. HAProxy's `http-check send meth HEAD`). FastAPI, unlike
+# Starlette's Route, does not add HEAD to GET routes; the server sends no body for a HEAD.
+for _path, _endpoint in (("/healthz", healthz), ("/readyz", readyz)):
+    router.add_api_route(_path, _endpoint, methods=["HEAD"], include_in_schema=False)

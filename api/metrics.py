@@ -124,6 +124,14 @@ def install_metrics(app: FastAPI) -> Metrics:
         tags=["operations"],
         responses={200: {"description": "The metrics (Prometheus text format 1.0.0)"}},
     )
+    # HEAD as GET (RFC 9110 §9.1; see api/health.py), left out of the OpenAPI document.
+    app.add_api_route(
+        METRICS_PATH,
+        read_metrics,
+        methods=["HEAD"],
+        dependencies=[Depends(bearer_scheme), Depends(authorize)] if guarded else [],
+        include_in_schema=False,
+    )
     app.add_middleware(ObserveRequests, sink=metrics)
     app.state.metrics = metrics
     return metrics

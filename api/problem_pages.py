@@ -21,6 +21,7 @@ from policies.errors import NotFoundError
 from tenancy.schemas import Page
 
 router = APIRouter(prefix="/problems", tags=["problem types"])
+SLUG_SHOWN = 64  # the longest slug is 23 characters
 HTML_RESPONSE = {
     "text/html": {"schema": {"type": "string", "description": "A page to read (Accept: text/html)"}}
 }
@@ -115,7 +116,9 @@ async def get_problem_type(
     """
     kind = next((kind for kind in problem_types() if kind.slug == problem_type), None)
     if kind is None:
-        raise NotFoundError(f"there is no problem type '{problem_type}'; GET /problems lists them")
+        # Quote at most a slug's worth of the request: a 5,000-character path is not echoed back.
+        shown = problem_type if len(problem_type) <= SLUG_SHOWN else problem_type[:SLUG_SHOWN] + "…"
+        raise NotFoundError(f"there is no problem type '{shown}'; GET /problems lists them")
     if prefers_html(request.headers.get("accept")):
         return HTMLResponse(_type_page(kind, _root(request)))
     return view(kind)
@@ -168,3 +171,13 @@ def _index_page(kinds: list[ProblemType], root: str) -> str:
         f"<th>title</th><th>meaning and what to do</th></tr>{rows}</table>"
     )
     return _page("isofabric problem types", body, root)
+
+
+# HEAD as GET (RFC 9110 §9.1; see api/health.py), left out of the OpenAPI document.
+for _path, _endpoint, _model in (
+    ("", list_problem_types, Page[ProblemTypeView]),
+    ("/{problem_type}", get_problem_type, ProblemTypeView),
+):
+    router.add_api_route(
+        _path, _endpoint, methods=["HEAD"], response_model=_model, include_in_schema=False
+    )
