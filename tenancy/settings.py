@@ -23,6 +23,7 @@ DEFAULT_SNAPSHOT_RETAIN = 20
 DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
 # A signed checkpoint of the audit log whenever it grew, at most this long after (issue 14).
 DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 300
+MAX_JOB_INTERVAL_SECONDS = 7 * 24 * 3600
 # Who may read /metrics (it names every fabric): a token allowed by the RBAC policy, or anyone.
 METRICS_ACCESS_MODES = ("authenticated", "open")
 OFF_WORDS = ("0", "off", "false", "no")
@@ -131,7 +132,10 @@ def _int_env(name: str, default: int | None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
-    return int(raw, 0)
+    try:
+        return int(raw, 0)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {raw.strip()[:40]!r}") from None
 
 
 def _positive_env(name: str, default: int) -> int:
@@ -141,10 +145,15 @@ def _positive_env(name: str, default: int) -> int:
     return value
 
 
-def _non_negative_env(name: str, default: int) -> int:
+def _interval_env(name: str, default: int) -> int:
+    # A scheduled job's period (tenancy/scheduler.py): 0 turns it off; a week at most, as a
+    # longer one (a value in milliseconds, say) would silently mean "never" (the 0 spelled out).
     value = _int_env(name, default)
-    if value is None or value < 0:
-        raise ValueError(f"{name} must be a whole number of at least 0, not {value}")
+    if value is None or not 0 <= value <= MAX_JOB_INTERVAL_SECONDS:
+        raise ValueError(
+            f"{name} must be a whole number of seconds from 0 (off) to "
+            f"{MAX_JOB_INTERVAL_SECONDS} (a week), not {value}"
+        )
     return value
 
 
@@ -179,10 +188,10 @@ def load_settings() -> Settings:
         keyring_file=env("ISOFABRIC_KEYRING_FILE") or None,
         opensm_secret_file=env("ISOFABRIC_OPENSM_SECRET_FILE") or None,
         opensm_secret=env("ISOFABRIC_OPENSM_SECRET") or None,
-        full_verify_interval_seconds=_non_negative_env(
+        full_verify_interval_seconds=_interval_env(
             "ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS", DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
         ),
-        checkpoint_interval_seconds=_non_negative_env(
+        checkpoint_interval_seconds=_interval_env(
             "ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS", DEFAULT_CHECKPOINT_INTERVAL_SECONDS
         ),
         verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
