@@ -7,6 +7,7 @@ committed once (a replayed or stale confirmation is refused, nothing written).
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
@@ -97,3 +98,12 @@ def test_a_confirmation_made_stale_by_another_change_is_refused(site: ConsoleSit
     assert stale.status_code == missing.status_code == 409
     assert "state changed since this change was confirmed" in stale.text
     assert dump_database(site.engine) == after
+
+
+def test_a_double_click_commits_once_even_when_both_posts_race(site: ConsoleSite):
+    path = "/ui/tenants/acme/actions/allocate"
+    with signed_in(site, "operator") as client:
+        form = confirmed_form(client, f"{path}/confirm?fabric=ib-east&count=1")
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda _: client.post(path, data=form).status_code, [0, 1]))
+    assert sorted(answers) == [303, 409]

@@ -16,6 +16,7 @@ Revoke and offboard take no input: their GET is the confirmation itself.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fastapi import Request
@@ -39,6 +40,7 @@ router = console_router()
 # back button) or one confirmed before another change is refused instead of committed again
 # or committed unseen: the operator reviews the what-if of the state it will apply to.
 SEEN_FIELD = "seen_log_size"
+COMMITTING = threading.Lock()
 STALE = (
     "nothing was written: the state changed since this change was confirmed, or this form "
     "was already sent. Open the action again to review its what-if."
@@ -185,11 +187,9 @@ async def _commit(request: Request, uow: UnitOfWork, change: Change, path: str) 
     Raises:
         ConflictError: the form's what-if is stale or was already committed (see SEEN_FIELD).
     """
-    form = await read_form(request)
-    if form.get(SEEN_FIELD) != await run_in_threadpool(_log_size, uow):
-        raise ConflictError(STALE)
+    seen = (await read_form(request)).get(SEEN_FIELD)
     try:
-        result = await run_in_threadpool(change.run, uow)
+        result = await run_in_threadpool(_run_if_unchanged, uow, change, seen)
     except IsolationViolationError as refused:
         context = _base(change, path)
         context["refusal"] = actions.refusal_view(refused.detail, refused.extensions)
@@ -217,6 +217,16 @@ def _grant_id(text: str) -> str:
     if not text or len(text) != 36 or not all(c in "0123456789abcdefABCDEF-" for c in text):
         raise NotFoundError(f"no grant '{text[:40]}'", resource="grant")
     return text
+
+
+def _run_if_unchanged(uow: UnitOfWork, change: Change, seen: str | None) -> Any:
+    # One check-and-commit at a time: two posts of one form (a double click) must not both
+    # pass the check before either has committed. Replicas share no lock, but a double click
+    # reaches the one server its connection is on.
+    with COMMITTING:
+        if seen != _log_size(uow):
+            raise ConflictError(STALE)
+        return change.run(uow)
 
 
 def _log_size(uow: UnitOfWork) -> str:
