@@ -33,6 +33,10 @@ REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 # From an incremental check of one tenant (milliseconds) to a whole 100k-port fabric (seconds).
 VERIFICATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
 ROUTE_LABELS = ("method", "route", "status")
+# h11 passes any token as a method: a client inventing methods (EVIL1, EVIL2...) must not mint
+# new time series, so a method outside RFC 9110's is counted as "other" (label cardinality).
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
+OTHER_METHOD = "other"
 
 
 class Metrics:
@@ -75,7 +79,8 @@ class Metrics:
 
     def observe_request(self, observed: Observed) -> None:
         """Count one answered request (and its mutation outcome, if it is one)."""
-        labels = (observed.method, observed.route, str(observed.status))
+        method = observed.method if observed.method in KNOWN_METHODS else OTHER_METHOD
+        labels = (method, observed.route, str(observed.status))
         self.requests.labels(*labels).inc()
         self.latency.labels(*labels).observe(observed.seconds)
         if observed.outcome is not None:

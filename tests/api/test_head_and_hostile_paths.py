@@ -9,6 +9,7 @@ quotes at most a slug's worth of it.
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.problem_pages import SLUG_SHOWN
 
@@ -69,3 +70,24 @@ def test_a_hostile_slug_is_a_404_problem_quoting_at_most_a_slugs_worth(guarded, 
     detail = response.json()["detail"]
     assert len(detail) < SLUG_SHOWN + 100, detail
     assert "a" * (SLUG_SHOWN + 1) not in detail
+
+
+def test_invented_methods_mint_no_time_series(guarded):
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for number in range(5):
+        guarded.request(f"EVIL{number}", "/healthz")
+        guarded.request(f"EVIL{number}", f"/no-such-route-{number}")
+    guarded.request("BREW", "/v1/fabrics", headers=auth)
+
+    exposition = guarded.get("/metrics", headers=auth).text
+
+    families = {f.name: f for f in text_string_to_metric_families(exposition)}  # parses
+    methods = {s.labels["method"] for s in families["isofabric_http_requests"].samples}
+    assert methods == {"other"}  # this scrape is counted once answered
+    assert "EVIL" not in exposition and "BREW" not in exposition
+    other = [
+        s
+        for s in families["isofabric_http_requests"].samples
+        if s.name.endswith("_total") and s.labels["method"] == "other"
+    ]
+    assert sum(s.value for s in other) == 11
