@@ -12,11 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 
+from tenancy import tokens
 from tenancy.pagination import encode_cursor
+from tenancy.schemas import TokenCreate
 from tests.builders import dump_database
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import csrf_of
 from tests.ui.test_console_session import sign_in as client_sign_in
+from tests.ui.test_fabrics_page import register_targets
 
 HUGE = "9" * 20  # overflows a 64-bit integer column
 
@@ -107,3 +110,15 @@ def test_a_double_click_commits_once_even_when_both_posts_race(site: ConsoleSite
         with ThreadPoolExecutor(2) as pool:
             answers = list(pool.map(lambda _: client.post(path, data=form).status_code, [0, 1]))
     assert sorted(answers) == [303, 409]
+
+
+def test_an_agent_tokens_cookie_is_no_session(site: ConsoleSite):
+    register_targets(site)
+    spec = TokenCreate(name="agent", role="agent", fabric="ib-east", target="sm-a")
+    agent = tokens.create_token(site.uow(), spec=spec).token
+    with TestClient(site.app(), follow_redirects=False) as client:
+        client.cookies.set("isofabric_session", agent, path="/ui")
+        answer = client.get("/ui/fabrics")
+    assert answer.status_code == 303
+    assert "reason=invalid" in answer.headers["location"]
+    assert 'isofabric_session=""' in answer.headers["set-cookie"]
