@@ -173,10 +173,11 @@ def test_the_setting_turns_it_off(app_settings, monkeypatch):
         assert "verdict-warmer" not in {thread.name for thread in threading.enumerate()}
 
 
-def test_it_stops_with_the_app(served):
-    _client, _uow, warmer = served
-    thread = warmer._thread
-    assert thread is not None and thread.is_alive()
-    # Leaving the fixture's client runs the lifespan's shutdown; stop() joins the thread.
-    warmer.stop()
+def test_it_starts_and_stops_with_the_app(app_settings):
+    app = create_app(app_settings)
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOCAL_URL):
+        thread = app.state.verdict_warmer._thread
+        assert thread is not None and thread.is_alive()
+
+    # The lifespan's shutdown stopped the worker and joined it.
     assert not thread.is_alive()
