@@ -91,7 +91,7 @@ def install_docs(app: FastAPI) -> None:
     Build `app` with ``docs_url=None, redoc_url=None`` so that FastAPI adds no CDN page itself.
     """
     app.mount(ASSETS_URL, StaticFiles(directory=ASSETS_DIR), name="docs-assets")
-    app.add_api_route(DOCS_URL, docs_page, methods=["GET"], include_in_schema=False)
+    app.add_api_route(DOCS_URL, docs_page, methods=["GET", "HEAD"], include_in_schema=False)
     app.add_api_route(
         OAUTH2_REDIRECT_URL, oauth2_redirect_page, methods=["GET"], include_in_schema=False
     )

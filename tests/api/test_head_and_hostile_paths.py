@@ -16,6 +16,7 @@ from api.problem_pages import SLUG_SHOWN
 TOKEN = "head-operator-token"
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 OPERATIONAL = ["/healthz", "/readyz", "/metrics", "/problems", "/problems/conflict"]
+PAGES = [*OPERATIONAL, "/docs"]
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def guarded(make_client):
     return make_client(admin_token=TOKEN)
 
 
-@pytest.mark.parametrize("path", OPERATIONAL)
+@pytest.mark.parametrize("path", PAGES)
 def test_head_answers_as_get_does(guarded, path):
     auth = {"Authorization": f"Bearer {TOKEN}"}
 
