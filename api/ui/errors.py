@@ -45,7 +45,19 @@ def sign_in_redirect(request: Request, error: SignInRequired) -> Response:
 
 
 class ConsoleRoute(APIRoute):
-    """An APIRoute whose errors are console pages (see the module docstring)."""
+    """An APIRoute whose errors are console pages (see the module docstring).
+
+    A page served on GET answers HEAD too (RFC 9110 9.3.2: a server that serves GET serves
+    HEAD); the bare APIRoute answered it 405 as problem+json. Authorization decides HEAD as
+    GET (api/ui/deps.py).
+    """
+
+    def __init__(
+        self, path: str, endpoint: Callable[..., Any], *, methods: Any = None, **kwargs: Any
+    ) -> None:
+        if methods is not None and "GET" in {m.upper() for m in methods}:
+            methods = {*methods, "HEAD"}
+        super().__init__(path, endpoint, methods=methods, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The route's handler, answering errors as HTML."""

@@ -179,9 +179,11 @@ def test_the_ui_rows_of_the_policy(role, tenant, domain, path, method, decision)
 # files and the HTML 404 for paths no page serves.
 PUBLIC = {
     ("GET", "/ui/sign-in"),
+    ("HEAD", "/ui/sign-in"),
     ("POST", "/ui/sign-in"),
     ("POST", "/ui/sign-out"),
     ("GET", "/ui/{path:path}"),
+    ("HEAD", "/ui/{path:path}"),
     ("POST", "/ui/{path:path}"),
 }
 

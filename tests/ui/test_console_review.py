@@ -122,3 +122,22 @@ def test_an_agent_tokens_cookie_is_no_session(site: ConsoleSite):
     assert answer.status_code == 303
     assert "reason=invalid" in answer.headers["location"]
     assert 'isofabric_session=""' in answer.headers["set-cookie"]
+
+
+@pytest.mark.parametrize(
+    ("role", "path", "status"),
+    [
+        ("auditor", "/ui/fabrics", 200),
+        ("acme-viewer", "/ui/tenants/acme", 200),
+        ("acme-viewer", "/ui/tenants/globex", 404),
+        ("acme-viewer", "/ui/fabrics", 403),
+        ("auditor", "/ui/actions/onboard", 403),
+    ],
+)
+def test_head_answers_as_get_does_under_the_same_rules(
+    site: ConsoleSite, role: str, path: str, status: int
+):
+    with signed_in(site, role) as client:
+        answer = client.head(path)
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("text/html")
