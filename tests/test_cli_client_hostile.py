@@ -148,3 +148,17 @@ def test_a_download_cut_mid_file_leaves_no_file_behind(fake, tmp_path):
     assert status == client.UNAVAILABLE, stderr
     assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
     assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("answer", [(200, "text/html", b"<html>portal</html>", None), None])
+def test_a_password_in_the_url_is_never_printed(fake, answer):
+    if answer is None:  # nobody listens: the unreachable-server message
+        fake.url = "http://operator:s3cr3t-pw@127.0.0.1:9/"
+    else:
+        fake.default = answer
+        fake.url = fake.url.replace("http://", "http://operator:s3cr3t-pw@")
+
+    status, stdout, stderr = run(fake, "fabrics", "list")
+
+    assert status == client.UNAVAILABLE and stderr.startswith("error: "), stderr
+    assert "s3cr3t" not in stdout + stderr and "***@127.0.0.1" in stderr

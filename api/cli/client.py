@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NoReturn
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import typer
@@ -119,6 +120,14 @@ def _problem(response: httpx2.Response) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and ("title" in body or "type" in body) else None
 
 
+def shown(url: str) -> str:
+    """`url` without its userinfo: a password in ``--url`` is never printed in a message."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
 def _is_cursor(value: object) -> bool:
     return value is None or isinstance(value, str)
 
@@ -134,7 +143,7 @@ def require_url(url: str | None) -> str:
     if not url:
         fail(NO_URL, TROUBLE)
     if not url.lower().startswith(("http://", "https://")):
-        fail(f"--url must start with http:// or https://, not '{url[:80]}'", TROUBLE)
+        fail(f"--url must start with http:// or https://, not '{shown(url)[:80]}'", TROUBLE)
     return url
 
 
@@ -234,7 +243,8 @@ class ApiClient:
         kind = response.headers.get("content-type", "no content type")
         return (
             f"{response.request.method} {response.request.url.path} answered HTTP "
-            f"{response.status_code} with {what} ({kind[:60]}): is {self.base} the isofabric API?"
+            f"{response.status_code} with {what} ({kind[:60]}): is {shown(self.base)} the "
+            "isofabric API?"
         )
 
     def pages(self, path: str, params: dict[str, Any], limit: int | None) -> Page:
@@ -248,7 +258,8 @@ class ApiClient:
             page = self.json("GET", path, params=query)
             if not isinstance(page.get("data"), list) or not _is_cursor(page.get("next")):
                 fail(
-                    f"GET {path} answered no page of items: is {self.base} the isofabric API?",
+                    f"GET {path} answered no page of items: is {shown(self.base)} the "
+                    "isofabric API?",
                     UNAVAILABLE,
                 )
             gathered.data += page["data"]
@@ -267,7 +278,7 @@ class TransportErrors:
     """Turn a connection failure (refused, unresolvable, timed out) into one line and exit 6."""
 
     def __init__(self, base: str) -> None:
-        self.base = base
+        self.base = shown(base)
 
     def __enter__(self) -> None:
         return None
