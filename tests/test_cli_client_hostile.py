@@ -162,3 +162,14 @@ def test_a_password_in_the_url_is_never_printed(fake, answer):
 
     assert status == client.UNAVAILABLE and stderr.startswith("error: "), stderr
     assert "s3cr3t" not in stdout + stderr and "***@127.0.0.1" in stderr
+
+
+def test_a_problem_detail_cannot_drive_the_terminal(fake):
+    detail = "bad\x1b]0;pwned\x07 thing\x1b[2J\x9b31m\r\nend"
+    problem = {"title": "Conflict\x1b[8m", "detail": detail}
+    fake.default = (409, "application/problem+json", json.dumps(problem).encode(), None)
+
+    status, _, stderr = run(fake, "fabrics", "list")
+
+    assert status == client.REFUSED
+    assert stderr == "error: Conflict[8m: bad]0;pwned thing[2J31m end\n"

@@ -52,6 +52,8 @@ EXIT_BY_TYPE = {
 }
 # Else by status: a problem of type about:blank (unknown route, 405) or a proxy's own page.
 EXIT_BY_STATUS = {401: DENIED, 403: DENIED, 404: NOT_FOUND, 409: REFUSED, 410: NOT_FOUND}
+# C0 controls and DEL, C1 controls (whitespace among them is folded by `one_line` first).
+CONTROL_CHARACTERS = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)])
 TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # a 100k-port import is verified before it answers
 CHUNK = 64 * 1024
 PAGE_SIZE = 1000  # the API's largest ?limit=
@@ -92,8 +94,12 @@ def exit_status(status: int, problem_type: str | None) -> int:
 
 
 def one_line(text: str) -> str:
-    """`text` with every run of whitespace (newlines included) made one space."""
-    return " ".join(text.split())
+    """`text` with every run of whitespace (newlines included) made one space.
+
+    Other control characters are dropped: a server's (or a proxy's) problem detail must not
+    drive the operator's terminal (an ESC sequence can retitle it, move the cursor, hide text).
+    """
+    return " ".join(text.split()).translate(CONTROL_CHARACTERS)
 
 
 def problem_line(response: httpx2.Response) -> str:
