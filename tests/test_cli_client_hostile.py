@@ -173,3 +173,15 @@ def test_a_problem_detail_cannot_drive_the_terminal(fake):
 
     assert status == client.REFUSED
     assert stderr == "error: Conflict[8m: bad]0;pwned thing[2J31m end\n"
+
+
+@pytest.mark.parametrize("command", [("fabrics", "list"), ("fabrics", "show", "f")], ids=" ".join)
+def test_the_servers_strings_are_printed_literally_never_as_markup(fake, command):
+    item = {"name": "[/x] [bold]b[/bold]\x1b[2J", "kind": "ib"}
+    body = item if command[1] == "show" else {"data": [item], "count": 1, "next": None}
+    fake.default = (200, "application/json", json.dumps(body).encode(), None)
+
+    status, stdout, stderr = run(fake, *command)
+
+    assert status == 0, stderr
+    assert "[/x] [bold]b[/bold][2J" in stdout and "\x1b" not in stdout

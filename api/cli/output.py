@@ -25,8 +25,9 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
-from api.cli.client import CHECK_FAILED, DONE, Page
+from api.cli.client import CHECK_FAILED, CONTROL_CHARACTERS, DONE, Page
 
 Getter = str | Callable[[dict[str, Any]], Any]
 Columns = Sequence[tuple[str, Getter]]
@@ -68,8 +69,17 @@ def segment(value: dict[str, Any] | None) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _get(item: dict[str, Any], getter: Getter) -> str:
-    return cell(getter(item) if callable(getter) else item.get(getter))
+def plain(value: Any) -> Text:
+    """A cell as literal text, never rich markup nor terminal control codes.
+
+    The server's strings are data: ``[/x]`` in a name would raise MarkupError, ``[bold]``
+    would be styled, an ESC sequence would drive the terminal.
+    """
+    return Text(cell(value).translate(CONTROL_CHARACTERS))
+
+
+def _get(item: dict[str, Any], getter: Getter) -> Text:
+    return plain(getter(item) if callable(getter) else item.get(getter))
 
 
 def table(items: Sequence[dict[str, Any]], columns: Columns, title: str | None = None) -> None:
@@ -102,7 +112,7 @@ def record(document: dict[str, Any], *, as_json: bool, fields: Sequence[str] = (
     grid.add_column(style="bold")
     grid.add_column(overflow="fold")
     for name in names:
-        grid.add_row(name, cell(document.get(name)))
+        grid.add_row(plain(name), plain(document.get(name)))
     _console().print(grid)
 
 
