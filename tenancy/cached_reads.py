@@ -197,6 +197,11 @@ def _verdict_fingerprint() -> str:
     return fingerprint("verdict")
 
 
+def verdict_fingerprint() -> str:
+    """The `ReadKey.inputs` of every verdict entry (this code's; verdicts have no other input)."""
+    return _verdict_fingerprint()
+
+
 def _artifacts_fingerprint(inputs: RenderInputs) -> str:
     return fingerprint("artifacts", _encoded(inputs))
 

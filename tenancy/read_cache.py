@@ -113,6 +113,16 @@ class ReadCache:
                 _, dropped = self._entries.popitem(last=False)
                 self._bytes -= dropped.size
 
+    def digests(self, fabric_id: int, inputs: str) -> list[str]:
+        """The digests of the fabric's states held under fingerprint `inputs` (no order).
+
+        A scan of the keys, not of the bytes: a few hundred entries at most under the bound.
+        """
+        with self._lock:
+            return [
+                k.digest for k in self._entries if k.fabric_id == fabric_id and k.inputs == inputs
+            ]
+
     def clear(self) -> None:
         """Drop every entry (tests; an operator's restart does the same)."""
         with self._lock:

@@ -2,25 +2,35 @@
 
 Both read the verdict GET /v1/fabrics/{fabric}/verification serves (tenancy/cached_reads.py:
 computed once per committed state, then cached), plus the fabric's owners (one small query);
-api/ui/isolation_matrix.py turns the verdict into cells. Nothing is verified here.
+api/ui/isolation_matrix.py turns the verdict into cells.
+
+In the seconds after a change the current state's verdict is not cached yet (a whole
+verification: 3.5 s to 10 s on the 100k-port benchmark fabric, issue 15 item 4), so the pages
+show the newest cached verdict of an earlier state, under a banner naming both states
+(tenancy/shown_verdict.py), wake the verdict warmer, and poll `.../matrix/status` (static
+verdict-refresh.js) to reload once the current verdict is ready. Only a fabric with no cached
+verdict at all (the first load) is verified here.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import Query, Request
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from api.ui import isolation_matrix as mx
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.render import render
-from tenancy import cached_reads
+from tenancy import shown_verdict, verdict_warmth
 from tenancy.fabric_map import fabric_owners
 from tenancy.schemas import VerificationView
 from tenancy.uow import UnitOfWork
 
+log = logging.getLogger(__name__)
 router = console_router()
 
 SEGMENT_NAMES = {"infiniband": "P_Key", "roce": "VNI"}
@@ -38,7 +48,7 @@ async def matrix_page(
     cols: Annotated[int, Query(ge=0, le=10_000)] = 0,
 ) -> Response:
     """Owners on both axes, one page of `BLOCK` x `BLOCK` cells; `q` filters the owners."""
-    kind, relation, owners = await run_in_threadpool(_read, uow, fabric)
+    kind, relation, owners, shown = await run_in_threadpool(_read, uow, fabric)
     axis = mx.axis(relation, owners, q)
     size = mx.blocks(len(axis))
     rows, cols = min(rows, size - 1), min(cols, size - 1)
@@ -71,14 +81,15 @@ async def matrix_page(
         "cells": bool(row_owners),
         "body": mx.rows_markup(mx.page_cells(relation, row_owners, col_owners, segment)),
         "short": mx.short_name,
+        **_staleness(shown),
     }
-    return render(request, "matrix.html", context)
+    return _awaiting_current(request, uow, fabric, shown, render(request, "matrix.html", context))
 
 
 @router.get("/fabrics/{fabric}/counterexamples")
 async def counterexamples_page(request: Request, fabric: str, uow: ConsoleUow) -> Response:
     """Every counterexample of the fabric's verdict, each at its anchor ``#cx-<index>``."""
-    kind, relation, _ = await run_in_threadpool(_read, uow, fabric)
+    kind, relation, _, shown = await run_in_threadpool(_read, uow, fabric)
     context = {
         "active": "fabrics",
         "fabric": fabric,
@@ -86,16 +97,69 @@ async def counterexamples_page(request: Request, fabric: str, uow: ConsoleUow) -
         "holds": relation.view.holds,
         "digest": relation.view.snapshot_digest,
         "counterexamples": list(enumerate(relation.view.counterexamples)),
+        **_staleness(shown),
     }
-    return render(request, "counterexamples.html", context)
+    page = render(request, "counterexamples.html", context)
+    return _awaiting_current(request, uow, fabric, shown, page)
 
 
-def _read(uow: UnitOfWork, fabric: str) -> tuple[str, mx.Relation, list[str]]:
-    """The fabric's kind, its verdict as a relation, and its owners (NotFoundError: no fabric)."""
+@router.get("/fabrics/{fabric}/matrix/status")
+async def verdict_status(fabric: str, uow: ConsoleUow) -> Response:
+    """Whether the current state's verdict is cached (the stale pages poll this; never verifies).
+
+    JSON ``{"fabric", "ready", "current_digest"}``; an unknown fabric is the 404 page.
+    """
+    ready, current = await run_in_threadpool(
+        shown_verdict.verdict_is_current, uow, fabric_name=fabric
+    )
+    body = {"fabric": fabric, "ready": ready, "current_digest": current}
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+
+def _read(
+    uow: UnitOfWork, fabric: str
+) -> tuple[str, mx.Relation, list[str], shown_verdict.ShownVerdict]:
+    """The fabric's kind, the verdict to show as a relation, its owners, and that verdict.
+
+    Raises:
+        NotFoundError: no fabric has this name.
+    """
     kind, owners = fabric_owners(uow, fabric_name=fabric)
-    document = cached_reads.verification_json(uow, fabric_name=fabric)
-    view = VerificationView.model_validate_json(document.content)
-    return kind, mx.Relation(view, fabric), owners
+    shown = shown_verdict.verdict_to_show(uow, fabric_name=fabric)
+    view = VerificationView.model_validate_json(shown.document.content)
+    return kind, mx.Relation(view, fabric), owners, shown
+
+
+def _staleness(shown: shown_verdict.ShownVerdict) -> dict[str, Any]:
+    """The template's banner fields: set only when the verdict is of an earlier state."""
+    return {
+        "stale": not shown.current,
+        "current_digest": shown.current_digest or "",
+        "verified_at": shown.verified_at.isoformat(timespec="seconds") if shown.verified_at else "",
+    }
+
+
+def _awaiting_current(
+    request: Request,
+    uow: UnitOfWork,
+    fabric: str,
+    shown: shown_verdict.ShownVerdict,
+    page: Response,
+) -> Response:
+    """`page`; for an earlier state's verdict, make sure the current one is being computed.
+
+    The warmer is woken (it computes every stale fabric after its debounce); without one
+    (ISOFABRIC_VERDICT_WARM off, in-memory SQLite) the computation runs after this answer is
+    sent, as a read of GET verification would, so the page's poll ends either way.
+    """
+    if shown.current:
+        return page
+    warmer = getattr(request.app.state, "verdict_warmer", None)
+    if warmer is not None:
+        warmer.poke()
+    else:
+        page.background = BackgroundTask(_warm, uow, fabric)
+    return page
 
 
 def _violation(relation: mx.Relation, found: tuple[str, str, mx.PairFacts]) -> dict[str, Any]:
@@ -107,3 +171,11 @@ def _violation(relation: mx.Relation, found: tuple[str, str, mx.PairFacts]) -> d
         "segments": sorted(facts.violating),
         "href": relation.example_href(facts),
     }
+
+
+def _warm(uow: UnitOfWork, fabric: str) -> None:
+    """Compute the current verdict after the answer; a failure is logged (the page polls on)."""
+    try:
+        verdict_warmth.warm_verdict(uow, fabric)
+    except Exception:  # deleted meanwhile, a busy database: the next read or poll tries again
+        log.exception("computing the verdict of fabric %s after a stale page failed", fabric)
