@@ -8,6 +8,9 @@ at the first scrape.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 from typer.testing import CliRunner
 
@@ -45,6 +48,17 @@ def test_a_value_that_is_no_whole_number_names_its_variable(monkeypatch, value):
         load_settings()
 
 
+@pytest.fixture
+def root_logger_kept() -> Iterator[None]:
+    """`serve` gives the root logger a handler on (CliRunner's) stderr: put the old ones back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("root_logger_kept")
 @pytest.mark.parametrize(
     ("env", "args", "named"),
     [
