@@ -24,6 +24,7 @@ HTTP_ONLY_MODULES = frozenset(
         "test_docs_offline",
         "test_event_loop",
         "test_fabrics",
+        "test_head_and_hostile_paths",
         "test_history",
         "test_hostile_bodies",
         "test_node_state",
