@@ -135,7 +135,7 @@ def _staleness(shown: shown_verdict.ShownVerdict) -> dict[str, Any]:
     return {
         "stale": not shown.current,
         "current_digest": shown.current_digest or "",
-        "verified_at": shown.verified_at.isoformat(timespec="seconds") if shown.verified_at else "",
+        "verified_at": f"{shown.verified_at:%Y-%m-%d %H:%M:%S} UTC" if shown.verified_at else "",
     }
 
 
