@@ -28,10 +28,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 ## run: start the API on the embedded SQLite database (./isofabric.db) with demo data; the first
 ## run creates the signing key (./isofabric-signing.key, 0600), its keyring
-## (./isofabric-keyring.jsonl) and the OpenSM secret (./isofabric-opensm.secret, 0600); later
-## runs keep them (`keys create` changes nothing once they exist)
+## (./isofabric-keyring.jsonl) and the OpenSM secret (./isofabric-opensm.secret, 0600), as
+## `isofabric keys create` does (`serve --demo` runs it in-process); later runs keep them
 run: $(RUN_STAMP)
-	$(BIN)/isofabric keys create > /dev/null
 	$(BIN)/isofabric serve --demo --host $(HOST) --port $(PORT)
 
 ## test: the whole suite (policies, tenancy, api, conformance, examples)

@@ -100,4 +100,33 @@ def test_serve_with_a_database_that_does_not_answer_warns_and_serves(runs, tmp_p
         result.stderr
     )
     assert "open mode" not in result.stderr and "loaded demo data" not in result.stdout
+    assert "warning: no demo keys yet: " in result.stderr  # and it serves on
     assert len(runs) == 1
+
+
+def test_serve_demo_creates_the_keys_on_its_first_run_only(runs, tmp_path, monkeypatch):
+    for name in ("SIGNING_KEY_FILE", "KEYRING_FILE", "OPENSM_SECRET_FILE", "SIGNING_KEY"):
+        monkeypatch.delenv(f"ISOFABRIC_{name}", raising=False)
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+
+    first = runner.invoke(app, ["serve", "--db", url, "--demo"])
+    key = tmp_path / "demo-signing.key"
+    written = key.read_bytes()
+    again = runner.invoke(app, ["serve", "--db", url, "--demo"])
+
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert "created the signing key" in first.stdout and "loaded demo data" in first.stdout
+    assert "created the signing key" not in again.stdout  # `keys create` is idempotent
+    assert key.read_bytes() == written
+    assert (key.stat().st_mode & 0o777, (tmp_path / "demo-opensm.secret").is_file()) == (
+        0o600,
+        True,
+    )
+
+
+def test_serve_without_demo_never_creates_a_key(runs, tmp_path):
+    result = runner.invoke(app, ["serve", "--db", f"sqlite:///{tmp_path / 'plain.db'}"])
+
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "plain-signing.key").exists()
+    assert not (tmp_path / "plain-opensm.secret").exists()

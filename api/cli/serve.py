@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from api.auth import BOOTSTRAP_HINT, is_loopback
-from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, settings_for
+from api.cli.errors import REPORTED, detail_of
+from api.cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
 from api.request_log import LogFormat, configure_logging
 from tenancy import tokens
 
@@ -16,7 +17,13 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     db: DbOption = None,
-    demo: Annotated[bool, typer.Option(help="Load the demo fabric and tenants")] = False,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            help="Load the demo fabric and tenants (and, on a first run, create the keys as "
+            "`keys create` does)"
+        ),
+    ] = False,
     log_format: Annotated[
         LogFormat,
         typer.Option(
@@ -32,6 +39,8 @@ def serve(
     from tenancy.demo import load_demo
 
     uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
+    if demo:
+        create_demo_keys(db)
     settings = settings_for(db)
     application = create_app(settings)
     uow = application.state.uow
@@ -65,6 +74,26 @@ def serve(
     # Stopped (the lifespan checkpointed the log): close the connections, and SQLite removes
     # the empty -wal and -shm files.
     uow.engine.dispose()
+
+
+def create_demo_keys(db: str | None) -> None:
+    """On the demo's first run, create the keys `isofabric keys create` would (in-process).
+
+    A demo is one server on one host (`make run`), so the replicas' race that keeps `serve` from
+    ever making a key does not exist; one process instead of two halves the first start's
+    imports. What keeps it from making them (a database that does not answer yet, a key that
+    is another one) is a warning: `serve` runs on and `/readyz` says what is missing.
+    """
+    from tenancy import signing_keys
+
+    try:
+        uow = open_uow(db, create=True)
+        if signing_keys.readiness(uow):
+            signing_keys.create(uow)
+            typer.echo("created the signing key, its keyring and the OpenSM secret (demo)")
+        uow.engine.dispose()  # the server opens its own
+    except REPORTED as error:  # a database not answering yet, a key file elsewhere, ...
+        typer.echo(f"warning: no demo keys yet: {detail_of(error)}", err=True)
 
 
 def open_mode_warning(host: str) -> str:
