@@ -64,7 +64,8 @@ def serve(
             "tenants acme, research, globex"
         )
     typer.echo(
-        f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs)"
+        f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs;"
+        f" console: http://{host}:{port}/ui)"
     )
     # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
     # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
