@@ -145,6 +145,7 @@ class Service:
             "/ui/sign-in": "/ui/sign-in",
             "/ui/fabrics": "/ui/fabrics",
             "/ui/fabrics/{fabric}/matrix": f"{fabric}/matrix",
+            "/ui/fabrics/{fabric}/matrix/status": f"{fabric}/matrix/status",
             "/ui/fabrics/{fabric}/counterexamples": f"{fabric}/counterexamples",
             "/ui/fabrics/{fabric}/map": f"{fabric}/map",
             "/ui/tenants": "/ui/tenants",
