@@ -334,19 +334,19 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
     return problem_response(request, error.status_code, detail=detail, headers=headers)
 
 
-def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
+def leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
     """Every endpoint route, looking into included routers (FastAPI wraps them)."""
     for route in routes:
         included = getattr(route, "original_router", None)
         if included is not None:
-            yield from _leaf_routes(included.routes)
+            yield from leaf_routes(included.routes)
         else:
             yield route
 
 
 def _allowed_methods(request: Request) -> list[str]:
     methods: set[str] = set()
-    for route in _leaf_routes(request.app.router.routes):
+    for route in leaf_routes(request.app.router.routes):
         route_methods = getattr(route, "methods", None)
         match, _ = route.matches({**request.scope, "method": next(iter(route_methods or {"GET"}))})
         if match is Match.FULL:

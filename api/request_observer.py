@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import parse_qs
 
 from starlette.routing import Match
@@ -20,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.idempotency import DRY_RUN_TRUE, REPLAYED_MARK
-from api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_TYPES
+from api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_TYPES, leaf_routes
 from api.request_id import request_id_of
 from api.request_log import RequestFields, log_request
 from policies.errors import IsolationViolationError
@@ -153,18 +152,8 @@ def route_template(scope: Scope) -> str:
         return path
     app = scope.get("app")
     router = getattr(app, "router", None)
-    for route in _leaf_routes(getattr(router, "routes", ())):
+    for route in leaf_routes(getattr(router, "routes", ())):
         match, _ = route.matches(scope)
         if match is not Match.NONE:
             return str(route.path)
     return UNMATCHED
-
-
-def _leaf_routes(routes: Iterable[Any]) -> Iterator[Any]:
-    """Every endpoint route, looking into included routers (FastAPI may wrap them)."""
-    for route in routes:
-        included = getattr(route, "original_router", None)
-        if included is not None:
-            yield from _leaf_routes(included.routes)
-        else:
-            yield route
