@@ -25,6 +25,7 @@ from policies.errors import (
     AuthenticationError,
     ConflictError,
     DatabaseUnavailableError,
+    DisruptiveChangeError,
     ForbiddenError,
     IdempotencyInProgressError,
     IdempotencyKeyReusedError,
@@ -36,6 +37,7 @@ from policies.errors import (
     NotFoundError,
     NotReadyError,
     NotRetainedError,
+    PatchRefusedError,
     PoolExhaustedError,
     PortMovedError,
     SecretNotReplayedError,
@@ -106,6 +108,24 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         "The first request with this Idempotency-Key created a token, whose secret is shown "
         "once and never stored. `token_id` names it: use the secret you received then, or "
         "revoke that token and create another with a new key.",
+    ),
+    PatchRefusedError: ProblemType(
+        "patch-refused",
+        409,
+        "CONFIG_DB patch refused",
+        "A SONiC CONFIG_DB patch would touch a key isofabric does not own on the leaf "
+        "(`foreign`) or a declared key such as a port, a fabric-wide QoS map or a buffer "
+        "(`disruptive`) without the explicit flag; nothing was applied. `refused` names each "
+        "operation's path and reason: fix the leaf's foreign configuration, or allow the "
+        "disruptive change in a maintenance window.",
+    ),
+    DisruptiveChangeError: ProblemType(
+        "disruptive-change",
+        409,
+        "Disruptive change",
+        "The patch between the two snapshots changes declared CONFIG_DB keys of the leaf "
+        "(ports, fabric-wide QoS maps, schedulers, queues, buffers), which can restart swss. "
+        "`paths` lists them; ask again with `allow_disruptive=true` to get them in the patch.",
     ),
     ConflictError: ProblemType(
         "conflict",

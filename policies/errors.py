@@ -12,6 +12,8 @@
     │   ├── PortMovedError        an import moves a port to another host while one of them is held
     │   ├── IdempotencyInProgressError  a request with the same Idempotency-Key is in progress
     │   ├── SecretNotReplayedError  the first response to this Idempotency-Key held a secret
+    │   ├── PatchRefusedError     a CONFIG_DB patch touches a key isofabric does not own
+    │   ├── DisruptiveChangeError  a CONFIG_DB change touches declared keys without the flag
     │   └── IsolationViolationError  the change would break isolation (carries counterexamples)
     ├── AuthenticationError       no or wrong credentials
     ├── ForbiddenError            the caller's role may not do this
@@ -90,6 +92,24 @@ class PortMovedError(ConflictError):
 
 class IsolationViolationError(ConflictError):
     """A mutation was refused because the resulting snapshot would not be isolated."""
+
+
+class PatchRefusedError(ConflictError):
+    """A CONFIG_DB patch was refused before anything was applied (policies/roce/patch.py).
+
+    It touches a key isofabric does not own on the leaf ("foreign"), or a declared key
+    (fabric-wide QoS, ports, buffers, the VTEP) without ``--allow-disruptive`` ("disruptive").
+    The extension ``refused`` lists each offending operation as ``{"op", "path", "reason"}``.
+    """
+
+
+class DisruptiveChangeError(ConflictError):
+    """The change between two snapshots touches declared CONFIG_DB keys of a leaf (409).
+
+    Declared keys (ports, fabric-wide QoS maps, schedulers, queues, buffers) can restart swss;
+    a patch that changes them is served only when asked for explicitly (``allow_disruptive``).
+    The extension ``paths`` lists the JSON Pointers of the declared changes.
+    """
 
 
 class AuthenticationError(IsofabricError):

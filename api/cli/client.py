@@ -41,6 +41,8 @@ EXIT_BY_TYPE = {
     "idempotency-in-progress": REFUSED,
     "idempotency-key-reused": REFUSED,
     "secret-not-replayed": REFUSED,
+    "patch-refused": REFUSED,
+    "disruptive-change": REFUSED,
     "unauthorized": DENIED,
     "forbidden": DENIED,
     "too-many-requests": UNAVAILABLE,
