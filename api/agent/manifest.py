@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +85,42 @@ def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
     return keys
 
 
+@dataclass(frozen=True)
+class FileRule:
+    """Which files of a manifest an agent takes, by path, and which of them it needs.
+
+    `paths` names the files it installs; a manifest file outside them is refused when
+    `others_refused` (an OpenSM host's manifest lists only its files), else left alone (a RoCE
+    manifest lists every leaf's files; a leaf takes its own). `required` are paths that must be
+    listed. With `by_base_name`, `paths` and `required` are base names (OpenSM's files may carry an
+    ``opensm/`` prefix).
+    """
+
+    paths: frozenset[str]
+    required: frozenset[str] = field(default_factory=frozenset)
+    others_refused: bool = True
+    by_base_name: bool = False
+
+    def takes(self, path: str) -> bool:
+        """True when `path` is one of this agent's files."""
+        return (posixpath.basename(path) if self.by_base_name else path) in self.paths
+
+
+OPENSM_FILES = FileRule(frozenset(INSTALLABLE), frozenset({PARTITIONS}), by_base_name=True)
+
+
 def verify_manifest(
-    envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey], fabric: str
+    envelope: Mapping[str, Any],
+    keys: Sequence[Ed25519PublicKey],
+    fabric: str,
+    rule: FileRule = OPENSM_FILES,
 ) -> Manifest:
     """Check the envelope with the pinned `keys` and return the manifest, as this agent uses it.
 
     The signature, ``_type``, fabric and entries are checked by `policies.evidence.manifest`;
-    here each file must also be one an OpenSM host installs (once), and partitions.conf present.
+    here each file must also be one `rule` takes (once; others refused or left out, as `rule`
+    says), and its required files present. The default rule is an OpenSM host's: its three files,
+    partitions.conf required.
 
     Raises:
         ManifestError: anything that makes the manifest one this agent may not act on.
@@ -100,16 +129,21 @@ def verify_manifest(
         signed = evidence_manifest.verify_manifest(envelope, keys, fabric=fabric)
     except InvalidValueError as error:
         raise ManifestError(error.detail) from error
-    files = tuple(sorted((_installable(f) for f in signed.files.values()), key=lambda f: f.name))
+    taken = [_taken(f, rule) for f in signed.files.values()]
+    files = tuple(sorted((f for f in taken if f is not None), key=lambda f: f.name))
     names = [f.name for f in files]
-    if len(set(names)) != len(names) or PARTITIONS not in names:
-        raise ManifestError(f"the manifest must list {PARTITIONS} and each file once: {names}")
+    listed = {f.name if rule.by_base_name else f.path for f in files}
+    if len(set(names)) != len(names) or not rule.required <= listed:
+        wanted = ", ".join(sorted(rule.required))
+        raise ManifestError(f"the manifest must list {wanted} and each file once: {names}")
     return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence)
 
 
-def _installable(entry: evidence_manifest.ManifestFile) -> ManifestFile:
-    if posixpath.basename(entry.path) not in INSTALLABLE:
-        raise ManifestError(
-            f"the manifest lists {entry.path!r}, not one of {', '.join(INSTALLABLE)}"
-        )
-    return ManifestFile(entry.path, entry.sha256, entry.bytes)
+def _taken(entry: evidence_manifest.ManifestFile, rule: FileRule) -> ManifestFile | None:
+    if rule.takes(entry.path):
+        return ManifestFile(entry.path, entry.sha256, entry.bytes)
+    if not rule.others_refused:
+        return None
+    raise ManifestError(
+        f"the manifest lists {entry.path!r}, not one of {', '.join(sorted(rule.paths))}"
+    )
