@@ -17,6 +17,18 @@ off for that VNI (frr#10027), so every RT is written out. RDs are type 1: ``<loo
 for the IP-VRF and ``<vtep>:<rd_index>`` for the L2VNI's MAC-VRF, so that both are unique on the
 device (RFC 7432 §7.9). FRR's auto RDs (``router-id:<internal index>``) could collide with them.
 
+Every line is one FRR 8.4 writes back in ``show running-config`` under ``frr defaults
+datacenter``, so that ``frr-reload.py`` (which diffs this file against the running config and
+sends the difference through vtysh) finds no delta after a reload. A line the running config
+never shows is re-sent on every reload, as a context snippet without ``exit``, so the commands
+sent after it land in the wrong node. ``no bgp ebgp-requires-policy`` was one: it is the
+datacenter default (FRR ``bgpd/bgp_vty.c``: ``FRR_CFG_DEFAULT_BOOL(BGP_EBGP_REQUIRES_POLICY,
+{ .val_bool = false, .match_profile = "datacenter" }, ...)``), so it is never shown;
+frr-reload re-sent it, a new VRF's ``vrf VrfN`` that followed was read inside ``router bgp``
+as ``vrf-policy VrfN`` and its ``vni N`` at the top level (issue 16).
+tests/conformance/test_frr_reload.py reloads rendered files into running daemons and requires
+no delta.
+
 On SONiC this file is what FRR loads only with ``docker_routing_config_mode`` ``split-unified``:
 in ``split`` mode docker-fpm-frr's ``docker_init.sh`` deletes ``/etc/frr/frr.conf`` and the
 daemons read per-daemon files; in ``split-unified`` it appends ``no fpm use-next-hop-groups`` and
@@ -251,7 +263,6 @@ def _default_instance(switch: Switch, ports: list[str], vrfs: tuple[_LeafVrf, ..
     return [
         f"router bgp {switch.asn}",
         f" bgp router-id {switch.loopback}",
-        " no bgp ebgp-requires-policy",
         " no bgp default ipv4-unicast",
         f" neighbor {PEER_GROUP} peer-group",
         f" neighbor {PEER_GROUP} remote-as external",
