@@ -17,7 +17,8 @@ the detail says which) or ``rolled_back`` (written, then restored and verified).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
@@ -32,6 +33,19 @@ ConfigDb = dict[str, dict[str, Entry]]
 RawEntry = dict[str, str]
 # Redis key -> its hash (None: the key is absent)
 RawKeys = dict[str, RawEntry | None]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A verified change of CONFIG_DB: the touched keys before and after, and its checkpoint.
+
+    `checkpoint` names the GCU checkpoint taken before it (None in Redis mode), kept until the
+    leaf's deployment is finished or undone.
+    """
+
+    before: RawKeys
+    after: RawKeys
+    checkpoint: str | None = None
 
 
 class StoreError(RuntimeError):
@@ -129,6 +143,25 @@ class RedisConfigDb:
             pipe.hgetall(name)
         values = pipe.execute(raise_on_error=False)
         return {name: _hash_or_none(value) for name, value in zip(names, values, strict=True)}
+
+    def apply(
+        self, running: ConfigDb, operations: Sequence[Mapping[str, Any]], intended: ConfigDb
+    ) -> Applied:
+        """Make CONFIG_DB `intended` where it differs from `running` (what was read), verified.
+
+        `operations` (the patch from `running` to `intended`) are GCU's input; Redis mode
+        writes the keys whose content differs. Raises `StoreError` as `write` does.
+        """
+        before, after = touched(running, intended)
+        self.write(before, after)
+        return Applied(before, after)
+
+    def undo(self, applied: Applied, why: str) -> None:
+        """Put back what `applied` changed (the leaf rolls back as a whole); raises `StoreError`."""
+        self.restore(applied.after, applied.before, why)
+
+    def finish(self, applied: Applied) -> None:
+        """Nothing to persist: SONiC's daemons read CONFIG_DB in Redis."""
 
     def write(self, before: RawKeys, after: RawKeys) -> None:
         """Change the keys from `before` (what the caller read) to `after`, verified.
