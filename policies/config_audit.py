@@ -18,9 +18,10 @@ It is pure (stdlib only, no I/O).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from policies.findings import Finding, Severity
 from policies.infiniband.model import (
@@ -385,3 +386,15 @@ def _import_counterexamples(
                 a,
                 index.endpoint(source.owner, theirs[0] if theirs else None),
             )
+
+
+def observed_counterexamples(
+    intended: RoceSnapshot, leaf: str, members: dict[int, set[str]], imports: Mapping[str, Any]
+) -> tuple[Counterexample, ...]:
+    """Violations of a leaf's observed VLAN members (VLAN ID -> ports) and VRF RT imports."""
+    index, rt_asn = _RoceIndex(intended, leaf), intended.fabric.rt_asn
+    found = list(_vlan_counterexamples(index, {s.vlan: s for s in intended.segments}, members))
+    for segment in intended.segments:
+        extra = set(imports.get(segment.vrf, ())) - _intended_imports(segment, rt_asn)
+        found.extend(_import_counterexamples(index, segment, extra))
+    return tuple(found)
