@@ -381,6 +381,7 @@ ROCE_LEAVES = ("leaf01", "leaf02")
 ROCE_ARTIFACT_PATHS = tuple(
     sorted(
         [f"sonic/{leaf}/config_db.json" for leaf in ROCE_LEAVES]
+        + [f"sonic/{leaf}/ownership.json" for leaf in ROCE_LEAVES]
         + [f"frr/{leaf}/frr.conf" for leaf in ROCE_LEAVES]
     )
 )

@@ -109,7 +109,9 @@ def test_render_writes_every_leaf_of_the_roce_demo_fabric(demo_db, tmp_path):
         "frr/leaf01/frr.conf",
         "frr/leaf02/frr.conf",
         "sonic/leaf01/config_db.json",
+        "sonic/leaf01/ownership.json",
         "sonic/leaf02/config_db.json",
+        "sonic/leaf02/ownership.json",
     ]
     assert json.loads((tmp_path / "sonic/leaf01/config_db.json").read_text())["VRF"]
 

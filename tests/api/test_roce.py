@@ -462,7 +462,7 @@ def test_the_onboarded_fabric_verifies_with_exactly_the_granted_storage_edge(cli
 # --- artifacts -------------------------------------------------------------------------------
 
 
-def test_the_artifacts_are_a_config_db_and_an_frr_conf_per_leaf(client, roce):
+def test_the_artifacts_are_a_config_db_an_ownership_and_an_frr_conf_per_leaf(client, roce):
     manifest = ok(client.get(f"{FABRIC}/artifacts"))
 
     assert manifest["fabric"] == "roce-west"

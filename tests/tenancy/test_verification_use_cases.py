@@ -140,7 +140,7 @@ def test_an_offboarded_tenant_has_no_fabric_left_to_reach(uow, onboarded):
 # --- RoCE --------------------------------------------------------------------------------------
 
 
-def test_the_roce_artifacts_are_a_config_db_and_an_frr_conf_per_leaf(uow, roce_onboarded):
+def test_the_roce_artifacts_are_config_db_ownership_and_frr_conf_per_leaf(uow, roce_onboarded):
     manifest = verification.list_artifacts(uow, fabric_name="roce-west")
 
     assert [f.path for f in manifest.files] == list(ROCE_ARTIFACT_PATHS)
