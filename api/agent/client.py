@@ -51,6 +51,13 @@ class ServerClient:
         quoted = urllib.parse.quote(path)
         return self._request("GET", self._fabric_path(f"snapshots/{digest}/artifacts/{quoted}"))
 
+    def sync(self) -> dict[str, Any]:
+        """``GET /v1/fabrics/{fabric}/sync``: the desired digest, its phase, every target."""
+        document = json.loads(self._request("GET", self._fabric_path("sync")))
+        if not isinstance(document, dict):
+            raise ServerError("the sync status is not a JSON object")
+        return document
+
     def post_report(self, report: dict[str, Any]) -> dict[str, Any]:
         """POST one deploy report for this target; returns the stored report."""
         target = urllib.parse.quote(self.target, safe="")

@@ -92,10 +92,11 @@ class Report:
     mismatches: tuple[Mismatch, ...] = ()
     durations: dict[str, float] = field(default_factory=dict)
     ports_read: int = 0
+    phase: int | None = None  # a RoCE leaf's: the phase of the snapshot it applied or tried
 
     def body(self) -> dict[str, Any]:
-        """The JSON body (detail cut to 4096 characters, durations >= 0)."""
-        return {
+        """The JSON body (detail cut to 4096 characters, durations >= 0; phase when set)."""
+        body = {
             "state": self.state,
             "digest": self.digest,
             "observed_digest": self.observed_digest,
@@ -105,6 +106,9 @@ class Report:
             "durations": {k: round(max(v, 0.0), 6) for k, v in self.durations.items()},
             "ports_read": self.ports_read,
         }
+        if self.phase is not None:
+            body["phase"] = self.phase
+        return body
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from api.agent.cycle import CycleResult
-from api.agent.opensm import Agent
+from api.agent.cycle import CycleResult, Throttle
+
+
+class Agent(Protocol):
+    """What the loop runs: an agent's cycle (api/agent/opensm.py, api/agent/sonic.py)."""
+
+    throttle: Throttle
+
+    def cycle(self, *, coalesce: bool = False) -> CycleResult:
+        """One cycle."""
+
+    def say(self, line: str) -> None:
+        """One line on stderr."""
 
 
 def run_loop(

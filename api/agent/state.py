@@ -108,12 +108,16 @@ def _from_document(document: dict[str, Any]) -> AgentState:
 
 def save_state(conf_dir: Path, state: AgentState) -> None:
     """Write the state file atomically (scratch file, fsync, rename, fsync the directory)."""
-    target = conf_dir / STATE_FILE
+    write_json_atomically(conf_dir / STATE_FILE, asdict(state))
+
+
+def write_json_atomically(target: Path, document: Any) -> None:
+    """Write `document` as JSON to `target`: scratch file, fsync, rename, fsync the directory."""
     scratch = tmp_path(target)
     with scratch.open("w") as handle:
-        json.dump(asdict(state), handle, indent=2, sort_keys=True)
+        json.dump(document, handle, indent=2, sort_keys=True)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
     scratch.replace(target)
-    fsync_dir(conf_dir)
+    fsync_dir(target.parent)

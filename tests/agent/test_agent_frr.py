@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from api.agent.frr import FrrError, FrrLeaf, FrrTools
+from tests.agent.sonic_fakes import FakeDaemons
 
 OLD = "router bgp 65101\n neighbor Ethernet248 interface remote-as external\nexit\n"
 NEW = OLD + "vrf Vrf5001\n vni 5001\nexit-vrf\n"
-
-
-@dataclass
-class FakeDaemons:
-    """Runs what a reload of the file would make running; `lose` drops one line once."""
-
-    running: str = OLD
-    lose: str | None = None
-    fail_reload: bool = False
-    calls: list[list[str]] = field(default_factory=list)
-
-    def __call__(self, argv: list[str]) -> str:
-        self.calls.append(argv)
-        if "--test" in argv:
-            return f"Lines To Add\n============\n{Path(argv[-1]).read_text()}"
-        if "--reload" in argv:
-            if self.fail_reload:
-                raise FrrError("frr-reload.py exited 1")
-            text = Path(argv[-1]).read_text()
-            if self.lose:
-                text, self.lose = text.replace(self.lose, ""), None
-            self.running = "Building configuration...\n" + text
-            return ""
-        return self.running
 
 
 def leaf(tmp_path: Path, daemons: FakeDaemons) -> FrrLeaf:
@@ -45,7 +21,7 @@ def leaf(tmp_path: Path, daemons: FakeDaemons) -> FrrLeaf:
 
 
 def test_deploy_reloads_and_reads_back(tmp_path: Path) -> None:
-    daemons = FakeDaemons()
+    daemons = FakeDaemons(running=OLD)
     frr = leaf(tmp_path, daemons)
     deployed = frr.deploy(NEW)
     assert deployed.changed and "vni 5001" in deployed.delta
@@ -62,7 +38,7 @@ def test_deploy_reloads_and_reads_back(tmp_path: Path) -> None:
 
 
 def test_a_lost_line_is_a_mismatch_and_revert_reloads_the_previous_file(tmp_path: Path) -> None:
-    daemons = FakeDaemons(lose=" vni 5001\n")
+    daemons = FakeDaemons(running=OLD, lose=" vni 5001\n")
     frr = leaf(tmp_path, daemons)
     with pytest.raises(FrrError) as raised:
         frr.deploy(NEW)
