@@ -1,4 +1,4 @@
-"""`isofabric agent opensm` (or ``python -m api.agent opensm``): the deploy agent's command.
+"""`isofabric agent opensm|sonic` (or ``python -m api.agent …``): the deploy agents' commands.
 
 It is registered in the ``isofabric`` command line (api/cli/agent.py) and runnable on its own:
 ``python -m api.agent`` imports only the agent, typer and the engine (about 0.2 s to start,
@@ -8,15 +8,21 @@ Exit statuses with ``--once``: 0 when the cycle applied the snapshot or had noth
 any other outcome (refused, failed, rolled back, restart required, server unreachable: one line
 on stderr says which), 2 for a usage error (an option out of range, a missing key file or conf
 dir). ``--plan`` exits 0 when the snapshot could be applied, 1 when it would be refused. The loop
-(``--interval``) runs until stopped.
+(``--interval``) runs until stopped. ``agent sonic`` (a RoCE leaf: CONFIG_DB and FRR,
+api/agent/sonic.py) exits the same way: 0 applied or nothing to do, 1 otherwise (also while
+``sync`` does not yet desire the signed manifest), 2 for a usage error.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:  # the agents import their modules when run (a fast start)
+    from api.agent.client import ServerClient
+    from api.agent.sonic import SonicAgent, SonicSettings
 
 agent_app = typer.Typer(help="Deploy agents run on fabric hosts.", no_args_is_help=True)
 
@@ -123,3 +129,112 @@ def opensm(
         raise typer.Exit(0 if agent.cycle().ok else 1)
     assert interval is not None
     run_loop(agent, interval)
+
+
+DEFAULT_STATE_DIR = Path("/var/lib/isofabric/agent-sonic")
+
+
+@agent_app.command("sonic")
+def sonic(
+    server: Annotated[str, typer.Option("--server", help="The service's base URL")],
+    fabric: Annotated[str, typer.Option("--fabric", help="Fabric name")],
+    target: Annotated[str, typer.Option("--target", help="This leaf's target name")],
+    public_key: Annotated[
+        Path,
+        typer.Option(
+            "--public-key",
+            help="Pinned Ed25519 public key PEM, or a keyring",
+            exists=True,
+            dir_okay=False,
+        ),
+    ],
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
+    ] = None,
+    config_db: Annotated[
+        str | None,
+        typer.Option("--config-db", help="CONFIG_DB in Redis: redis://HOST:PORT/4, unix:///…?db=4"),
+    ] = None,
+    gcu: Annotated[
+        bool, typer.Option("--gcu", help="Change CONFIG_DB with SONiC's config apply-patch")
+    ] = False,
+    frr_conf: Annotated[
+        Path | None, typer.Option("--frr-conf", help="The leaf's frr.conf (deploy FRR too)")
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit")] = False,
+    interval: Annotated[
+        float | None,
+        typer.Option("--interval", help="Seconds between cycles (loop)", callback=_positive),
+    ] = None,
+    allow_disruptive: Annotated[
+        bool,
+        typer.Option("--allow-disruptive", help="Apply changes to declared (fabric-wide) keys"),
+    ] = False,
+    state_dir: Annotated[
+        Path, typer.Option("--state-dir", help="Where the agent keeps its state", file_okay=False)
+    ] = DEFAULT_STATE_DIR,
+    frr_pathspace: Annotated[
+        str | None, typer.Option("--frr-pathspace", help="FRR pathspace (-N) of the daemons")
+    ] = None,
+    frr_reload: Annotated[
+        str, typer.Option("--frr-reload", help="frr-reload.py")
+    ] = "/usr/lib/frr/frr-reload.py",
+    vtysh: Annotated[str, typer.Option("--vtysh", help="vtysh")] = "vtysh",
+) -> None:
+    """Deploy this leaf's signed CONFIG_DB and frr.conf, phase by phase, verified, reported."""
+    from api.agent.client import ServerClient
+    from api.agent.loop import run_loop
+
+    if once == (interval is not None):
+        raise typer.BadParameter("give exactly one of --once and --interval SECONDS")
+    if (config_db is None) == (not gcu):
+        raise typer.BadParameter("give exactly one of --config-db URL and --gcu")
+    agent = _sonic_agent(
+        ServerClient(server, token, fabric, target),
+        _sonic_settings(fabric, target, public_key, state_dir, allow_disruptive),
+        config_db,
+        frr_conf,
+        (frr_reload, vtysh, frr_pathspace),
+    )
+    if once:
+        raise typer.Exit(0 if agent.cycle().ok else 1)
+    assert interval is not None
+    run_loop(agent, interval)
+
+
+def _sonic_settings(
+    fabric: str, leaf: str, public_key: Path, state_dir: Path, allow_disruptive: bool
+) -> SonicSettings:
+    from api.agent.manifest import ManifestError, load_trusted_keys
+    from api.agent.sonic import SonicSettings
+
+    try:
+        keys = tuple(load_trusted_keys(public_key))
+    except (ManifestError, OSError) as error:
+        raise typer.BadParameter(str(error), param_hint="--public-key") from error
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise typer.BadParameter(str(error), param_hint="--state-dir") from error
+    return SonicSettings(fabric, leaf, keys, state_dir, allow_disruptive)
+
+
+def _sonic_agent(
+    client: ServerClient,
+    settings: SonicSettings,
+    config_db: str | None,
+    frr_conf: Path | None,
+    frr_tools: tuple[str, str, str | None],
+) -> SonicAgent:
+    from api.agent.config_db import RedisConfigDb
+    from api.agent.frr import FrrLeaf, FrrTools
+    from api.agent.gcu import GcuConfigDb
+    from api.agent.sonic import LeafStore, SonicAgent
+
+    store: LeafStore
+    try:
+        store = RedisConfigDb.from_url(config_db) if config_db is not None else GcuConfigDb()
+    except ValueError as error:  # redis-py: an unsupported URL scheme
+        raise typer.BadParameter(str(error), param_hint="--config-db") from error
+    frr = FrrLeaf(frr_conf, FrrTools(*frr_tools)) if frr_conf is not None else None
+    return SonicAgent(settings, client, store, frr, say=_say)
