@@ -133,3 +133,49 @@ def _is_label(raw: str, indent: int) -> bool:
     stripped = raw.strip()
     own_indent = len(raw) - len(raw.lstrip())
     return own_indent == indent and stripped.startswith(_LABELS)
+
+
+def with_new_vrfs(current: str, target: str) -> str:
+    """`current` plus `target`'s zebra ``vrf`` blocks that `current` lacks: a reload step first.
+
+    Contract: the blocks (``vrf VrfN`` / `` vni N`` / ``exit-vrf`` / ``!``, as `target` writes
+    them) go right before `current`'s first ``router bgp`` line (else before ``end``, else at
+    the end); `current`'s bytes are otherwise kept. Returns `current` unchanged when no VRF is
+    new.
+
+    Why: FRR 8.4's frr-reload.py lists the lines it adds to contexts the running config has
+    before whole new contexts (``compare_context_objects``) and sends them to vtysh without
+    ``exit`` (``lines_to_config``). A new ``vrf VrfN`` after an addition inside ``router bgp``
+    (a grant's RT import of an existing VRF) is then read in the BGP node, where ``vrf``
+    abbreviates ``vrf-policy``, and ``vni N`` falls to the top level: the new VRF loses its
+    L3VNI. Reloading this text first creates the new VRFs alone (nothing else differs from a
+    running config that holds `current`), so the reload of `target` that follows adds no
+    ``vrf`` context.
+    """
+    known = {line.strip() for line in current.splitlines() if line.startswith("vrf ")}
+    blocks: list[str] = []
+    for block in _vrf_blocks(target):
+        if block[0].strip() not in known:
+            blocks += block
+    if not blocks:
+        return current
+    raw = current.splitlines(keepends=True)
+    at = next((i for i, line in enumerate(raw) if line.startswith("router bgp ")), None)
+    if at is None:
+        at = next((i for i, line in enumerate(raw) if line.strip() == "end"), len(raw))
+    if raw and not raw[-1].endswith("\n") and at == len(raw):
+        raw[-1] += "\n"
+    return "".join([*raw[:at], *blocks, *raw[at:]])
+
+
+def _vrf_blocks(text: str) -> Iterator[list[str]]:
+    """Each top-level ``vrf`` block of `text` with its lines up to ``exit-vrf`` and a ``!``."""
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("vrf "):
+            block = [line]
+        elif block:
+            block.append(line)
+            if line.strip() == "exit-vrf" or not line.startswith(" "):
+                yield [*(b + "\n" for b in block if b.strip() != "!"), "!\n"]
+                block = []

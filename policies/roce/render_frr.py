@@ -15,19 +15,27 @@ Route targets are type 0 ``rt_asn:VNI`` and identical on every leaf: with an eBG
 per-leaf ASNs, FRR's automatic RTs (``ASN:VNI``) differ per leaf and manual RTs switch the auto RT
 off for that VNI (frr#10027), so every RT is written out. RDs are type 1: ``<loopback>:<rd_index>``
 for the IP-VRF and ``<vtep>:<rd_index>`` for the L2VNI's MAC-VRF, so that both are unique on the
-device (RFC 7432 §7.9). FRR's auto RDs (``router-id:<internal index>``) could collide with them.
+device (RFC 7432 §7.9). FRR's auto RDs (``router-id:<internal index>``) could collide with them,
+and bgpd ignores a configured ``rd`` equal to the RD in use ("If same as existing value, there is
+nothing more to do", ``bgp_evpn_vrf_rd`` in FRR ``bgpd/bgp_evpn_vty.c``): the RD then stays
+automatic and never shows in the running config. So each VRF instance's router-id is the VTEP
+address (its auto RD is ``<vtep>:<index>``, never the configured ``<loopback>:<rd_index>``); the
+default instance's is the loopback (the L2VNIs' auto RDs ``<loopback>:<index>`` never equal
+``<vtep>:<rd_index>``, as the VTEP and the loopback differ).
 
 Every line is one FRR 8.4 writes back in ``show running-config`` under ``frr defaults
 datacenter``, so that ``frr-reload.py`` (which diffs this file against the running config and
 sends the difference through vtysh) finds no delta after a reload. A line the running config
 never shows is re-sent on every reload, as a context snippet without ``exit``, so the commands
-sent after it land in the wrong node. ``no bgp ebgp-requires-policy`` was one: it is the
+sent after it land in the wrong node (the same happens with a configured RD that FRR ignores,
+above). ``no bgp ebgp-requires-policy`` was one: it is the
 datacenter default (FRR ``bgpd/bgp_vty.c``: ``FRR_CFG_DEFAULT_BOOL(BGP_EBGP_REQUIRES_POLICY,
 { .val_bool = false, .match_profile = "datacenter" }, ...)``), so it is never shown;
 frr-reload re-sent it, a new VRF's ``vrf VrfN`` that followed was read inside ``router bgp``
 as ``vrf-policy VrfN`` and its ``vni N`` at the top level (issue 16).
 tests/conformance/test_frr_reload.py reloads rendered files into running daemons and requires
-no delta.
+no delta. A reload that adds a VRF while it adds an RT import to an existing one still needs a
+first step that creates the new VRFs alone (`policies.roce.frr_running.with_new_vrfs`).
 
 On SONiC this file is what FRR loads only with ``docker_routing_config_mode`` ``split-unified``:
 in ``split`` mode docker-fpm-frr's ``docker_init.sh`` deletes ``/etc/frr/frr.conf`` and the
@@ -305,7 +313,9 @@ def _vrf_instance(switch: Switch, vrf: _LeafVrf) -> list[str]:
     return [
         f"router bgp {switch.asn} vrf {vrf.segment.vrf}",
         f" ! {vrf.segment.owner}, L2VNI {vrf.segment.l2vni}, subnet {vrf.segment.subnet}",
-        f" bgp router-id {switch.loopback}",
+        # Not the loopback: FRR's automatic RD of the VRF is <router-id>:<its index> and must
+        # never equal the configured <loopback>:<rd_index> (module docstring).
+        f" bgp router-id {switch.vtep}",
         " !",
         " address-family ipv4 unicast",
         "  redistribute connected",

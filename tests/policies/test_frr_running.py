@@ -8,12 +8,18 @@ banner, ``frr version`` and ``service integrated-vtysh-config``, no comments.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from pathlib import Path
 
 import pytest
 
-from policies.roce.frr_running import removed_imports, running_differences, without_imports
+from policies.roce.frr_running import (
+    removed_imports,
+    running_differences,
+    with_new_vrfs,
+    without_imports,
+)
 from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot
 
@@ -141,3 +147,37 @@ def test_only_a_label_comment_at_the_same_indentation_is_dropped_with_its_import
 
     assert comment in phase_one.splitlines()
     assert "route-target import 65000:50001\n  route-target export 65000:50000" not in phase_one
+
+
+def only_storage() -> str:
+    snapshot = roce_snapshot(grants=())
+    nodes = tuple(
+        n if n.name == "stor01" else dataclasses.replace(n, owners=()) for n in snapshot.nodes
+    )
+    return render_frr_conf(dataclasses.replace(snapshot, nodes=nodes), "leaf01")
+
+
+def test_the_first_reload_step_adds_only_the_new_vrf_blocks_before_router_bgp():
+    current, target = only_storage(), leaf01()
+
+    step = with_new_vrfs(current, target)
+
+    new_blocks = "vrf Vrf50001\n vni 50001\nexit-vrf\n!\nvrf Vrf50002\n vni 50002\nexit-vrf\n!\n"
+    assert step == current.replace("router bgp 65101\n", new_blocks + "router bgp 65101\n", 1)
+    assert step.index("vrf Vrf50002") < step.index("router bgp 65101\n")
+    assert running_differences(step, current) == [
+        "vrf Vrf50001", "vrf Vrf50001 > vni 50001", "vrf Vrf50002", "vrf Vrf50002 > vni 50002",
+    ]  # fmt: skip
+
+
+def test_no_new_vrf_leaves_the_text_as_it_is():
+    assert with_new_vrfs(leaf01(), only_storage()) == leaf01()
+    assert with_new_vrfs(leaf01(), leaf01()) == leaf01()
+
+
+def test_new_vrfs_go_before_end_or_at_the_end_without_router_bgp():
+    target = leaf01()
+
+    assert with_new_vrfs("hostname leaf01\nend\n", target).endswith("exit-vrf\n!\nend\n")
+    appended = with_new_vrfs("hostname leaf01", target)
+    assert appended.startswith("hostname leaf01\nvrf Vrf50000\n vni 50000\nexit-vrf\n!\n")
