@@ -218,42 +218,47 @@ class SonicAgent:
         if isinstance(frr_note, Report):
             return frr_note
         durations["frr"] = self.clock() - mark
+        report = self._verify(manifest, change, target, applied)
+        if report.state == "applied":
+            report.detail = _applied_detail(change, frr_note)
+        report.durations = durations
+        return report
+
+    def _verify(
+        self, manifest: Manifest, change: LeafChange, target: LeafTarget, applied: Applied
+    ) -> Report:
+        """Persist CONFIG_DB (GCU), read it all back: ``applied`` when it holds the phase."""
+        digest, allow = manifest.digest, self.settings.allow_disruptive
         try:
             self.store.finish(applied)
-            left = still_missing(
-                change,
-                self.store.read(),
-                target,
-                allow_disruptive=self.settings.allow_disruptive,
-            )
+            left = still_missing(change, self.store.read(), target, allow_disruptive=allow)
         except StoreError as error:
             return Report("failed", digest, f"applied, then CONFIG_DB: {error}")
         if left:
             return Report("failed", digest, f"read back still lacks: {'; '.join(left[:10])}")
         self._remember(manifest, change.phase)
-        report = Report("applied", digest, _applied_detail(change, frr_note))
-        report.observed_digest = digest if change.phase == 2 else None
-        report.durations = durations
-        return report
+        observed = digest if change.phase == 2 else None
+        return Report("applied", digest, "", observed_digest=observed)
 
     def _deploy_frr(self, change: LeafChange, applied: Applied, digest: str) -> str | Report:
         """Deploy the phase's frr.conf; a note for the report, or the leaf's rollback report."""
         if change.frr is None or self.frr is None:
             return "frr.conf left as it is"
+        replaced = self.frr.current() != change.frr  # else .prev is an older generation
         try:
             deployed = self.frr.deploy(change.frr)
         except (FrrError, OSError) as error:
-            return self._roll_back_leaf(applied, digest, str(error))
+            return self._roll_back_leaf(applied, digest, str(error), replaced)
         delta = deployed.delta.replace("\n", " | ")
         return f"frr.conf reloaded and read back (delta: {delta or 'none'})"
 
-    def _roll_back_leaf(self, applied: Applied, digest: str, why: str) -> Report:
+    def _roll_back_leaf(self, applied: Applied, digest: str, why: str, replaced: bool) -> Report:
         """FRR failed: reload the previous frr.conf and restore CONFIG_DB (the leaf as a whole)."""
         assert self.frr is not None
         notes = [f"FRR: {why}"]
         state = "rolled_back"
         try:
-            left = self.frr.revert(True)
+            left = self.frr.revert(replaced)
             notes.append("previous frr.conf reloaded" + (f", but differs: {left}" if left else ""))
             state = "failed" if left else state
         except (FrrError, OSError) as error:

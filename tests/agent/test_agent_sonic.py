@@ -173,3 +173,21 @@ def test_a_manifest_without_this_leafs_files_is_refused(leaf: Leaf) -> None:
     leaf.server.publish({"sonic/leaf02/config_db.json": b"{}\n"})
     assert leaf.cycle() == "refused"
     assert "must list" in leaf.last["detail"]
+
+
+def test_frr_down_restores_config_db_and_reports_failed(leaf: Leaf) -> None:
+    leaf.daemons.fail_reload = True  # the previous file cannot be reloaded either
+    leaf.publish(WITH_ACME, FRR_ACME)
+    assert leaf.cycle() == "failed"
+    assert "reloading the previous frr.conf failed" in leaf.last["detail"]
+    assert "previous content is back" in leaf.last["detail"]
+    assert leaf.store.read() == BASE and leaf.conf.read_text() == FRR_BASE
+
+
+def test_frr_drift_is_reloaded_without_touching_the_previous_file(leaf: Leaf) -> None:
+    leaf.publish(WITH_ACME, FRR_ACME)
+    assert leaf.cycle() == "applied"
+    leaf.daemons.running = FRR_BASE  # someone reloaded another file by hand
+    assert leaf.cycle() == "applied"  # the same report again: the service counts a repeat
+    assert leaf.daemons.running.endswith(FRR_ACME)
+    assert (leaf.conf.parent / "frr.conf.prev").read_text() == FRR_BASE
