@@ -21,9 +21,11 @@ Report states:
 * ``rolled_back``: a read-back differed (or FRR failed after CONFIG_DB changed) and the previous
   content is back, verified; ``observed_digest`` is the snapshot last applied in phase 2, if any.
 
-A cycle with nothing to change reports ``applied`` once for a digest and phase, and then repeats
-the last report as a sign of life. A rolled-back digest and phase are not tried again by the same
-process (the report is repeated): a loop would otherwise churn the switch every interval.
+A cycle whose manifest is not the one ``sync`` desires (the service between two snapshots, or a
+cache) does nothing and reports nothing (outcome ``not_desired``). A cycle with nothing to change
+reports ``applied`` once for a digest and phase, and then repeats the last report as a sign of
+life. A rolled-back digest and phase are not tried again by the same process (the report is
+repeated): a loop would otherwise churn the switch every interval.
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ class SonicAgent:
             return self._unreachable(error)
         if sync.get("desired") != manifest.digest:
             why = f"sync desires {sync.get('desired')}, the manifest names {manifest.digest}"
-            return CycleResult("waiting", f"{why}: tried again next cycle")
+            self.say(f"{why}: nothing done, tried again next cycle")
+            return CycleResult("not_desired", f"{why}: tried again next cycle")
         phase = 1 if sync.get("phase") == 1 else 2  # null: a fabric without phases
         held = self.held.get((manifest.digest, phase))
         if held is not None:

@@ -153,7 +153,7 @@ def test_a_write_failure_reports_failed_and_changes_nothing(
 def test_the_agent_waits_for_sync_to_desire_the_manifest(leaf: Leaf) -> None:
     leaf.publish(WITH_ACME, FRR_ACME)
     leaf.server.desired = "sha256:" + "0" * 64
-    assert leaf.cycle() == "waiting"
+    assert leaf.cycle() == "not_desired"
     assert leaf.server.reports == [] and leaf.store.read() == BASE
 
 
