@@ -64,9 +64,10 @@ _PEERING_WRITES = (
 )
 # opensm.conf holds the subnet's management keys: never an auditor's, live or from history.
 _SECRET_FILES = r"^/v1/fabrics/\{fabric\}/(snapshots/\{digest\}/)?artifacts/(.*/)?opensm\.conf$"
+# A RoCE leaf's agent also reads its leaf's patch between two snapshots (issue 16).
 _AGENT_READS = (
     r"^/v1/fabrics/\{fabric\}/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
-    r"|snapshots|snapshots/\{digest\}/artifacts/.+)$"
+    r"|snapshots|snapshots/\{digest\}/artifacts/.+|snapshots/\{digest\}/patches/\{leaf\})$"
 )
 # Console operator actions: the operator's only, whatever another row allows.
 _UI_ACTIONS = r"^/ui/(.+/)?actions(/.*)?$"
@@ -171,11 +172,12 @@ def agent_scope_allows(fabric: str | None, target: str | None, path_params: dict
     """Whether an agent scoped to (`fabric`, `target`) may touch the request's path parameters.
 
     The policy rows say which routes an agent may use; this says on which fabric and target: its
-    own only. A route without a fabric parameter is never an agent's.
+    own only (a RoCE leaf's target is named after its leaf). A route without a fabric parameter
+    is never an agent's.
     """
     if fabric is None or path_params.get("fabric") != fabric:
         return False
-    return "name" not in path_params or path_params["name"] == target
+    return all(path_params.get(key, target) == target for key in ("name", "leaf"))
 
 
 def object_for(template: str, path_params: dict[str, str]) -> str:

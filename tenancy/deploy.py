@@ -1,6 +1,7 @@
 """Deploy targets, their reports, the fabric's sync status and drain-before-reuse.
 
-A target is a host that enforces a fabric's artifacts (an OpenSM node). Its agent reports every
+A target is a host that enforces a fabric's artifacts (an OpenSM node, a RoCE leaf). Its agent
+reports every
 cycle's outcome; a report that changes the target's state is stored and audited as a deploy
 receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat only
 moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot it
@@ -19,6 +20,8 @@ from sqlmodel import Session, col, select
 from policies.errors import ConflictError
 from policies.model import FabricKind
 from policies.node_state import NodeState
+from policies.roce.model import SwitchRole
+from policies.roce.rollout import ACCESS_REMOVALS
 from tenancy import audit_log
 from tenancy import models as m
 from tenancy.locks import lock_fabric
@@ -31,17 +34,16 @@ from tenancy.schemas import (
     PortMismatch,
     ReportCreate,
     ReportView,
-    SyncTargetView,
-    SyncView,
     TargetCreate,
     TargetView,
 )
-from tenancy.snapshot_log import latest, newest_with
+from tenancy.snapshot_log import newest_with
 from tenancy.tokens import revoke_agent_tokens
 from tenancy.uow import Tx, UnitOfWork
 
-# What a target of each kind deploys to: OpenSM reads InfiniBand partitions.
-_TARGET_FABRIC_KIND = {"opensm": FabricKind.INFINIBAND}
+# What a target of each kind deploys to: OpenSM reads InfiniBand partitions, a SONiC leaf its
+# part of a RoCE fabric (CONFIG_DB and FRR).
+_TARGET_FABRIC_KIND = {"opensm": FabricKind.INFINIBAND, "sonic": FabricKind.ROCE}
 # States after which the target holds a known snapshot's files: the one it installed (applied,
 # or installed awaiting a restart), or the one a rollback restored.
 _HOLDING = {"applied": "digest", "restart_required": "digest", "rolled_back": "observed_digest"}
@@ -53,8 +55,9 @@ def put_target(
     """Register target `name` on the fabric (idempotent); True when it was created.
 
     Raises:
-        ConflictError: the kind does not deploy this fabric's technology, or the name is
-            registered with another kind.
+        ConflictError: the kind does not deploy this fabric's technology, the name is
+            registered with another kind, or a 'sonic' target's name is not a leaf with a VTEP
+            in the fabric's topology.
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
@@ -65,6 +68,8 @@ def put_target(
                 fabric=fabric.name,
                 kind=spec.kind,
             )
+        if spec.kind == "sonic":
+            _require_vtep_leaf(tx.session, fabric, name)
         existing = target_row(tx.session, fabric, name)
         if existing is not None:
             if existing.kind != spec.kind:
@@ -77,6 +82,28 @@ def put_target(
         audit_log.record(tx, "target.register", f"fabrics/{fabric.name}/targets/{name}")
         tx.session.flush()
         return target_view(row), True
+
+
+def _require_vtep_leaf(session: Session, fabric: m.Fabric, name: str) -> None:
+    """A SONiC target deploys one leaf's files: its name must be a present leaf with a VTEP."""
+    query = select(m.RoceSwitch).where(
+        m.RoceSwitch.fabric_id == m.pk(fabric), m.RoceSwitch.name == name
+    )
+    switch = session.exec(query).first()
+    if switch is None or switch.absent:
+        why = "is not a switch of its topology"
+    elif switch.role != SwitchRole.LEAF.value:
+        why = f"is a {switch.role}, not a leaf"
+    elif switch.vtep is None:
+        why = "is a leaf without a VTEP"
+    else:
+        return
+    raise ConflictError(
+        f"a 'sonic' target is named after a leaf with a VTEP: '{name}' of fabric "
+        f"'{fabric.name}' {why}",
+        fabric=fabric.name,
+        target=name,
+    )
 
 
 def delete_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> list[str]:
@@ -171,7 +198,7 @@ def post_report(
         target.last_seen_at = tx.now
         tx.session.add(target)
         last = _last_report(tx.session, m.pk(target))
-        repeat = last is not None and _repeats(target, report)
+        repeat = last is not None and _repeats(target, last, report)
         row = last if repeat and last is not None else _store_report(tx, fabric, target, report)
         # A repeat changes no state, but its snapshot may have recurred since (allocate, then
         # release): what it enforces is re-read, so a drain waiting on it can finish.
@@ -180,9 +207,10 @@ def post_report(
         return report_view(row, changed_state=not repeat)
 
 
-def _repeats(target: m.DeployTarget, report: ReportCreate) -> bool:
+def _repeats(target: m.DeployTarget, last: m.DeploymentReport, report: ReportCreate) -> bool:
     return (
-        target.state == report.state
+        last.phase == report.phase
+        and target.state == report.state
         and target.digest == report.digest
         and target.observed_digest == report.observed_digest
         and target.role == report.role
@@ -209,6 +237,7 @@ def _store_report(
         detail=report.detail,
         durations=json.dumps(report.durations, separators=(",", ":"), sort_keys=True),
         ports_read=report.ports_read,
+        phase=report.phase,
         audit_index=entry.index,
     )
     tx.session.add(row)
@@ -228,11 +257,24 @@ def _apply_to_target(
     if held is not None:
         target.deployed = held
         target.applied_snapshot_id = _snapshot_id(tx.session, target.fabric_id, held)
-    if report.role == "master" and report.observed_digest is not None:
+    if report.state == "applied" and report.phase is not None:
+        target.phase, target.phase_digest = report.phase, report.digest
+    if report.observed_digest is not None and _reads_back_enforcement(target, report):
         observed = _snapshot_id(tx.session, target.fabric_id, report.observed_digest)
         target.observed_snapshot_id = observed
     tx.session.add(target)
     tx.session.flush()
+
+
+def _reads_back_enforcement(target: m.DeployTarget, report: ReportCreate) -> bool:
+    """Whether the report's read-back shows what the target enforces.
+
+    An OpenSM master's does (a standby enforces nothing); a leaf's after a whole snapshot does,
+    after phase 1 not (it is only part of one).
+    """
+    if target.kind == "sonic":
+        return report.phase != ACCESS_REMOVALS
+    return report.role == "master"
 
 
 def _snapshot_id(session: Session, fabric_id: int, digest: str) -> int | None:
@@ -241,30 +283,51 @@ def _snapshot_id(session: Session, fabric_id: int, digest: str) -> int | None:
 
 
 def _held_digest(report: ReportCreate) -> str | None:
-    """The snapshot whose files the target holds after this report, if the report says so."""
+    """The snapshot whose files the target holds after this report, if the report says so.
+
+    An applied phase 1 removed access only: the target holds no snapshot's files whole.
+    """
+    if report.state == "applied" and report.phase == ACCESS_REMOVALS:
+        return None
     field = _HOLDING.get(report.state)
     return getattr(report, field) if field is not None else None
 
 
 def _finish_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
-    """Free the draining nodes whose removal every target holds and a master read back.
+    """Free the draining nodes whose removal every target holds and read back.
 
-    Every target must hold a snapshot at or after the node's release (a standby that takes over
-    must not bring the old key back), and a master's read-back must have matched one: what the
-    fabric enforces is observed, never assumed from files alone (issue 11, item 6).
+    InfiniBand: every target must hold a snapshot at or after the node's release (a standby
+    that takes over must not bring the old key back), and a master's read-back must have
+    matched one: what the fabric enforces is observed, never assumed from files alone (issue
+    11, item 6). RoCE: every leaf enforces its own part, so every leaf's read-back must have
+    matched one (issue 16: the host's ports are in no tenant VLAN of the read-back CONFIG_DB).
     """
     targets = _targets(tx.session, m.pk(fabric))
-    held = [t.applied_snapshot_id for t in targets]
-    observed = [t.observed_snapshot_id for t in targets if t.observed_snapshot_id is not None]
-    ready = None
-    if targets and None not in held and observed:
-        ready = min(min(h for h in held if h is not None), max(observed))
+    if fabric.kind == FabricKind.ROCE:
+        ready = _observed_everywhere(targets)
+    else:
+        ready = _held_and_observed(targets)
     freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready)
     if not targets:  # the last target is gone: nothing enforces the old keys any more
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
     for name in freed:
         audit_log.record(tx, "node.drained", f"fabrics/{fabric.name}/nodes/{name}")
     return freed
+
+
+def _held_and_observed(targets: list[m.DeployTarget]) -> int | None:
+    held = [t.applied_snapshot_id for t in targets]
+    observed = [t.observed_snapshot_id for t in targets if t.observed_snapshot_id is not None]
+    if not targets or None in held or not observed:
+        return None
+    return min(min(h for h in held if h is not None), max(observed))
+
+
+def _observed_everywhere(targets: list[m.DeployTarget]) -> int | None:
+    observed = [t.observed_snapshot_id for t in targets]
+    if not targets or None in observed:
+        return None
+    return min(o for o in observed if o is not None)
 
 
 def _draining(session: Session, fabric_id: int) -> list[m.Node]:
@@ -295,6 +358,7 @@ def report_view(row: m.DeploymentReport, *, changed_state: bool = True) -> Repor
         detail=row.detail,
         durations={k: float(v) for k, v in durations.items()},
         ports_read=row.ports_read,
+        phase=row.phase,
         audit_index=row.audit_index,
         changed_state=changed_state,
     )
@@ -314,30 +378,7 @@ def list_deployments(
         return Page(data=views, count=total, next=following)
 
 
-# --- sync and drains ----------------------------------------------------------------------------
-
-
-def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
-    """Whether every target reported ``applied`` for the fabric's current snapshot."""
-    with uow.transaction(read_only=True) as tx:
-        fabric = fabric_named(tx.session, fabric_name)
-        newest = latest(tx.session, m.pk(fabric))
-        desired = newest.digest if newest is not None else ""
-        targets = _targets(tx.session, m.pk(fabric))
-        in_sync = bool(targets) and all(
-            t.state == "applied" and t.deployed == desired for t in targets
-        )
-        views = [
-            SyncTargetView(
-                name=t.name,
-                deployed=t.deployed,
-                state=t.state,
-                reported_at=t.reported_at,
-                mismatches=_mismatches(t.mismatches),
-            )
-            for t in targets
-        ]
-        return SyncView(desired=desired, in_sync=in_sync, targets=views)
+# --- drains ----------------------------------------------------------------------------
 
 
 def force_drain(uow: UnitOfWork, *, fabric_name: str, node_name: str, spec: ForceDrain) -> str:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Listing, Uow
 from api.params import FabricPath, NodePath
-from tenancy import deploy
+from tenancy import deploy, deploy_sync
 from tenancy.schemas import (
     SLUG_PATTERN,
     ForceDrain,
@@ -26,7 +26,8 @@ TargetName = Annotated[
     str,
     Path(
         pattern=SLUG_PATTERN,
-        description="The deploy target's name, a slug: the OpenSM host it is, e.g. 'sm01'",
+        description="The deploy target's name, a slug: the OpenSM host it is, e.g. 'sm01', or "
+        "the RoCE leaf ('sonic' targets), e.g. 'leaf01'",
     ),
 ]
 
@@ -38,7 +39,7 @@ TargetName = Annotated[
 def put_target(
     fabric: FabricPath, name: TargetName, spec: TargetCreate, uow: Uow, response: Response
 ) -> TargetView:
-    """Register a deploy target (an OpenSM host): 201 when new, 200 when already registered."""
+    """Register a deploy target (an OpenSM host, a RoCE leaf): 201 when new, 200 when known."""
     view, created = deploy.put_target(uow, fabric_name=fabric, name=name, spec=spec)
     response.status_code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return view
@@ -79,8 +80,13 @@ def post_report(
 
 @router.get("/{fabric}/sync")
 def get_sync(fabric: FabricPath, uow: Uow) -> SyncView:
-    """The desired snapshot digest, and whether every target applied it."""
-    return deploy.sync_status(uow, fabric_name=fabric)
+    """The desired snapshot digest, whether every target applied it and who is behind.
+
+    On RoCE also the phase published for the desired snapshot: 1 while a leaf that must remove
+    access (ports leaving tenant VLANs, revoked route-target imports) has applied neither
+    phase of it, then 2; and each leaf's phase and whether it must remove access first.
+    """
+    return deploy_sync.sync_status(uow, fabric_name=fabric)
 
 
 @router.get("/{fabric}/deployments")

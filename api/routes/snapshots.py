@@ -1,16 +1,20 @@
-"""Routes under /v1/fabrics/{fabric}: the snapshot history and the signed artifact manifest."""
+"""Routes under /v1/fabrics/{fabric}: snapshot history, signed manifest, RoCE leaf patches.
+
+A leaf's patch is its CONFIG_DB change between two snapshots (issue 16).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from api.deps import Listing, Uow
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
 from api.routes.verification import ARTIFACT_FILE, artifact_response
-from tenancy import snapshot_history
-from tenancy.schemas import SNAPSHOT_DIGEST_PATTERN, DSSEEnvelope, Page, SnapshotView
+from tenancy import leaf_patches, snapshot_history
+from tenancy.schemas import SLUG_PATTERN, SNAPSHOT_DIGEST_PATTERN, DSSEEnvelope, Page, SnapshotView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
 Digest = Annotated[
@@ -22,6 +26,73 @@ Digest = Annotated[
         "hex digits; 410 when its artifacts are no longer retained",
     ),
 ]
+LeafPath = Annotated[
+    str,
+    Path(
+        pattern=SLUG_PATTERN,
+        description="The RoCE leaf's name as the topology has it, e.g. 'leaf01'; 404 when the "
+        "snapshot has no files for it",
+    ),
+]
+FromDigest = Annotated[
+    str | None,
+    Query(
+        alias="from",
+        pattern=SNAPSHOT_DIGEST_PATTERN,
+        description="The snapshot the leaf starts from (the patch is from its config_db.json "
+        "of the leaf), written like `digest`; default: the snapshot the leaf's deploy target "
+        "holds (422 when there is none)",
+    ),
+]
+AllowDisruptive = Annotated[
+    bool,
+    Query(
+        description="Also patch declared keys (ports, fabric-wide QoS maps, schedulers, "
+        "queues, buffers), which can restart swss; without it such a change is a 409 "
+        "disruptive-change problem"
+    ),
+]
+JSON_PATCH_MEDIA_TYPE = "application/json-patch+json"
+# RFC 6902 operations as policies/roce/patch.py makes them; paths are RFC 6901 JSON Pointers.
+_OPERATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One RFC 6902 operation",
+    "properties": {
+        "op": {"type": "string", "description": "'add', 'remove' or 'replace'"},
+        "path": {
+            "type": "string",
+            "description": "RFC 6901 JSON Pointer to a table, key or field ('/' in a key is "
+            "'~1', '~' is '~0'), e.g. '/VLAN_INTERFACE/Vlan100|10.64.0.1~124'",
+        },
+        "value": {"description": "The new table, entry or field value (not for 'remove')"},
+    },
+    "required": ["op", "path"],
+}
+PATCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The RFC 6902 JSON Patch: removals first, then additions and "
+        "replacements by (table, key, field); an empty array when nothing changes",
+        "content": {
+            JSON_PATCH_MEDIA_TYPE: {
+                "schema": {
+                    "type": "array",
+                    "description": "RFC 6902 operations, applied in order",
+                    "items": _OPERATION_SCHEMA,
+                }
+            }
+        },
+    },
+    404: {"description": "not-found: no such fabric, snapshot or leaf in either snapshot"},
+    409: {
+        "description": "disruptive-change: declared keys differ and allow_disruptive is off; "
+        "`paths` lists their JSON Pointers"
+    },
+    410: {"description": "not-retained: a snapshot's artifacts are no longer retained"},
+    422: {
+        "description": "validation-error: a malformed digest or leaf, or no `from` and the leaf's "
+        "target holds no snapshot"
+    },
+}
 
 
 @router.get("/{fabric}/signed-manifest", response_model_by_alias=True)
@@ -57,3 +128,35 @@ def get_snapshot_artifact(
     """One file of snapshot `digest`, byte for byte as its signed manifest binds it."""
     artifact = snapshot_history.snapshot_artifact(uow, fabric_name=fabric, digest=digest, path=path)
     return artifact_response(artifact, digest, if_none_match)
+
+
+@router.get(
+    "/{fabric}/snapshots/{digest}/patches/{leaf}",
+    response_class=Response,
+    responses=PATCH_RESPONSES,
+)
+def get_leaf_patch(
+    fabric: FabricPath,
+    digest: Digest,
+    leaf: LeafPath,
+    uow: Uow,
+    start: FromDigest = None,
+    allow_disruptive: AllowDisruptive = False,
+) -> Response:
+    """The RFC 6902 patch from the leaf's CONFIG_DB in snapshot `from` to snapshot `digest`.
+
+    Owned keys are made exactly `digest`'s (stale tenant VLANs, members, VRFs and maps are
+    removed); keys isofabric only declares are changed only with `allow_disruptive`; keys it
+    neither owns nor declares are never touched. Agents compute their own patch against what
+    they read from the switch; this one is between two snapshots, for review.
+    """
+    operations = leaf_patches.snapshot_patch(
+        uow,
+        fabric_name=fabric,
+        digest=digest,
+        leaf=leaf,
+        start=start,
+        allow_disruptive=allow_disruptive,
+    )
+    body = json.dumps(operations, separators=(",", ":"), sort_keys=True)
+    return Response(body, media_type=JSON_PATCH_MEDIA_TYPE)

@@ -60,12 +60,13 @@ class SnapshotFile(SQLModel, table=True):
 
 
 class DeployTarget(SQLModel, table=True):
-    """A host that enforces a fabric's artifacts (an OpenSM node), and what it last reported.
+    """A host that enforces a fabric's artifacts (OpenSM node, RoCE leaf) and what it reported.
 
     `state` is the last reported outcome (null until the first report); `deployed` the snapshot
     digest whose files it holds (applied, or restored by a rollback) and `applied_snapshot_id`
     that snapshot's newest history row; `observed_snapshot_id` the newest history row of what a
-    master's read-back last matched. The drain of released nodes waits for both.
+    master's (OpenSM) or a leaf's (SONiC) read-back last matched. Drains of released nodes
+    wait for them.
     """
 
     __tablename__ = "deploy_target"
@@ -82,6 +83,10 @@ class DeployTarget(SQLModel, table=True):
     applied_snapshot_id: int | None = None
     observed_snapshot_id: int | None = None
     observed_digest: str | None = Field(default=None, max_length=71)
+    # RoCE phased rollout (issue 16): the phase (1 or 2) of snapshot `phase_digest` it last
+    # applied; phase 1 removes access only, so it does not make the target hold that digest.
+    phase: int | None = None
+    phase_digest: str | None = Field(default=None, max_length=71)
     mismatches: str = "[]"
     detail: str = ""
     reported_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
@@ -110,4 +115,5 @@ class DeploymentReport(SQLModel, table=True):
     detail: str = ""
     durations: str = "{}"
     ports_read: int = 0
+    phase: int | None = None
     audit_index: int

@@ -15,7 +15,8 @@ SnapshotDigest = Annotated[str, Field(pattern=SNAPSHOT_DIGEST_PATTERN, examples=
 GUID_TEXT_PATTERN = r"^0x[0-9a-f]{16}$"
 PKEY_TEXT_PATTERN = r"^0x[0-9a-f]{4}$"
 
-TargetKind = Literal["opensm"]
+TargetKind = Literal["opensm", "sonic"]
+RolloutPhase = Literal[1, 2]
 ReportState = Literal["applied", "refused", "failed", "rolled_back", "restart_required"]
 SmRole = Literal["master", "standby", "unknown"]
 MAX_MISMATCHES = 10_000
@@ -47,7 +48,11 @@ class SnapshotView(BaseModel):
 class TargetCreate(Strict):
     """Body of PUT /v1/fabrics/{fabric}/targets/{name}: what enforces the fabric's files there."""
 
-    kind: TargetKind = Field(description="'opensm': a Subnet Manager host (InfiniBand fabrics)")
+    kind: TargetKind = Field(
+        description="'opensm': a Subnet Manager host (InfiniBand fabrics); 'sonic': a RoCE leaf "
+        "(SONiC CONFIG_DB and FRR), whose target name is the name of a leaf with a VTEP in the "
+        "fabric's topology"
+    )
 
 
 class PortMismatch(Strict):
@@ -101,6 +106,12 @@ class ReportCreate(Strict):
     ports_read: StrictInt = Field(
         default=0, ge=0, le=10_000_000, description="P_Key tables read back in the cycle"
     )
+    phase: RolloutPhase | None = Field(
+        default=None,
+        description="RoCE: the rollout phase of `digest` the agent deployed, as `sync` "
+        "published it: 1 (access removals only; the target does not hold `digest` yet) or 2 "
+        "(the whole snapshot); null for a whole deployment (InfiniBand)",
+    )
 
     @model_validator(mode="after")
     def _applied_names_its_snapshot(self) -> Self:
@@ -128,6 +139,10 @@ class ReportView(BaseModel):
     detail: str = Field(description="What happened, for people")
     durations: dict[str, float] = Field(description="Seconds per step of the cycle")
     ports_read: int = Field(description="P_Key tables read back in the cycle")
+    phase: int | None = Field(
+        default=None,
+        description="RoCE: the rollout phase of `digest` it reports (1 or 2); null otherwise",
+    )
     audit_index: int = Field(description="Index of the audit entry that recorded it")
     changed_state: bool = Field(
         default=True,
@@ -140,7 +155,7 @@ class TargetView(BaseModel):
     """A deploy target with what it last reported (null fields: it has not reported yet)."""
 
     name: str = Field(description="The target's name")
-    kind: str = Field(description="'opensm'")
+    kind: str = Field(description="'opensm' (a Subnet Manager host) or 'sonic' (a RoCE leaf)")
     created_at: datetime = Field(description="When it was registered, RFC 3339 UTC")
     state: str | None = Field(description="Last reported outcome; null before the first report")
     role: str | None = Field(description="master or standby, from SMInfo, as last reported")
@@ -161,6 +176,7 @@ class SyncTargetView(BaseModel):
     """One target's part of the sync status."""
 
     name: str = Field(description="The target's name")
+    kind: str = Field(description="'opensm' (a Subnet Manager host) or 'sonic' (a RoCE leaf)")
     deployed: str | None = Field(
         description="The snapshot digest it last applied; null if none yet"
     )
@@ -169,6 +185,16 @@ class SyncTargetView(BaseModel):
         description="When its state last changed, RFC 3339 UTC; null before any report"
     )
     mismatches: list[PortMismatch] = Field(description="Mismatches of its last report")
+    phase: int | None = Field(
+        description="RoCE: the phase of `desired` it last applied (1: access removals only, "
+        "2: all of it); null if it applied neither yet, and on InfiniBand",
+    )
+    behind: bool = Field(description="True when it does not hold `desired` (deployed differs)")
+    affected: bool = Field(
+        description="RoCE: it must remove access in phase 1: its deployed snapshot's files for "
+        "it have VLAN members (ports in tenant VLANs) or route-target imports that `desired`'s "
+        "lack. False for a target that never deployed, and on InfiniBand",
+    )
 
 
 class SyncView(BaseModel):
@@ -176,6 +202,13 @@ class SyncView(BaseModel):
 
     desired: str = Field(description="The digest of the fabric's current verified snapshot")
     in_sync: bool = Field(description="True only when every target reported applied for it")
+    phase: int | None = Field(
+        description="RoCE: the phase of `desired` the service publishes to agents: 1 while an "
+        "affected target has applied neither phase of it (agents apply only access removals: "
+        "ports leaving tenant VLANs, revoked route-target imports), then 2 (the whole "
+        "snapshot); null on InfiniBand",
+    )
+    behind: list[str] = Field(description="The targets that do not hold `desired`, by name")
     targets: list[SyncTargetView] = Field(description="Every deploy target of the fabric")
 
 

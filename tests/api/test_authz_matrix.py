@@ -105,6 +105,8 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/fabrics/{fabric}/snapshots"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}/signed-manifest"): ("FFFAA", None),
     ("GET", "/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}"): ("FFFFA", None),
+    # a RoCE leaf's patch (issue 16); ib-east has no leaf, so the allowed answer is a 404
+    ("GET", "/v1/fabrics/{fabric}/snapshots/{digest}/patches/{leaf}"): ("FFFAA", None),
     ("POST", "/v1/fabrics/{fabric}/nodes/{node}/force-drain"): ("FFFFA", None),
     # the policy document (issue 13): the operator's configuration, its versions for auditors
     ("GET", "/v1/policy"): ("FFFAA", None),
@@ -174,6 +176,7 @@ def url_for(
         "token_id": victims.get(tenant or "", MISSING_ID),
         "proof_id": MISSING_ID,
         "name": "sm-a",
+        "leaf": "leaf01",
         "digest": digest,
         "version": "0",
     }
@@ -259,7 +262,9 @@ def test_authorization_matrix(world, method, path, tenant):
             assert response.status_code not in (401, 403), where
             assert not is_hidden_tenant(response, tenant), where
             assert response.status_code < 500, where
-            if method == "GET" and not (path.endswith("{grant_id}") and tenant == OTHER):
+            if path.endswith("/patches/{leaf}"):
+                assert_problem(response, 404, "not-found")  # an InfiniBand fabric has no leaf
+            elif method == "GET" and not (path.endswith("{grant_id}") and tenant == OTHER):
                 assert response.status_code == 200, where  # globex has no grant to read
 
 

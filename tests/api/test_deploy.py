@@ -264,6 +264,8 @@ def test_sync_holds_only_when_every_target_applied_the_desired_snapshot(client, 
     assert ok(client.get(f"{IB}/sync")) | {"targets": []} == {
         "desired": digest,
         "in_sync": False,
+        "phase": None,  # InfiniBand deploys whole snapshots: no phases
+        "behind": ["sm-a", "sm-b"],
         "targets": [],
     }
 
@@ -294,11 +296,16 @@ def test_a_rolled_back_report_keeps_the_mismatches_and_what_the_target_enforces(
     assert status["in_sync"] is False
     assert status["targets"][0] | {"reported_at": None} == {
         "name": "sm-a",
+        "kind": "opensm",
         "deployed": old,
         "state": "rolled_back",
         "reported_at": None,
         "mismatches": [mismatch],
+        "phase": None,
+        "behind": True,
+        "affected": False,
     }
+    assert status["behind"] == ["sm-a"]
 
 
 # --- drain before reuse -------------------------------------------------------------------------

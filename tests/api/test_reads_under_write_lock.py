@@ -32,7 +32,16 @@ from tenancy.bootstrap import prepare_database
 from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
 from tenancy.settings import Settings
-from tests.builders import FABRIC, LOCAL_URL, Onboarded, api_onboard, created, ok
+from tests.builders import (
+    FABRIC,
+    LOCAL_URL,
+    ROCE_FABRIC,
+    Onboarded,
+    api_create_roce_fabric,
+    api_onboard,
+    created,
+    ok,
+)
 from tests.keys import key_settings, register_key
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -59,6 +68,11 @@ class Service:
             self.app, client=LOOPBACK, base_url=LOCAL_URL
         ) as client:  # open mode: the operator
             self.onboarded: Onboarded = api_onboard(client)
+            # A RoCE fabric for its leaf's patch route (issue 16), between its only snapshot and
+            # itself: an empty patch.
+            api_create_roce_fabric(client)
+            verdict = ok(client.get(f"/v1/fabrics/{ROCE_FABRIC}/verification"))
+            self.roce_digest = verdict["snapshot_digest"]
             self.proof_id = created(
                 client.post("/v1/tenants/acme/isolation-proofs", json={"fabric": FABRIC})
             )["id"]
@@ -134,6 +148,10 @@ class Service:
             "/v1/fabrics/{fabric}/signed-manifest": f"{fabric}/signed-manifest",
             "/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{path:path}": (
                 f"{fabric}/snapshots/{self.digest}/artifacts/{PARTITIONS}"
+            ),
+            "/v1/fabrics/{fabric}/snapshots/{digest}/patches/{leaf}": (
+                f"/v1/fabrics/{ROCE_FABRIC}/snapshots/{self.roce_digest}/patches/leaf01"
+                f"?from={self.roce_digest}"
             ),
         }
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from api.ui.pages.fabrics import human_duration, pool_row, verdict_of
-from tenancy import deploy
+from tenancy import deploy, deploy_sync
 from tenancy.monitoring import FabricState, PoolUse
 from tenancy.schemas import ReportCreate, TargetCreate
 from tests.ui.browser import screenshot
@@ -68,7 +68,7 @@ def register_targets(site: ConsoleSite) -> None:
     uow = site.uow()
     for name in ("sm-a", "sm-b"):
         deploy.put_target(uow, fabric_name="ib-east", name=name, spec=TargetCreate(kind="opensm"))
-    desired = deploy.sync_status(uow, fabric_name="ib-east").desired
+    desired = deploy_sync.sync_status(uow, fabric_name="ib-east").desired
     report = ReportCreate(state="applied", digest=desired, role="master")
     deploy.post_report(uow, fabric_name="ib-east", target_name="sm-a", report=report)
 
