@@ -12,6 +12,7 @@ from api.cli import (
     agent,
     audit_log,
     collect,
+    collect_roce,
     config_audit,
     database,
     keys,
@@ -44,6 +45,7 @@ app.command("audit-config")(config_audit.audit_config)
 app.add_typer(database.db_app, name="db")
 app.add_typer(audit_log.audit_app, name="audit")
 app.add_typer(tokens.token_app, name="token")
+collect.collect_app.command("roce")(collect_roce.collect_roce_command)
 app.add_typer(collect.collect_app, name="collect")
 app.add_typer(agent.agent_app, name="agent")
 app.add_typer(keys.keys_app, name="keys")

@@ -6,18 +6,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from api.deps import HEAVY_WORK, Uow
 from api.limits import RawBody, decode_text
 from api.params import FabricPath
 from api.responses import json_response
-from tenancy import config_audits
+from tenancy import config_audits, roce_observations
 from tenancy.schemas import (
     AUDIT_FORMAT_PATTERN,
     SLUG_PATTERN,
+    AnyObservationCreate,
     ConfigAuditView,
-    ObservationCreate,
     ObservationView,
+    RoceObservationCreate,
+    RoceObservationView,
 )
 
 router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
@@ -71,10 +74,26 @@ def post_audit(
     return json_response(view)  # serialized here, in the worker thread
 
 
-@router.post("/{fabric}/observations", response_model=ObservationView, dependencies=[HEAVY_WORK])
-def post_observation(fabric: FabricPath, document: ObservationCreate, uow: Uow) -> Response:
-    """Compare the live P_Key tables (the output of `isofabric collect ib`) with intent: per-port
-    drift and the cross-owner reachability the tables allow. Changes nothing.
+@router.post(
+    "/{fabric}/observations",
+    response_model=ObservationView | RoceObservationView,
+    dependencies=[HEAVY_WORK],
+    responses={
+        200: {
+            "description": "The comparison: an ObservationView for InfiniBand tables, a "
+            "RoceObservationView for a RoCE leaf"
+        }
+    },
+)
+def post_observation(fabric: FabricPath, document: AnyObservationCreate, uow: Uow) -> Response:
+    """Compare observed state with intent. Changes nothing. `kind` 'infiniband': the live P_Key
+    tables (the output of `isofabric collect ib`): per-port drift and the cross-owner
+    reachability the tables allow. `kind` 'roce': one leaf's CONFIG_DB and FRR state (the output
+    of `isofabric collect roce`): VLAN member, VRF, tunnel map, port QoS, route-target and VNI
+    drift, draining hosts still in a tenant VLAN, and the violations the leaf allows.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
-    view = config_audits.observe(uow, fabric_name=fabric, document=document)
+    if isinstance(document, RoceObservationCreate):
+        view: BaseModel = roce_observations.observe_leaf(uow, fabric_name=fabric, document=document)
+    else:
+        view = config_audits.observe(uow, fabric_name=fabric, document=document)
     return json_response(view)  # serialized here, in the worker thread
