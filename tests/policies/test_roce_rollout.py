@@ -43,7 +43,7 @@ def files(config: dict[str, Any], frr: str = FRR) -> LeafFiles:
 
 
 def without_member(key: str) -> dict[str, Any]:
-    config = json.loads(json.dumps(BASE))
+    config: dict[str, Any] = json.loads(json.dumps(BASE))
     del config["VLAN_MEMBER"][key]
     return config
 
