@@ -7,6 +7,12 @@ for an entry without fields; sonic-swss-common configdb.py ``typed_to_raw``), pl
 ``CONFIG_DB_INITIALIZED`` key as on a switch. The command reads it back and the demo database
 compares it: no drift. Then a globex port is added to acme's VLAN by hand: the drift names the
 port, its host and owner, and the cross-tenant violation.
+
+With FRR (real zebra and bgpd in a pathspace, the leaf's rendered frr.conf deployed by the
+agent's frr-reload adapter): ``--vtysh``/``--frr-pathspace`` read the running config and bgpd's
+``show bgp l2vpn evpn vni json``: no drift; then acme's route target imported into globex's VRF
+by hand (vtysh) is a route-target leak and a violation. Skips without root or FRR, unless
+ISOFABRIC_REQUIRE_CONFORMANCE=1.
 """
 
 from __future__ import annotations
@@ -25,11 +31,15 @@ import redis
 from redis.typing import EncodableT, FieldT
 from typer.testing import CliRunner
 
+from api.agent.frr import FrrLeaf, FrrTools
 from api.cli import app
 from tests.demo_db import demo_database
 from tests.keys import keys_create
 
 from .conftest import skip_or_fail
+
+# zebra and bgpd in an FRR pathspace (its name), a fixture registered here by its import.
+from .test_frr_agent_reload import pathspace as frr_daemons  # noqa: F401
 
 pytestmark = pytest.mark.conformance
 
@@ -147,3 +157,53 @@ def test_collected_config_db_shows_no_drift_then_a_foreign_vlan_member(
     assert acme in report["drift"][0]["observed"]
     assert report["holds"] is False
     assert {c["rule"] for c in report["counterexamples"]} == {"cross-tenant-reachability"}
+
+
+def test_frr_read_from_real_daemons_shows_no_drift_then_a_leaked_import(
+    redis_socket: Path,
+    demo: tuple[str, Path],
+    frr_daemons: str,  # noqa: F811 - the imported fixture
+    tmp_path: Path,
+) -> None:
+    url, bundle = demo
+    config_db = json.loads((bundle / "sonic" / LEAF / "config_db.json").read_text())
+    frr_conf = (bundle / "frr" / LEAF / "frr.conf").read_text()
+    load_config_db(redis.Redis(unix_socket_path=str(redis_socket), db=CONFIG_DB), config_db)
+    vtysh = shutil.which("vtysh") or "vtysh"
+    leaf = FrrLeaf(tmp_path / "frr.conf", FrrTools(vtysh=vtysh, pathspace=frr_daemons))
+    leaf.deploy(frr_conf)
+    frr = ["--vtysh", vtysh, "--frr-pathspace", frr_daemons]
+
+    clean = collect(redis_socket, url, "--json", "--out", str(tmp_path / "leaf01.json"), *frr)
+
+    assert clean.exit_code == 0, clean.output
+    report = json.loads(clean.output)
+    assert (report["frr_observed"], report["in_sync"], report["holds"]) == (True, True, True)
+    observed = json.loads((tmp_path / "leaf01.json").read_text())["frr"]
+    l2vnis = {int(m["vni"]) for k, m in config_db["VXLAN_TUNNEL_MAP"].items() if "_Vlan" in k}
+    assert {v["vni"] for v in observed["vnis"] if v["layer"] == "L2"} <= l2vnis
+    assert {v["vni"] for v in observed["vnis"]} & l2vnis  # bgpd lists the configured L2VNIs
+    assert set(observed["vrf_imports"]) == set(config_db["VRF"])
+
+    asn, vrf = own_vrf(frr_conf, "tenant:globex")
+    _, acme_vrf = own_vrf(frr_conf, "tenant:acme")
+    acme_rt = f"65000:{acme_vrf.removeprefix('Vrf')}"
+    commands = [f"router bgp {asn} vrf {vrf}", "address-family l2vpn evpn"]
+    leaf.run(
+        leaf.tools.vtysh_argv("configure terminal", *commands, f"route-target import {acme_rt}")
+    )
+
+    leaked = collect(redis_socket, url, "--json", *frr)
+
+    assert leaked.exit_code == 1, leaked.output
+    report = json.loads(leaked.output)
+    assert [(d["code"], d["subject"]) for d in report["drift"]] == [("route-target-leak", vrf)]
+    assert acme_rt in report["drift"][0]["observed"]
+    assert {c["rule"] for c in report["counterexamples"]} == {"cross-tenant-reachability"}
+
+
+def own_vrf(frr_conf: str, owner: str) -> tuple[str, str]:
+    """(ASN, VRF) of `owner`'s BGP VRF instance in the rendered frr.conf (its comment names it)."""
+    match = re.search(rf"router bgp (\d+) vrf (\S+)\n ! {re.escape(owner)},", frr_conf)
+    assert match is not None, owner
+    return match.group(1), match.group(2)
