@@ -225,7 +225,7 @@ def _targets(tx: Tx, desired: dict[int, str | None]) -> dict[int, list[TargetSyn
 def _target_sync(tx: Tx, target: m.DeployTarget, desired: str | None) -> TargetSync:
     """The target's sync state (`SYNC_STATES`) and how long it has not been in sync.
 
-    In sync as tenancy/deploy.py `sync_status` says: its last report applied the fabric's
+    In sync as tenancy/deploy_sync.py `sync_status` says: its last report applied the fabric's
     current snapshot (0 s). Otherwise it left sync when the snapshot it holds stopped being
     the fabric's current one or when it reported something else than applied, whichever came
     first; a target that never held a snapshot counts from its registration.
