@@ -4,13 +4,14 @@ Exit statuses, like ``diff`` and ``grep`` (README "Command line"):
 
     0  done
     1  a check ran and found a problem (verify, audit verify, proof verify, audit-config,
-       check-partitions)
+       check-partitions, collect roce: the leaf drifted from intent)
     2  trouble: the command could not do its job, e.g. a usage error, a name that does not exist,
        a refused change, no database, a database or file that cannot be read or written
     3-6  a REST client command's failed request, by the problem's type (api/cli/client.py
        EXIT_BY_TYPE): 3 not found, 4 refused, 5 unauthorized or forbidden, 6 unavailable
     7  partial: the command did its job for some items only and wrote what it got (collect ib:
-       some ports' P_Key tables could not be read; each is listed, api/cli/collect.py)
+       some ports' P_Key tables could not be read; each is listed, api/cli/collect.py; collect
+       roce: FRR could not be read, api/cli/collect_roce.py)
 
 Trouble is one line on stderr, ``error: <detail>``; ``--debug`` (or ``ISOFABRIC_DEBUG=1``) shows
 the traceback instead. Any other exception is a bug and keeps its traceback.
