@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from typer.testing import CliRunner
 
@@ -18,6 +19,9 @@ from api.cli import app
 from api.cli import collect_roce as collect_module
 from api.cli.collect import PARTIAL, TROUBLE
 from policies.roce.observed import LeafState, leaf_state
+from tests.cli_server import ADMIN, Served, served
+
+__all__ = ["served"]  # the fixture
 
 runner = CliRunner()
 TABLES: dict[str, dict[str, dict[str, Any]]] = {
@@ -136,3 +140,48 @@ def test_usage_errors_are_exit_2(config_db, extra, message):
 
     assert result.exit_code == TROUBLE
     assert message in result.stderr
+
+
+# --- compared over REST and on the database --------------------------------------------------
+
+
+def rendered_tables(served: Served) -> dict[str, dict[str, dict[str, Any]]]:
+    response = httpx2.get(
+        f"{served.url}/v1/fabrics/roce-west/artifacts/sonic/leaf01/config_db.json",
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert response.status_code == 200, response.text
+    tables: dict[str, dict[str, dict[str, Any]]] = response.json()
+    return tables
+
+
+def serve_config_db(monkeypatch: pytest.MonkeyPatch, tables: dict[str, Any]) -> None:
+    monkeypatch.setattr(collect_module, "read_config_db", lambda url: leaf_state(tables))
+
+
+def test_over_rest_and_on_the_database_a_leaf_as_rendered_is_in_sync(served, monkeypatch):
+    serve_config_db(monkeypatch, rendered_tables(served))
+
+    status, out, err = served.run(*BASE, *URL)
+
+    assert status == 0, err
+    assert out == "leaf01: in sync, isolation holds (FRR not observed)\n"
+    local = runner.invoke(app, [*BASE, *URL, "--db", served.db, "--json"])
+    assert local.exit_code == 0, local.output
+    assert json.loads(local.stdout)["in_sync"] is True
+
+
+def test_over_rest_a_foreign_vlan_member_is_listed_and_exit_1(served, monkeypatch):
+    tables = rendered_tables(served)
+    members = sorted(tables["VLAN_MEMBER"])
+    vlans = sorted({key.split("|")[0] for key in members})
+    stranger = next(k.split("|")[1] for k in members if not k.startswith(f"{vlans[0]}|"))
+    tables["VLAN_MEMBER"][f"{vlans[0]}|{stranger}"] = {"tagging_mode": "untagged"}
+    serve_config_db(monkeypatch, tables)
+
+    status, out, err = served.run(*BASE, *URL)
+
+    assert status == 1, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"vlan-member-unexpected: {stranger} (")
+    assert lines[-1].startswith("leaf01: 1 drift item(s), isolation")
