@@ -1,6 +1,7 @@
 """The groups of a RoCE snapshot's v2 digest (policies/digest).
 
-``fabric``: settings, switches, links, the planner version and QoS classes no segment uses.
+``fabric``: settings, switches, links, the planner version and every QoS class (each leaf
+carries every class with RoCE parameters, used or not: tenancy/snapshot/roce.py).
 ``node:<name>``: the host's role and NICs. ``owner:<owner>``: the nodes it holds, its grants, its
 segment (VRF, VNIs, VLANs, subnet, RD) with its QoS class's definition, and route-target imports
 that differ from those its grants call for (`with_grant_imports`). Grant imports are derived, so
@@ -50,16 +51,16 @@ def roce_groups(
 
 
 def _fabric_group(snapshot: RoceSnapshot) -> bytes:
-    used = {s.qos_class for s in snapshot.segments}
+    # Every class, not those "no segment uses": the classes are fabric-wide facts now, and the
+    # fabric group must not change when a tenant's segment comes or goes (an incremental change
+    # replaces only the groups of the owners it touches, tenancy/change_check.py).
     return canonical(
         {
             "planner": PLANNER_VERSION,
             "settings": canonical(asdict(snapshot.fabric)).decode(),
             "switches": sorted(canonical(asdict(s)).decode() for s in snapshot.switches),
             "links": sorted(canonical(asdict(x)).decode() for x in snapshot.links),
-            "unused_qos": sorted(
-                canonical(asdict(q)).decode() for q in snapshot.qos_classes if q.name not in used
-            ),
+            "qos": sorted(canonical(asdict(q)).decode() for q in snapshot.qos_classes),
             **policy_fields(snapshot.policy),
         }
     )

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from ipaddress import IPv4Address
 from typing import Any, NamedTuple
 
-from sqlalchemy import CompoundSelect, Select, bindparam, union_all
+from sqlalchemy import CompoundSelect, Select, bindparam, or_, union_all
 from sqlalchemy import select as core_select
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col
@@ -43,8 +43,8 @@ def load_roce_snapshot(
 
     With a `context`, only its owners' nodes, NICs, segments and grants between them, the
     switches those NICs are cabled to with the ports they use and the links on those ports
-    (`_context_cabling`), and the QoS classes any segment of the fabric uses (they share its
-    queues and PFC budget): see tenancy/snapshot/common.py `widen`.
+    (`_context_cabling`), and every QoS class with RoCE parameters (`_roce_classes`: they
+    share the fabric's queues and PFC budget): see tenancy/snapshot/common.py `widen`.
     """
     session.flush()
     row = settings_row(session, fabric)
@@ -75,7 +75,7 @@ def load_roce_snapshot(
         nics=cabling.nics,
         segments=with_grant_imports(segments, grants, settings.rt_asn, policy.peerings),
         grants=grants,
-        qos_classes=_qos(session, fabric),
+        qos_classes=_qos(session),
         policy=policy.policy,
         tenants=policy.tenants,
         peerings=policy.peerings,
@@ -248,27 +248,23 @@ def _segments(
     )
 
 
-def _qos(session: Session, fabric: m.Fabric) -> tuple[RoceQos, ...]:
-    """The classes the fabric's segments use: only those share its queues and PFC budget."""
-    rows = session.connection().execute(_USED_CLASSES, {"fabric": m.pk(fabric)})
+def _qos(session: Session) -> tuple[RoceQos, ...]:
+    """Every QoS class with RoCE parameters, used by a segment or not (`_roce_classes`)."""
+    rows = session.connection().execute(_ROCE_CLASSES)
     return tuple(RoceQos(*row) for row in rows)
 
 
-def _used_classes() -> Select[*tuple[Any, ...]]:
-    """The QoS classes of the fabric's active segments (one query, however many segments).
+def _roce_classes() -> Select[*tuple[Any, ...]]:
+    """The QoS classes every leaf carries: those with a DSCP, a TC or PFC of their own.
 
-    Through the tenants' L3VNI rows only, one per tenant: a VRF segment is claimed whole.
+    Every class, not only those of active segments: a leaf's DSCP maps, schedulers, queues and
+    PFC are fabric-wide (declared, not owned) keys, so rendering only the classes in use would
+    make onboarding the first tenant of a class, or offboarding its last, rewrite them (a
+    disruptive CONFIG_DB change, policies/roce/patch.py). A class left at DSCP 0 / TC 0 / lossy
+    (the defaults, e.g. an InfiniBand-only class) adds nothing beyond best effort: its tenants
+    are best effort on RoCE and it is not rendered. Classes are global, so each class is
+    verified against every RoCE fabric's budget when it is created (verify_qos.py).
     """
-    used = (
-        core_select(col(m.Tenant.qos_class_id))
-        .select_from(m.Segment)
-        .join(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
-        .where(
-            col(m.Segment.fabric_id) == bindparam("fabric"),
-            col(m.Segment.state) == "active",
-            col(m.Segment.purpose) == "l3vni",
-        )
-    )
     return (
         core_select(
             col(m.QosClass.name),
@@ -280,7 +276,13 @@ def _used_classes() -> Select[*tuple[Any, ...]]:
             col(m.QosClass.ecn_max_bytes),
             col(m.QosClass.ecn_probability),
         )
-        .where(col(m.QosClass.id).in_(used))
+        .where(
+            or_(
+                col(m.QosClass.roce_dscp) != 0,
+                col(m.QosClass.roce_tc) != 0,
+                col(m.QosClass.lossless).is_(True),
+            )
+        )
         .order_by(col(m.QosClass.id))
     )
 
@@ -307,7 +309,7 @@ _NICS_OF_NODES = _nics_query(
     col(m.RoceSwitchPort.speed),
     col(m.RoceSwitchPort.cable_length),
 ).where(col(m.Nic.node_id).in_(bindparam("nodes", expanding=True)))
-_USED_CLASSES = _used_classes()
+_ROCE_CLASSES = _roce_classes()
 _SEGMENTS = segment_queries(
     core_select(
         col(m.Segment.purpose),
