@@ -72,20 +72,29 @@ class _Leaf:
         self.port_owner = {
             port: (owners.get(node) or (None,))[0] for port, node in self.port_node.items()
         }
-        segment_vlans = {v for s in snapshot.segments for v in (s.vlan, s.l3vni_vlan)}
-        self.vlans = set(range(fabric.vlan_first, fabric.vlan_last + 1)) | segment_vlans
-        self.vnis = set(range(fabric.l2vni_first, fabric.l2vni_last + 1))
-        self.vnis |= set(range(fabric.l3vni_first, fabric.l3vni_last + 1))
+        # A segment keeps its IDs when the fabric's ranges shrink later: they stay tenant IDs.
+        self.segment_vlans = {v for s in snapshot.segments for v in (s.vlan, s.l3vni_vlan)}
+        self.segment_vnis = {v for s in snapshot.segments for v in (s.l2vni, s.l3vni)}
+        self.vlans = range(fabric.vlan_first, fabric.vlan_last + 1)
+        self.l2vnis = range(fabric.l2vni_first, fabric.l2vni_last + 1)
         self.l3vnis = range(fabric.l3vni_first, fabric.l3vni_last + 1)
 
     def tenant_vlan(self, name: str) -> bool:
-        return vlan_id(name) in self.vlans
+        """``Vlan<n>`` with n in the VLAN range or a segment's VLAN."""
+        vlan = vlan_id(name)
+        return vlan in self.vlans or vlan in self.segment_vlans
+
+    def tenant_vni(self, vni: int | None) -> bool:
+        """A VNI of the L2VNI or L3VNI range, or a segment's."""
+        return vni in self.l2vnis or vni in self.l3vnis or vni in self.segment_vnis
 
     def tenant_vrf(self, name: str, vni: int | None) -> bool:
+        """``Vrf<n>`` with n in the L3VNI range (isofabric's names), or a VRF with such a VNI."""
         return vrf_number(name) in self.l3vnis or vni in self.l3vnis
 
     def tenant_map(self, entry: TunnelMap) -> bool:
-        return entry.vni in self.vnis or self.tenant_vlan(entry.vlan)
+        """A tunnel map of a tenant VNI or VLAN."""
+        return self.tenant_vni(entry.vni) or self.tenant_vlan(entry.vlan)
 
     def drift(
         self, code: str, subject: str, want: Collection[str], have: Collection[str], text: str
@@ -205,7 +214,7 @@ def _fields(fields: Mapping[str, str]) -> frozenset[str]:
 
 def _frr_drift(leaf: _Leaf, want: FrrState, have: FrrState) -> list[LeafDrift]:
     drift = list(_import_drift(leaf, want, have))
-    for vni in sorted(want.vnis.keys() | (have.vnis.keys() & leaf.vnis)):
+    for vni in sorted(want.vnis.keys() | set(filter(leaf.tenant_vni, have.vnis))):
         intended, seen = want.vnis.get(vni), have.vnis.get(vni)
         subject = str(vni)
         if seen is None:

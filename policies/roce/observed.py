@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,17 +108,19 @@ def leaf_state(tables: Tables) -> LeafState:
         if sep and port:
             members.setdefault(port, set()).add(vlan)
     vrfs = {name: _int(fields.get("vni")) for name, fields in tables.get("VRF", {}).items()}
-    maps = frozenset(
-        TunnelMap(tunnel, name, _int(fields.get("vni")), str(fields.get("vlan", "")))
-        for key, fields in tables.get("VXLAN_TUNNEL_MAP", {}).items()
-        for tunnel, sep, name in [key.partition("|")]
-        if sep
-    )
+    maps = frozenset(_tunnel_maps(tables.get("VXLAN_TUNNEL_MAP", {})))
     qos = {
         port: {field: _text(value) for field, value in fields.items()}
         for port, fields in tables.get("PORT_QOS_MAP", {}).items()
     }
     return LeafState({port: frozenset(vlans) for port, vlans in members.items()}, vrfs, maps, qos)
+
+
+def _tunnel_maps(table: Mapping[str, Mapping[str, Any]]) -> Iterator[TunnelMap]:
+    for key, fields in table.items():
+        tunnel, separator, name = key.partition("|")
+        if separator:
+            yield TunnelMap(tunnel, name, _int(fields.get("vni")), str(fields.get("vlan", "")))
 
 
 def _int(value: Any) -> int | None:
