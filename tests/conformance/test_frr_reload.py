@@ -48,6 +48,7 @@ from .roce_lab import LAB_TIMEOUT, LabTools, RoceLab, Router, apply_vxlanmgrd
 pytestmark = pytest.mark.conformance
 
 SNAPSHOT = roce_snapshot()
+SNAPSHOT_LEAF01 = render_frr_conf(SNAPSHOT, "leaf01")
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +192,26 @@ def test_every_change_of_a_leaf_round_trips(lab):
         assert_round_trip(leaf01, conf, name)
         current = target
     assert set(leaf01.evpn_peers().values()) == {"Established"}
+
+
+def test_without_the_new_vrfs_step_a_vrf_added_with_a_grant_loses_its_l3vni(lab):
+    # Why `with_new_vrfs` exists: frr-reload.py sends the grant's RT import into the existing
+    # storage VRF first, without `exit`, so the new `vrf Vrf50001` is read in the BGP node.
+    leaf01 = lab.router("leaf01")
+    before = render_frr_conf(owned_by(REVOKED, "stor01"), "leaf01")
+    target = render_frr_conf(owned_by(SNAPSHOT, "stor01", "gpu0001"), "leaf01")
+    leaf01.load(before, "one-step-before.conf")
+    one_step = leaf01.workdir / "intended" / "one-step.conf"
+    one_step.write_text(target)
+
+    failed = leaf01.frr_reload(one_step)
+    lost = running_differences(target, leaf01.running_config())
+
+    leaf01.load(before, "one-step-undone.conf")  # back to a clean state, then the module's
+    leaf01.load(with_new_vrfs(before, SNAPSHOT_LEAF01), "one-step-new-vrfs.conf")
+    assert_round_trip(leaf01, leaf01.load(SNAPSHOT_LEAF01, "one-step-restored.conf"))
+    assert failed.returncode != 0
+    assert lost == ["vrf Vrf50001", "vrf Vrf50001 > vni 50001"]
 
 
 # ------------------------------------------------------------------------- API-built fabric
