@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from policies.errors import ConflictError
+from policies.errors import ConflictError, InvalidValueError
 from policies.model import FabricKind
 from policies.node_state import NodeState
 from policies.roce.model import SwitchRole
@@ -190,11 +190,14 @@ def post_report(
 
     Raises:
         NotFoundError: unknown fabric or target.
-        InvalidValueError: an applied report without a digest.
+        InvalidValueError: an applied report without a digest; a phase from an OpenSM target.
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         target = target_named(tx.session, fabric, target_name)
+        if report.phase is not None and target.kind != "sonic":
+            why = f"target '{target.name}' is '{target.kind}': only a RoCE leaf deploys in phases"
+            raise InvalidValueError(why, pointer="/phase")
         target.last_seen_at = tx.now
         tx.session.add(target)
         last = _last_report(tx.session, m.pk(target))
@@ -325,9 +328,7 @@ def _held_and_observed(targets: list[m.DeployTarget]) -> int | None:
 
 def _observed_everywhere(targets: list[m.DeployTarget]) -> int | None:
     observed = [t.observed_snapshot_id for t in targets]
-    if not targets or None in observed:
-        return None
-    return min(o for o in observed if o is not None)
+    return None if not targets or None in observed else min(o or 0 for o in observed)
 
 
 def _draining(session: Session, fabric_id: int) -> list[m.Node]:

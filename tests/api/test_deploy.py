@@ -281,6 +281,17 @@ def test_sync_holds_only_when_every_target_applied_the_desired_snapshot(client, 
     assert {t["deployed"] for t in status["targets"]} == {digest}
 
 
+def test_an_opensm_target_reports_no_phase(client, onboarded, db_dump):
+    register(client)
+    digest = manifest_digest(signed_manifest(client))
+    before = db_dump()
+
+    response = report(client, "applied", digest, phase=1)
+
+    assert_problem(response, 422, "validation-error")
+    assert db_dump() == before
+
+
 def test_a_rolled_back_report_keeps_the_mismatches_and_what_the_target_enforces(client, onboarded):
     register(client)
     old = manifest_digest(signed_manifest(client))
