@@ -23,9 +23,9 @@ from api.agent.frr import FrrLeaf, FrrTools
 from api.agent.sonic import SonicAgent, SonicSettings
 from policies.roce.ownership import LeafOwnership
 from policies.roce.patch import owned_entries
+from tenancy import key_store
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import FOREIGN, FakeDaemons, document
-from tests.api.test_deploy import trusted_keys
 from tests.builders import ROCE_FABRIC, ROCE_LEAVES, RoceOnboarded, created, ok
 
 FABRIC = f"/v1/fabrics/{ROCE_FABRIC}"
@@ -118,6 +118,12 @@ def leaves(
         leaf_agent(client, redis_server, tmp_path, leaf, db)
         for db, leaf in enumerate(ROCE_LEAVES, start=4)
     ]
+
+
+def trusted_keys(client: Any) -> list[Any]:
+    """The service's signing keys, as an operator pins them (its keyring)."""
+    keyring = key_store.read_keyring(client.app.state.uow.settings.keyring_path)
+    return list(key_store.keyring_keys(keyring).values())
 
 
 def draining(client: Any) -> list[str]:
