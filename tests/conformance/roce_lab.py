@@ -36,7 +36,7 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +46,7 @@ from policies.roce.model import RoceSnapshot, Switch, SwitchRole
 
 from .harness import ToolsMissingError, _spawn, stop_process, wait_until
 from .redis_server import RedisServer
+from .vxlanmgrd import apply_vxlanmgrd
 
 __all__ = ["LabTools", "RedisServer", "RoceLab", "Router", "apply_vxlanmgrd", "run", "spine_config"]
 
@@ -322,6 +323,9 @@ class RoceLab:
         for index, link in enumerate(self.snapshot.links):
             temp_a, temp_b = (f"isf{self.token}{index}{side}" for side in "ab")
             run([self.tools.ip, "link", "add", temp_a, "type", "veth", "peer", "name", temp_b])
+            # Once an end is in a namespace, deleting the namespace deletes the pair; until
+            # then (a failed setup) the pair is in the root namespace and goes here.
+            self._stack.callback(run, [self.tools.ip, "link", "del", temp_a], check=False)
             for temp, switch, port in (
                 (temp_a, link.a_switch, link.a_port),
                 (temp_b, link.b_switch, link.b_port),
@@ -334,76 +338,3 @@ class RoceLab:
 
 def _established(router: Router) -> int:
     return sum(state == "Established" for state in router.evpn_peers().values())
-
-
-# ------------------------------------------------------------------------------------ VXLAN
-
-
-def apply_vxlanmgrd(router: Router, config_db: Mapping[str, Mapping[str, Any]]) -> list[int]:
-    """Make `router`'s VXLAN devices what SONiC's vxlanmgrd would create from `config_db`.
-
-    For each ``VXLAN_TUNNEL_MAP|<tunnel>|map_<vni>_Vlan<id>`` whose VNI is no VRF's L3VNI (an
-    L3VNI needs a VRF device, which this kernel lacks): a bridge ``Vlan<id>`` (SONiC's SVI name;
-    here one plain bridge per VLAN, as the kernel rejects VLAN-filtering bridges) and the VXLAN
-    device vxlanmgrd names ``<tunnel>-<id>`` (sonic-swss vxlanmgr.cpp), ``local`` the tunnel's
-    ``src_ip``, port 4789, learning off, enslaved to it. Devices of maps no longer present are
-    deleted. Returns the L2VNIs present afterwards, sorted.
-    """
-    wanted = _l2vni_devices(config_db)
-    for vxlan, bridge in _existing_devices(router).items():
-        if vxlan not in wanted:
-            router.ip("link", "del", vxlan)
-            router.ip("link", "del", bridge, check=False)
-    existing = _existing_devices(router)
-    for vxlan, (bridge, vni, source) in wanted.items():
-        if vxlan in existing:
-            continue
-        router.ip("link", "add", bridge, "type", "bridge")
-        router.ip(
-            "link",
-            "add",
-            vxlan,
-            "type",
-            "vxlan",
-            "id",
-            str(vni),
-            "local",
-            source,
-            "dstport",
-            "4789",
-            "nolearning",
-        )
-        router.ip("link", "set", vxlan, "master", bridge)
-        for device in (bridge, vxlan):
-            router.ip("link", "set", device, "up")
-    return sorted(vni for _, vni, _ in wanted.values())
-
-
-def _l2vni_devices(config_db: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[str, int, str]]:
-    """VXLAN device name -> (bridge, VNI, source IP) for each L2VNI map."""
-    l3vnis = {str(f.get("vni")) for f in config_db.get("VRF", {}).values()}
-    tunnels = config_db.get("VXLAN_TUNNEL", {})
-    devices = {}
-    for key, fields in config_db.get("VXLAN_TUNNEL_MAP", {}).items():
-        tunnel = key.split("|", 1)[0]
-        if str(fields["vni"]) in l3vnis:
-            continue
-        vlan_id = str(fields["vlan"]).removeprefix("Vlan")
-        devices[f"{tunnel}-{vlan_id}"] = (
-            f"Vlan{vlan_id}",
-            int(fields["vni"]),
-            str(tunnels[tunnel]["src_ip"]),
-        )
-    return devices
-
-
-def _existing_devices(router: Router) -> dict[str, str]:
-    """VXLAN device -> its bridge, as the namespace has them now."""
-    links = json.loads(router.ip("-j", "-d", "link", "show", "type", "vxlan").stdout or "[]")
-    return {link["ifname"]: link.get("master", "") for link in links}
-
-
-def lab_iter(snapshot: RoceSnapshot, workdir: Path, tools: LabTools) -> Iterator[RoceLab]:
-    """A started lab for a fixture body: ``yield from lab_iter(...)``; torn down after."""
-    with RoceLab(snapshot, workdir, tools) as lab:
-        yield lab

@@ -108,8 +108,10 @@ def test_vxlanmgrd_creates_a_vxlan_device_and_bridge_per_l2vni_and_removes_them(
     assert vni["vtepIp"] == "10.0.1.1"
 
     del config_db["VXLAN_TUNNEL_MAP"]["vtep|map_10001_Vlan101"]
-    assert apply_vxlanmgrd(leaf, config_db) == [10000, 10002]
-    wait_for_vnis(leaf, ["10000", "10002"])
+    config_db["VXLAN_TUNNEL_MAP"]["vtep|map_10002_Vlan102"]["vni"] = "10009"
+    assert apply_vxlanmgrd(leaf, config_db) == [10000, 10009]
+    wait_for_vnis(leaf, ["10000", "10009"])
+    assert leaf.vtysh_json("show evpn vni 10009 json")["vxlanInterface"] == "vtep-102"
     assert leaf.ip("link", "show", "Vlan101", check=False).returncode != 0
 
 
