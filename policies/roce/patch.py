@@ -65,7 +65,7 @@ def _owned_operations(
     running: ConfigDb, target: ConfigDb, ownership: LeafOwnership
 ) -> list[Operation]:
     """Per table: exact owned keys, as key operations or a whole-table add/remove."""
-    mine, theirs = owned_entries(target, ownership), owned_entries(running, ownership)
+    mine, theirs = _owned_view(target, ownership), _owned_view(running, ownership)
     operations: list[Operation] = []
     for table in sorted(set(mine) | set(theirs)):
         wanted, held = mine.get(table, {}), theirs.get(table, {})
@@ -109,7 +109,7 @@ def _declared_operations(
         if not declared:
             continue
         if table not in present:
-            yield _op("add", (table,), copy.deepcopy(declared))
+            yield _op("add", (table,), declared)
             continue
         held = running.get(table, {})
         for key in sorted(declared):
@@ -246,9 +246,14 @@ def access_removals(
 
 def owned_entries(document: ConfigDb, ownership: LeafOwnership) -> ConfigDb:
     """The owned keys of `document` only (copies), by table; tables without any are left out."""
+    return copy.deepcopy(_owned_view(document, ownership))
+
+
+def _owned_view(document: ConfigDb, ownership: LeafOwnership) -> ConfigDb:
+    """`owned_entries` sharing `document`'s entries (read-only use: `_op` copies values)."""
     owned: ConfigDb = {}
     for table, entries in document.items():
-        mine = {k: copy.deepcopy(v) for k, v in entries.items() if ownership.owns(table, k)}
+        mine = {k: v for k, v in entries.items() if ownership.owns(table, k)}
         if mine:
             owned[table] = mine
     return owned
