@@ -99,9 +99,7 @@ def main() -> None:
     tenant = next(s.owner for s in snapshot.segments if s.owner.kind.value == "tenant")
     print(f"  {len(snapshot.leaves())} leaves, {len(snapshot.nics)} NICs, tenant {tenant.name}")
     offboarded = without(snapshot, tenant)
-    before = measure(
-        "render running docs (not in the figures)", lambda: running_documents(snapshot)
-    )
+    before = measure("render the running documents first", lambda: running_documents(snapshot))
     patch_every_leaf("offboard one tenant", before, offboarded)
     after = running_documents(offboarded)
     patch_every_leaf("onboard one tenant", after, snapshot)
