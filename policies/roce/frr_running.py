@@ -1,4 +1,8 @@
-"""Compare an intended ``frr.conf`` with FRR's running configuration; derive phase-1 texts.
+"""Compare an intended ``frr.conf`` with FRR's running configuration; texts for staged reloads.
+
+`running_differences` is the read-back check; `removed_imports` / `without_imports` give phase 1
+(route leaks removed before anything else changes); `with_new_vrfs` is the reload step that
+creates new VRFs before the target file is reloaded (its docstring says why).
 
 A reload with ``frr-reload.py`` is not trusted on its own: FRR has a record of reload bugs
 around VRFs and EVPN route targets (frr#13604, #17430, #6082; reference/deploy.md, FRR), so the

@@ -23,19 +23,20 @@ address (its auto RD is ``<vtep>:<index>``, never the configured ``<loopback>:<r
 default instance's is the loopback (the L2VNIs' auto RDs ``<loopback>:<index>`` never equal
 ``<vtep>:<rd_index>``, as the VTEP and the loopback differ).
 
-Every line is one FRR 8.4 writes back in ``show running-config`` under ``frr defaults
-datacenter``, so that ``frr-reload.py`` (which diffs this file against the running config and
-sends the difference through vtysh) finds no delta after a reload. A line the running config
+Every line but the comments is one FRR 8.4 writes back in ``show running-config`` under ``frr
+defaults datacenter`` (``hostname`` is the system's host name there, the leaf's name on a switch),
+so that ``frr-reload.py`` (which diffs this file against the running config, comments ignored,
+and sends the difference through vtysh) finds no delta after a reload. A line the running config
 never shows is re-sent on every reload, as a context snippet without ``exit``, so the commands
-sent after it land in the wrong node (the same happens with a configured RD that FRR ignores,
-above). ``no bgp ebgp-requires-policy`` was one: it is the
-datacenter default (FRR ``bgpd/bgp_vty.c``: ``FRR_CFG_DEFAULT_BOOL(BGP_EBGP_REQUIRES_POLICY,
-{ .val_bool = false, .match_profile = "datacenter" }, ...)``), so it is never shown;
-frr-reload re-sent it, a new VRF's ``vrf VrfN`` that followed was read inside ``router bgp``
-as ``vrf-policy VrfN`` and its ``vni N`` at the top level (issue 16).
-tests/conformance/test_frr_reload.py reloads rendered files into running daemons and requires
-no delta. A reload that adds a VRF while it adds an RT import to an existing one still needs a
-first step that creates the new VRFs alone (`policies.roce.frr_running.with_new_vrfs`).
+sent after it land in the wrong node (so does a configured RD that bgpd ignores, above).
+``no bgp ebgp-requires-policy`` was one: it is the datacenter default (FRR ``bgpd/bgp_vty.c``:
+``FRR_CFG_DEFAULT_BOOL(BGP_EBGP_REQUIRES_POLICY, { .val_bool = false, .match_profile =
+"datacenter" }, ...)``), so it is never shown; frr-reload re-sent it, a new VRF's ``vrf VrfN``
+that followed was read inside ``router bgp`` as ``vrf-policy VrfN`` and its ``vni N`` at the
+top level (issue 16). tests/conformance/test_frr_reload.py reloads rendered files into running
+daemons and requires no delta. A reload that adds a VRF while it adds an RT import to an
+existing one still needs a first step that creates the new VRFs alone
+(`policies.roce.frr_running.with_new_vrfs`).
 
 On SONiC this file is what FRR loads only with ``docker_routing_config_mode`` ``split-unified``:
 in ``split`` mode docker-fpm-frr's ``docker_init.sh`` deletes ``/etc/frr/frr.conf`` and the
