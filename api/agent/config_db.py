@@ -204,7 +204,7 @@ class RedisConfigDb:
                 if wrong:
                     raise StoreError(f"{what}: changed since read: {', '.join(wrong[:10])}")
                 pipe.multi()
-                _queue_writes(pipe, wanted)
+                _queue_writes(pipe, current, wanted)
                 pipe.execute()
         except redis.WatchError as error:
             raise StoreError(f"{what}: a concurrent change to the keys; nothing written") from error
@@ -218,11 +218,21 @@ class RedisConfigDb:
             raise StoreError(f"written, but the read-back failed: {_said(error)}") from error
 
 
-def _queue_writes(pipe: Any, wanted: RawKeys) -> None:
+def _queue_writes(pipe: Any, current: RawKeys, wanted: RawKeys) -> None:
+    """Queue the writes as ConfigDBConnector.set_entry does: a changed entry is never deleted.
+
+    SONiC's daemons act on keyspace notifications: a DEL would make them remove the object
+    (a VLAN, a VRF) before the HSET re-creates it. set_entry writes the new fields (HMSET) and
+    deletes only the fields the entry loses (HDEL); DEL only for a removed entry.
+    """
     for name, content in wanted.items():
-        pipe.delete(name)
-        if content is not None:
-            pipe.hset(name, mapping=content)
+        if content is None:
+            pipe.delete(name)
+            continue
+        pipe.hset(name, mapping=content)
+        stale = sorted(set(current.get(name) or {}) - set(content))
+        if stale:
+            pipe.hdel(name, *stale)
 
 
 def _hash_or_none(value: Any) -> RawEntry | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -173,3 +173,41 @@ def test_restore_does_not_overwrite_a_later_change(server: RedisServer, admin: r
     assert raised.value.state == "failed"
     assert "left changed" in str(raised.value)
     assert admin.hgetall("VRF|Vrf5002") == {"vni": "7"}
+
+
+def test_a_changed_entry_is_updated_in_place_as_set_entry_does(
+    server: RedisServer, admin: redis.Redis
+) -> None:
+    """SONiC's daemons act on keyspace events: a changed entry must never see a DEL."""
+    store = RedisConfigDb.from_url(server.url())
+    load(store, RUNNING)
+    admin.config_set("notify-keyspace-events", "Kgh")
+    listener = cast(Any, admin).pubsub()  # redis-py leaves pubsub() untyped
+    listener.psubscribe("__keyspace@4__:*")
+    listener.get_message(timeout=1)  # the subscription's confirmation
+    target = changed(
+        RUNNING,
+        {
+            "PORT_QOS_MAP": {"Ethernet0": {"pfc_enable": "3"}},  # one field changed, one lost
+            "VLAN_INTERFACE": {"Vlan100|10.64.0.1/24": {"secondary": "true"}},  # NULL -> fields
+            "NTP_SERVER": {"10.1.1.1": None},  # removed
+        },
+    )
+    store.write(*touched(RUNNING, target))
+    admin.hset("SENTINEL|end", "x", "1")  # the last event: everything before it has arrived
+    events = []
+    while (message := listener.get_message(timeout=5)) is not None:
+        event = (message["channel"].split(":", 1)[1], message["data"])
+        if event[0] == "SENTINEL|end":
+            break
+        events.append(event)
+    admin.config_set("notify-keyspace-events", "")
+    admin.delete("SENTINEL|end")
+    assert sorted(events) == [
+        ("NTP_SERVER|10.1.1.1", "del"),
+        ("PORT_QOS_MAP|Ethernet0", "hdel"),
+        ("PORT_QOS_MAP|Ethernet0", "hset"),
+        ("VLAN_INTERFACE|Vlan100|10.64.0.1/24", "hdel"),
+        ("VLAN_INTERFACE|Vlan100|10.64.0.1/24", "hset"),
+    ]
+    assert store.read() == target
