@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from api.agent.config_db import ConfigDb, RedisConfigDb, touched
 from api.agent.frr import FrrLeaf, FrrTools
+from api.agent.loop import run_loop
 from api.agent.sonic import SonicAgent, SonicSettings
 from api.agent.sonic_state import load_sonic_state
 from tests.agent.fakes import FABRIC
@@ -191,3 +192,14 @@ def test_frr_drift_is_reloaded_without_touching_the_previous_file(leaf: Leaf) ->
     assert leaf.cycle() == "applied"  # the same report again: the service counts a repeat
     assert leaf.daemons.running.endswith(FRR_ACME)
     assert (leaf.conf.parent / "frr.conf.prev").read_text() == FRR_BASE
+
+
+def test_the_loop_runs_sonic_cycles_every_interval(leaf: Leaf) -> None:
+    leaf.publish(WITH_ACME, FRR_ACME)
+    leaf.server.desired = "sha256:" + "0" * 64  # not desired yet: the loop must not spin
+    sleeps: list[float] = []
+    run_loop(leaf.agent, 7.0, sleep=sleeps.append, cycles=2)
+    assert sleeps == [7.0, 7.0] and leaf.server.reports == []
+    leaf.server.desired = None
+    run_loop(leaf.agent, 7.0, sleep=sleeps.append, cycles=1)
+    assert leaf.server.states == ["applied"] and leaf.store.read() == WITH_ACME
