@@ -11,7 +11,8 @@ CONFIG_DB. Each leaf's frr.conf is deployed with ``frr-reload.py --reload``; the
 * the round trip holds: ``frr-reload.py --test`` shows no delta and `running_differences` of
   the file and ``show running-config`` is empty, after the first deployment and after each
   change of a sequence of onboardings, grants, revocations and offboardings (with
-  `with_new_vrfs` as the first step whenever VRFs are added), and for an API-built fabric.
+  `with_new_vrfs` as the first step whenever VRFs are added), for a revocation's phase-1 text
+  (`without_imports`) and for an API-built fabric.
 
 Tests skip without root, FRR or iproute2 unless ``ISOFABRIC_REQUIRE_CONFORMANCE=1``.
 """
@@ -27,7 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from policies.roce.frr_running import running_differences, with_new_vrfs
+from policies.roce.frr_running import running_differences, with_new_vrfs, without_imports
 from policies.roce.model import RoceSnapshot, route_target
 from policies.roce.parse_frr import parse_frr_conf
 from policies.roce.render_frr import render_frr_conf
@@ -212,6 +213,23 @@ def test_without_the_new_vrfs_step_a_vrf_added_with_a_grant_loses_its_l3vni(lab)
     assert_round_trip(leaf01, leaf01.load(SNAPSHOT_LEAF01, "one-step-restored.conf"))
     assert failed.returncode != 0
     assert lost == ["vrf Vrf50001", "vrf Vrf50001 > vni 50001"]
+
+
+def test_the_phase_one_text_removes_exactly_the_revoked_leaks_from_running_frr(lab):
+    leaf01 = lab.router("leaf01")
+    phase_one = without_imports(SNAPSHOT_LEAF01, render_frr_conf(REVOKED, "leaf01"))
+
+    conf = leaf01.load(phase_one, "phase-one.conf")
+
+    assert_round_trip(leaf01, conf, "phase 1")
+    running = parse_frr_conf(leaf01.running_config())
+    imports = {vrf: running.instance(vrf) for vrf in ("Vrf50000", "Vrf50001", "Vrf50002")}
+    assert {vrf: i.rt_imports if i else None for vrf, i in imports.items()} == {
+        "Vrf50000": ("65000:50000",),
+        "Vrf50001": ("65000:50001",),
+        "Vrf50002": ("65000:50002",),
+    }
+    assert_round_trip(leaf01, leaf01.load(SNAPSHOT_LEAF01, "phase-two.conf"), "phase 2")
 
 
 # ------------------------------------------------------------------------- API-built fabric
