@@ -1,8 +1,11 @@
 """FRR on a leaf: install an intended ``frr.conf``, reload it, read it back, reload the previous.
 
 Steps of `FrrLeaf.deploy` (reference/deploy.md, FRR): keep the previous file (``<name>.prev``)
-and write the intended one atomically (api/agent/install.py); ``frr-reload.py --test`` prints the
-delta (kept for the report); ``frr-reload.py --reload`` applies it; ``vtysh -c 'show
+and write the intended one atomically (api/agent/install.py); when the intended file adds VRFs,
+first reload the installed file plus the new ``vrf`` blocks (`with_new_vrfs`: FRR 8.4's
+frr-reload.py otherwise sends a new ``vrf VrfN`` inside ``router bgp`` and the VRF loses its
+L3VNI); ``frr-reload.py --test`` prints the delta (kept for the report); ``frr-reload.py
+--reload`` applies it; ``vtysh -c 'show
 running-config'`` is compared with the file by `policies.roce.frr_running.running_differences`
 (frr-reload has a record of reload bugs around VRFs and EVPN route targets, so a reload is never
 trusted on its own). `FrrLeaf.revert` puts the previous file back and reloads it.
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from api.agent.install import install_file, prev_path, restore_previous
 from api.ibdiag import CollectError, run_tool
-from policies.roce.frr_running import running_differences
+from policies.roce.frr_running import running_differences, with_new_vrfs
 
 COMMAND_TIMEOUT = 120.0
 DEFAULT_FRR_RELOAD = "/usr/lib/frr/frr-reload.py"
@@ -112,12 +115,18 @@ class FrrLeaf:
             FrrError: frr-reload.py failed, or the running config differs from `intended`
                 (the new file stays installed: the caller decides to `revert`).
         """
-        changed = self.current() != intended
-        if changed:
-            install_file(self.conf, intended.encode())
-        with tempfile.TemporaryDirectory(prefix="isofabric-frr-") as rundir:
-            delta = self.run(self.tools.reload_argv("--test", self.conf, Path(rundir)))
-            self.run(self.tools.reload_argv("--reload", self.conf, Path(rundir)))
+        original = self.current()
+        changed = original != intended
+        with tempfile.TemporaryDirectory(prefix="isofabric-frr-") as scratch:
+            rundir = Path(scratch)
+            step = with_new_vrfs(original, intended) if original else original
+            if step != original:
+                install_file(self.conf, step.encode())
+                self.run(self.tools.reload_argv("--reload", self.conf, rundir))
+            if changed:
+                install_file(self.conf, intended.encode(), keep_previous=step == original)
+            delta = self.run(self.tools.reload_argv("--test", self.conf, rundir))
+            self.run(self.tools.reload_argv("--reload", self.conf, rundir))
         differences = self.differences(intended)
         if differences:
             shown = "; ".join(differences[:10])

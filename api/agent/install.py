@@ -93,19 +93,20 @@ def _keep_previous(target: Path) -> None:
     os.replace(scratch, prev_path(target))
 
 
-def install_file(target: Path, content: bytes) -> None:
+def install_file(target: Path, content: bytes, *, keep_previous: bool = True) -> None:
     """Replace `target` with `content` atomically, keeping the old file as ``<name>.prev``.
 
     The new file keeps the old one's mode, or is 0600 (opensm.conf holds the subnet's keys). A
     crash at any point leaves `target` either old or new, whole; a stale scratch file is
-    overwritten next time.
+    overwritten next time. Without `keep_previous`, ``.prev`` is left as it is (an intermediate
+    generation, such as FRR's new-VRFs step, is not one to go back to).
     """
     directory = target.parent
     scratch = tmp_path(target)
     mode = target.stat().st_mode & 0o777 if target.exists() else NEW_FILE_MODE
     _write_synced(scratch, content, mode)
     pause_point("tmp-written")
-    if target.exists():
+    if keep_previous and target.exists():
         _keep_previous(target)
         fsync_dir(directory)
     pause_point("prev-kept")

@@ -2,7 +2,7 @@
 
 `FakeSonicServer` is the OpenSM tests' signing `FakeServer` plus ``sync`` (``desired`` is the
 published snapshot, ``phase`` what the test sets). `FakeDaemons` stands for frr-reload.py and
-vtysh: a reload makes the file run (minus `lose`, once); ``--test`` prints the file.
+vtysh: a reload makes the file run (minus the line `lose`); ``--test`` prints the file.
 """
 
 from __future__ import annotations
@@ -94,12 +94,13 @@ def _digest_of(envelope: dict[str, Any]) -> str:
 
 @dataclass
 class FakeDaemons:
-    """frr-reload.py and vtysh: a reload makes the file run (minus `lose`, once)."""
+    """frr-reload.py and vtysh: a reload makes the file run (minus the line `lose`)."""
 
     running: str = ""
     lose: str | None = None
     fail_reload: bool = False
     calls: list[list[str]] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)  # the file's text at each reload
 
     def __call__(self, argv: list[str]) -> str:
         self.calls.append(argv)
@@ -109,8 +110,9 @@ class FakeDaemons:
             if self.fail_reload:
                 raise FrrError("frr-reload.py exited 1")
             text = Path(argv[-1]).read_text()
+            self.loaded.append(text)
             if self.lose:
-                text, self.lose = text.replace(self.lose, ""), None
+                text = text.replace(self.lose, "")
             self.running = "Building configuration...\n" + text
             return ""
         return self.running

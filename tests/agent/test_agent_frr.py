@@ -26,9 +26,12 @@ def test_deploy_reloads_and_reads_back(tmp_path: Path) -> None:
     deployed = frr.deploy(NEW)
     assert deployed.changed and "vni 5001" in deployed.delta
     assert frr.current() == NEW and (tmp_path / "frr.conf.prev").read_text() == OLD
-    test, reload, show = daemons.calls
+    step, test, reload, show = daemons.calls
+    # The new VRF alone first (FRR 8.4 loses a new VRF's VNI otherwise), then the whole file.
+    assert daemons.loaded == ["vrf Vrf5001\n vni 5001\nexit-vrf\n!\n" + OLD, NEW]
+    assert step[1] == "--reload"
     assert test[:2] == ["/opt/frr-reload.py", "--test"] and reload[1] == "--reload"
-    for argv in (test, reload):
+    for argv in (step, test, reload):
         assert argv[argv.index("--pathspace") + 1] == "leaf01"
         assert argv[argv.index("--bindir") + 1] == "/opt/frr/bin"
         assert argv[argv.index("--confdir") + 1] == str(tmp_path)
