@@ -48,7 +48,17 @@ from .harness import ToolsMissingError, _spawn, stop_process, wait_until
 from .redis_server import RedisServer
 from .vxlanmgrd import apply_vxlanmgrd
 
-__all__ = ["LabTools", "RedisServer", "RoceLab", "Router", "apply_vxlanmgrd", "run", "spine_config"]
+__all__ = [
+    "FRR_RUN_DIR",
+    "LAB_TIMEOUT",
+    "LabTools",
+    "RedisServer",
+    "RoceLab",
+    "Router",
+    "apply_vxlanmgrd",
+    "run",
+    "spine_config",
+]
 
 LAB_TIMEOUT = 30.0
 FRR_RUN_DIR = Path("/var/run/frr")
