@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import secrets
+import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -103,8 +105,6 @@ def _executable(path: Path) -> str | None:
 
 
 def _has_user(name: str) -> bool:
-    import pwd
-
     try:
         pwd.getpwnam(name)
     except KeyError:
@@ -218,40 +218,37 @@ class Router:
 
     def _write_files(self) -> None:
         (self.confdir / self.namespace).mkdir(parents=True)
-        (self.confdir / self.namespace / "vtysh.conf").write_text(
-            "service integrated-vtysh-config\n"
-        )
+        vtysh_conf = self.confdir / self.namespace / "vtysh.conf"
+        vtysh_conf.write_text("service integrated-vtysh-config\n")
         (self.workdir / "run").mkdir()
         (self.workdir / "empty.conf").write_text("")
         self.sockets.mkdir(parents=True, exist_ok=True)
         shutil.chown(self.sockets, FRR_USER, FRR_USER)
-        bindir = self.vtysh_path.parent
-        bindir.mkdir()
-        common = f"--config_dir {self.confdir} -N {self.namespace}"
-        reload = (
-            f"{self.tools.frr_reload} --bindir {bindir} --confdir {self.confdir} "
-            f"--rundir {self.workdir / 'run'} -N {self.namespace}"
-        )
-        for path, argv in (
-            (self.vtysh_path, f"{self.tools.vtysh} {common}"),
-            (self.frr_reload_path, reload),
-        ):
-            path.write_text(_WRAPPER.format(unshare=self.tools.unshare, host=self.name, argv=argv))
-            path.chmod(0o755)
         for path in (self.workdir, self.workdir / "empty.conf"):
             path.chmod(0o755 if path.is_dir() else 0o644)  # bgpd reads as user frr
+        self._write_wrappers()
+
+    def _write_wrappers(self) -> None:
+        bindir = self.vtysh_path.parent
+        bindir.mkdir()
+        vtysh = [self.tools.vtysh, "--config_dir", str(self.confdir), "-N", self.namespace]
+        reload = [self.tools.frr_reload, "--bindir", str(bindir), "--confdir", str(self.confdir),
+                  "--rundir", str(self.workdir / "run"), "-N", self.namespace]  # fmt: skip
+        for path, argv in ((self.vtysh_path, vtysh), (self.frr_reload_path, reload)):
+            unshare, host = shlex.quote(self.tools.unshare), shlex.quote(self.name)
+            path.write_text(_WRAPPER.format(unshare=unshare, host=host, argv=shlex.join(argv)))
+            path.chmod(0o755)
 
     def _start_daemon(self, daemon: str) -> None:
         name = Path(daemon).name
         argv = [
-            self.tools.ip, "netns", "exec", self.namespace, self.tools.unshare, "--uts", "--",
-            "/bin/sh", "-c", 'hostname "$0" && exec "$@"', self.name,
-            daemon, "-N", self.namespace, "-u", FRR_USER, "-g", FRR_USER, "-P", "0",
+            self.tools.ip, "netns", "exec", self.namespace,
+            self.tools.unshare, "--uts", "--", "/bin/sh", "-c", 'hostname "$0" && exec "$@"',
+            self.name, daemon, "-N", self.namespace, "-u", FRR_USER, "-g", FRR_USER, "-P", "0",
             "-f", str(self.workdir / "empty.conf"), "--log", f"file:{self.workdir / name}.log",
         ]  # fmt: skip
-        self.procs.append(
-            _spawn(argv, env=dict(os.environ), log=self.workdir / f"{name}.out", cwd=self.workdir)
-        )
+        log = self.workdir / f"{name}.out"
+        self.procs.append(_spawn(argv, env=dict(os.environ), log=log, cwd=self.workdir))
 
     def _alive(self) -> None:
         for proc in self.procs:
@@ -261,17 +258,30 @@ class Router:
 
 def spine_config(switch: Switch, ports: Sequence[str]) -> str:
     """A hand-written eBGP EVPN route server: it relays EVPN routes with their next hop."""
-    return "\n".join([
-        "frr defaults datacenter", f"hostname {switch.name}", "!", f"router bgp {switch.asn}",
-        f" bgp router-id {switch.loopback}", " no bgp default ipv4-unicast",
-        " neighbor FABRIC peer-group", " neighbor FABRIC remote-as external",
-        *(f" neighbor {port} interface peer-group FABRIC" for port in ports),
-        " address-family ipv4 unicast", "  neighbor FABRIC activate",
-        f"  network {switch.loopback}/32", " exit-address-family",
-        " address-family l2vpn evpn", "  neighbor FABRIC activate",
-        # RFC 7432 §7: the VTEP is the next hop; a spine that rewrote it would blackhole VXLAN.
-        "  neighbor FABRIC attribute-unchanged next-hop", " exit-address-family", "exit", "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "frr defaults datacenter",
+            f"hostname {switch.name}",
+            "!",
+            f"router bgp {switch.asn}",
+            f" bgp router-id {switch.loopback}",
+            " no bgp default ipv4-unicast",
+            " neighbor FABRIC peer-group",
+            " neighbor FABRIC remote-as external",
+            *(f" neighbor {port} interface peer-group FABRIC" for port in ports),
+            " address-family ipv4 unicast",
+            "  neighbor FABRIC activate",
+            f"  network {switch.loopback}/32",
+            " exit-address-family",
+            " address-family l2vpn evpn",
+            "  neighbor FABRIC activate",
+            # RFC 7432 §7: the VTEP is the next hop; a spine that rewrote it would blackhole VXLAN.
+            "  neighbor FABRIC attribute-unchanged next-hop",
+            " exit-address-family",
+            "exit",
+            "",
+        ]
+    )
 
 
 class RoceLab:
