@@ -43,7 +43,8 @@ test: $(STAMP)
 	$(BIN)/pytest tests/api/test_schemathesis.py
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
-## 500 tenants, and every leaf's CONFIG_DB patch for an onboarding and an offboarding there;
+## 500 tenants, and every leaf's CONFIG_DB patch for an onboarding and an offboarding there,
+## and the sync status's rollout phase after an offboarding there (cold and cached);
 ## partitions.conf parser on 100k members; /healthz latency under uvicorn during a
 ## 100k-port import; that import over HTTP, first and unchanged, against the parse (issue 12,
 ## item 5, MET / NOT MET); OpenSM and P_Key read-back on a 1,024-HCA ibsim fat tree; the deploy
@@ -56,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce
 	$(BIN)/python -m tests.benchmarks.bench_roce_patch
+	$(BIN)/python -m tests.benchmarks.bench_roce_sync
 	$(BIN)/python -m tests.benchmarks.bench_parsers
 	$(BIN)/python -m tests.benchmarks.bench_healthz
 	$(BIN)/python -m tests.benchmarks.bench_import

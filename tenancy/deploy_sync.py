@@ -181,12 +181,10 @@ def _leaf_files(uow: UnitOfWork, fabric_name: str, digest: str, leaf: str) -> Le
         f"sonic/{leaf}/{OWNERSHIP_FILE}",
     )
     try:
-        texts = [
-            snapshot_history.snapshot_artifact(
-                uow, fabric_name=fabric_name, digest=digest, path=path
-            ).content.decode()
-            for path in paths
-        ]
+        files = snapshot_history.snapshot_files(
+            uow, fabric_name=fabric_name, digest=digest, paths=paths
+        )
     except IsofabricError:  # not retained, no such file, or the fabric does not verify now
         return None
-    return LeafFiles(config_db=texts[0], frr_conf=texts[1], ownership=texts[2])
+    config_db, frr_conf, ownership = (f.content.decode() for f in files)
+    return LeafFiles(config_db=config_db, frr_conf=frr_conf, ownership=ownership)

@@ -200,11 +200,23 @@ def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: s
         NotFoundError: the fabric never had that snapshot, or the snapshot has no such file.
         NotRetainedError: the snapshot existed but its bytes were pruned (410).
     """
+    return snapshot_files(uow, fabric_name=fabric_name, digest=digest, paths=[path])[0]
+
+
+def snapshot_files(
+    uow: UnitOfWork, *, fabric_name: str, digest: str, paths: Sequence[str]
+) -> list[Artifact]:
+    """Files `paths` of snapshot `digest`, in that order, read at once (`snapshot_artifact`).
+
+    Raises:
+        NotFoundError: the fabric never had that snapshot, or the snapshot lacks one of them.
+        NotRetainedError: the snapshot existed but its bytes were pruned (410).
+    """
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        kept = _files_of(tx.session, m.pk(fabric), digest)
-        if kept:
-            return _kept_artifact(tx.session, kept, fabric_name, path)
+        kept = _files_at(tx.session, m.pk(fabric), digest, paths)
+        if kept or _any_kept(tx.session, m.pk(fabric), digest):
+            return [_kept_artifact(tx.session, kept, fabric_name, path) for path in paths]
         if newest_with(tx.session, m.pk(fabric), digest) is None:
             raise NotFoundError(
                 f"fabric '{fabric_name}' has no snapshot {digest}",
@@ -219,7 +231,25 @@ def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: s
             resource="snapshot",
             digest=digest,
         )
-    return _named(files, fabric_name, path)
+    return [_named(files, fabric_name, path) for path in paths]
+
+
+def _files_at(
+    session: Session, fabric_id: int, digest: str, paths: Sequence[str]
+) -> list[m.SnapshotFile]:
+    query = select(m.SnapshotFile).where(
+        m.SnapshotFile.fabric_id == fabric_id,
+        m.SnapshotFile.digest == digest,
+        col(m.SnapshotFile.path).in_(paths),
+    )
+    return list(session.exec(query))
+
+
+def _any_kept(session: Session, fabric_id: int, digest: str) -> bool:
+    query = select(m.SnapshotFile.id).where(
+        m.SnapshotFile.fabric_id == fabric_id, m.SnapshotFile.digest == digest
+    )
+    return session.exec(query.limit(1)).first() is not None
 
 
 def _kept_artifact(

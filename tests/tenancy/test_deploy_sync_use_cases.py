@@ -96,13 +96,13 @@ def test_whether_a_leaf_removes_access_is_computed_once_per_snapshot_pair(
     apply_everywhere(uow, deploy_sync.sync_status(uow, fabric_name=ROCE_FABRIC).desired)
     shared_services.revoke_grant(uow, tenant_name="acme", grant_id=grant_id)
     reads: list[str] = []
-    artifact = snapshot_history.snapshot_artifact
+    read_files = snapshot_history.snapshot_files
 
-    def counted(uow: UnitOfWork, *, fabric_name: str, digest: str, path: str) -> Any:
-        reads.append(path)
-        return artifact(uow, fabric_name=fabric_name, digest=digest, path=path)
+    def counted(uow: UnitOfWork, *, fabric_name: str, digest: str, paths: list[str]) -> Any:
+        reads.extend(paths)
+        return read_files(uow, fabric_name=fabric_name, digest=digest, paths=paths)
 
-    monkeypatch.setattr(snapshot_history, "snapshot_artifact", counted)
+    monkeypatch.setattr(snapshot_history, "snapshot_files", counted)
 
     first = affected(uow)
     read_first = len(reads)
