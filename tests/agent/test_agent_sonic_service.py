@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from api.agent.client import ServerError
+from api.agent.command import agent_app
 from api.agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
 from api.agent.frr import FrrLeaf, FrrTools
 from api.agent.sonic import SonicAgent, SonicSettings
@@ -27,8 +29,10 @@ from tenancy import key_store
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import FOREIGN, FakeDaemons, document
 from tests.builders import ROCE_FABRIC, ROCE_LEAVES, RoceOnboarded, created, ok
+from tests.live_server import live_server
 
 FABRIC = f"/v1/fabrics/{ROCE_FABRIC}"
+TOKEN_ENV = "ISOFABRIC_TOKEN"
 
 
 @pytest.fixture(scope="module")
@@ -131,9 +135,9 @@ def draining(client: Any) -> list[str]:
     return sorted(n["name"] for n in nodes if n["state"] == "draining")
 
 
-def holds_target(client: Any, leaf: LeafAgent) -> bool:
-    target, _ = rendered(client, leaf.name)
-    return leaf.store.read() == document(target, FOREIGN)
+def holds_target(client: Any, leaf: str, store: RedisConfigDb) -> bool:
+    target, _ = rendered(client, leaf)
+    return store.read() == document(target, FOREIGN)
 
 
 def test_first_deployment_then_an_offboarding_in_two_phases(
@@ -142,7 +146,7 @@ def test_first_deployment_then_an_offboarding_in_two_phases(
     for leaf in leaves:
         result = leaf.agent.cycle()
         assert result.outcome == "applied", result.detail
-        assert holds_target(client, leaf)
+        assert holds_target(client, leaf.name, leaf.store)
     status = ok(client.get(f"{FABRIC}/sync"))
     assert status["in_sync"] is True and status["behind"] == []
 
@@ -174,7 +178,7 @@ def test_first_deployment_then_an_offboarding_in_two_phases(
         result = leaf.agent.cycle()
         assert result.outcome == "applied", result.detail
         assert result.report is not None and result.report.phase == 2
-        assert holds_target(client, leaf)
+        assert holds_target(client, leaf.name, leaf.store)
     status = ok(client.get(f"{FABRIC}/sync"))
     assert status["in_sync"] is True and status["behind"] == []
     assert draining(client) == []  # every leaf read back (observed) the new snapshot
@@ -188,3 +192,30 @@ def test_a_leaf_that_is_down_stays_behind(
     status = ok(client.get(f"{FABRIC}/sync"))
     assert status["in_sync"] is False and status["behind"] == [down.name]
     assert json.dumps(status)  # the whole status is JSON
+
+
+def test_the_command_over_http_with_an_agent_token(
+    make_client: Any, roce_onboarded: RoceOnboarded, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """``isofabric agent sonic --once`` with its real HTTP client against a closed service."""
+    client = make_client(admin_token="admin")
+    client.headers.update({"Authorization": "Bearer admin"})
+    created(client.put(f"{FABRIC}/targets/leaf01", json={"kind": "sonic"}))
+    body = {"name": "agent-leaf01", "role": "agent", "fabric": ROCE_FABRIC, "target": "leaf01"}
+    token = created(client.post("/v1/tokens", json=body))["token"]
+    redis_server.client().flushall()
+    store = RedisConfigDb.from_url(redis_server.url())
+    store.write(*touched({}, before_isofabric(client, "leaf01")))
+    keyring = client.app.state.uow.settings.keyring_path
+    argv = [
+        "sonic", "--fabric", ROCE_FABRIC, "--target", "leaf01", "--public-key", str(keyring),
+        "--config-db", redis_server.url(), "--state-dir", str(tmp_path), "--once",
+    ]  # fmt: skip
+    with live_server(client.app) as url:
+        result = CliRunner().invoke(agent_app, [*argv, "--server", url], env={TOKEN_ENV: token})
+        assert result.exit_code == 0, result.stderr
+        assert holds_target(client, "leaf01", store)
+        target = ok(client.get(f"{FABRIC}/targets/leaf01"))
+        assert target["state"] == "applied" and target["observed_digest"] == target["digest"]
+        refused = CliRunner().invoke(agent_app, [*argv, "--server", url], env={TOKEN_ENV: "isf_x"})
+        assert refused.exit_code == 1 and "401" in refused.stderr
