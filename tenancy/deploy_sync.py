@@ -151,9 +151,11 @@ def _affected(
 ) -> bool:
     """Whether the leaf must remove access on its way from its deployed snapshot to `desired`.
 
-    A leaf that never deployed holds nothing to remove. When either snapshot's files for the
-    leaf cannot be read (pruned, or from before ownership.json), the answer is yes: phase 1
-    then waits for that leaf, which at worst delays phase 2, never lets it come first.
+    A leaf that never deployed holds nothing to remove, nor does one that `desired` has no files
+    for (it left the topology: nothing is published for it, so it could never report phase 1).
+    When its deployed snapshot's files cannot be read (pruned, or from before ownership.json),
+    the answer is yes: phase 1 then waits for that leaf, which at worst delays phase 2, never
+    lets it come first.
     """
     if target.deployed is None or not desired or target.deployed == desired:
         return False
@@ -161,9 +163,11 @@ def _affected(
     known = _REMOVALS.get(key)
     if known is not None:
         return known
-    deployed = _leaf_files(uow, fabric_name, target.deployed, target.name)
     wanted = _leaf_files(uow, fabric_name, desired, target.name)
-    if deployed is None or wanted is None:
+    if wanted is None:
+        return False
+    deployed = _leaf_files(uow, fabric_name, target.deployed, target.name)
+    if deployed is None:
         return True
     try:
         answer = removes_access(deployed, wanted)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policies.errors import ConflictError
+from policies.errors import ConflictError, NotFoundError
 from tenancy import (
     allocations,
     deploy,
@@ -111,3 +111,32 @@ def test_whether_a_leaf_removes_access_is_computed_once_per_snapshot_pair(
     assert first == second == {"leaf01": True, "leaf02": True, "leaf03": False}
     assert read_first == 3 * 2 * len(LEAVES)  # three files of two snapshots per leaf
     assert len(reads) == read_first
+
+
+def test_a_leaf_the_desired_snapshot_has_no_files_for_does_not_hold_phase_1(
+    uow: UnitOfWork, monkeypatch: pytest.MonkeyPatch
+):
+    build(uow)
+    snapshot_history.signed_manifest(uow, fabric_name=ROCE_FABRIC)
+    start = deploy_sync.sync_status(uow, fabric_name=ROCE_FABRIC).desired
+    apply_everywhere(uow, start)
+    tenants.offboard_tenant(uow, name="globex")  # leaf01 and leaf03 held globex's ports
+    read_files = snapshot_history.snapshot_files
+
+    def leaf03_gone(uow: UnitOfWork, *, fabric_name: str, digest: str, paths: list[str]) -> Any:
+        # What a leaf removed from the rendered topology looks like: the desired snapshot has
+        # no files for it (the manifest lists none, so its agent could never report phase 1).
+        if digest != start and any("/leaf03/" in path for path in paths):
+            raise NotFoundError("no such artifact", resource="artifact")
+        return read_files(uow, fabric_name=fabric_name, digest=digest, paths=paths)
+
+    monkeypatch.setattr(snapshot_history, "snapshot_files", leaf03_gone)
+
+    status = deploy_sync.sync_status(uow, fabric_name=ROCE_FABRIC)
+
+    assert {t.name: t.affected for t in status.targets} == {
+        "leaf01": True,
+        "leaf02": False,
+        "leaf03": False,
+    }
+    assert status.phase == 1 and "leaf03" in status.behind
