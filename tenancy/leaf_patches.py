@@ -17,6 +17,8 @@ from tenancy import snapshot_history
 from tenancy.lookups import fabric_named, target_row
 from tenancy.uow import UnitOfWork
 
+CONFIG_DB_FILE = "config_db.json"
+
 
 def snapshot_patch(
     uow: UnitOfWork,
@@ -39,11 +41,13 @@ def snapshot_patch(
         DisruptiveChangeError: the change touches declared keys and `allow_disruptive` is off;
             `paths` lists their JSON Pointers.
     """
-    target = _config_db(uow, fabric_name, digest, leaf)
-    ownership_text = _leaf_file(uow, fabric_name, digest, leaf, OWNERSHIP_FILE)
+    target_text, ownership_text = _leaf_files(
+        uow, fabric_name, digest, leaf, CONFIG_DB_FILE, OWNERSHIP_FILE
+    )
     ownership = LeafOwnership.from_json(ownership_text)
     origin = start if start is not None else _deployed(uow, fabric_name, leaf)
-    patch = leaf_patch(_config_db(uow, fabric_name, origin, leaf), target, ownership)
+    [running_text] = _leaf_files(uow, fabric_name, origin, leaf, CONFIG_DB_FILE)
+    patch = leaf_patch(_document(running_text), _document(target_text), ownership)
     if patch.disruptive and not allow_disruptive:
         paths = [str(operation["path"]) for operation in patch.disruptive]
         raise DisruptiveChangeError(
@@ -67,23 +71,26 @@ def _deployed(uow: UnitOfWork, fabric_name: str, leaf: str) -> str:
         return target.deployed
 
 
-def _config_db(uow: UnitOfWork, fabric_name: str, digest: str, leaf: str) -> ConfigDb:
-    document: ConfigDb = json.loads(_leaf_file(uow, fabric_name, digest, leaf, "config_db.json"))
+def _document(text: str) -> ConfigDb:
+    document: ConfigDb = json.loads(text)
     return document
 
 
-def _leaf_file(uow: UnitOfWork, fabric_name: str, digest: str, leaf: str, name: str) -> str:
-    path = f"sonic/{leaf}/{name}"
+def _leaf_files(
+    uow: UnitOfWork, fabric_name: str, digest: str, leaf: str, *names: str
+) -> list[str]:
+    paths = [f"sonic/{leaf}/{name}" for name in names]
     try:
-        artifact = snapshot_history.snapshot_artifact(
-            uow, fabric_name=fabric_name, digest=digest, path=path
+        files = snapshot_history.snapshot_files(
+            uow, fabric_name=fabric_name, digest=digest, paths=paths
         )
     except NotFoundError as error:
         if error.extensions.get("resource") != "artifact":
             raise  # no such snapshot (404), or pruned (410)
         raise NotFoundError(
-            f"snapshot {digest} of fabric '{fabric_name}' has no leaf '{leaf}' ({path})",
+            f"snapshot {digest} of fabric '{fabric_name}' has no leaf '{leaf}' "
+            f"({', '.join(paths)})",
             resource="leaf",
             leaf=leaf,
         ) from error
-    return artifact.content.decode()
+    return [artifact.content.decode() for artifact in files]
