@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from api.agent.client import ServerError
 from api.agent.manifest import Manifest
 from api.agent.sm import SmProcess
 from policies.infiniband.deploy import Mismatch
@@ -123,6 +124,43 @@ class CycleResult:
     def ok(self) -> bool:
         """True for nothing to do and for applied (``--once`` exits 0 then)."""
         return self.outcome in ("nothing", "applied")
+
+
+class ReportOutbox:
+    """Reports waiting for the service, oldest first, and the one queued last.
+
+    A report the service did not take stays and is sent first at the next cycle. An idle agent
+    `repeat`s its last report every cycle (unless one is waiting): the service takes the repeat
+    as a sign of life (``last_seen_at``), so an idle, healthy agent and a dead one differ.
+    """
+
+    def __init__(
+        self, post: Callable[[dict[str, Any]], dict[str, Any]], say: Callable[[str], None]
+    ) -> None:
+        self.post, self.say = post, say
+        self.unsent: list[dict[str, Any]] = []
+        self.last: dict[str, Any] | None = None
+
+    def queue(self, body: dict[str, Any]) -> None:
+        """Queue `body` and send every waiting report."""
+        self.last = body
+        self.unsent.append(body)
+        self.send()
+
+    def repeat(self, body: dict[str, Any]) -> None:
+        """Send `body` again, unless a report is waiting (the service moves last-seen only)."""
+        if not self.unsent:
+            self.queue(body)
+
+    def send(self) -> None:
+        """POST the waiting reports in order; stop at the first the service does not take."""
+        while self.unsent:
+            try:
+                self.post(self.unsent[0])
+            except ServerError as error:
+                self.say(f"report not delivered, sent again next cycle: {error}")
+                return
+            self.unsent.pop(0)
 
 
 class Throttle:

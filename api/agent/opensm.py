@@ -50,6 +50,7 @@ from api.agent.cycle import (
     FailedError,
     RefusedError,
     Report,
+    ReportOutbox,
     Server,
     SmHost,
     Throttle,
@@ -81,8 +82,7 @@ class Agent:
         )  # fmt: skip
         self.master = Master(settings, host, clock, rng or random.Random())
         self.throttle = Throttle(settings.min_interval, clock)
-        self.unsent: list[dict[str, Any]] = []
-        self.last_report: dict[str, Any] | None = None  # the body last queued for the server
+        self.outbox = ReportOutbox(server.post_report, say)
         # The report of a held outcome, by envelope hash (refused) or files hash (rolled back).
         self.held: dict[str, dict[str, Any]] = {}
         self.hold_as: str | None = None  # the key this cycle's report is to be held under
@@ -92,7 +92,7 @@ class Agent:
 
     def cycle(self, *, coalesce: bool = False) -> CycleResult:
         """Run one cycle; with `coalesce`, apply only once `min_interval` has passed."""
-        self._send_unsent()
+        self.outbox.send()
         self.hold_as, self.role_seen = None, None
         started = self.clock()
         try:
@@ -182,23 +182,13 @@ class Agent:
         body = report.body()
         if self.hold_as is not None:
             self.held[self.hold_as] = body
-        self._queue(body)
+        self.outbox.queue(body)
         return CycleResult(report.state, report.detail, report)
-
-    def _queue(self, body: dict[str, Any]) -> None:
-        self.last_report = body
-        self.unsent.append(body)
-        self._send_unsent()
-
-    def _repeat(self, body: dict[str, Any]) -> None:
-        """Send `body` again (unless a report is waiting): the server moves last-seen only."""
-        if not self.unsent:
-            self._queue(body)
 
     def _repeat_held(self, key: str, why: str) -> CycleResult:
         """A held outcome: report it again, so a live agent does not look dead; do nothing."""
         body = self.held[key]
-        self._repeat(body)
+        self.outbox.repeat(body)
         return CycleResult(str(body["state"]), f"{why}: {body['detail']}")
 
     def _heartbeat(self, digest: str) -> None:
@@ -207,7 +197,7 @@ class Agent:
         Without it an idle, healthy agent and a dead one look the same to the service. A new
         process that finds its deployment settled reports it once with the role it reads now.
         """
-        body = self.last_report
+        body = self.outbox.last
         settled = self.state.settled
         if settled is None:
             return
@@ -219,7 +209,7 @@ class Agent:
             # A master's settled deployment was read back (`_sweep_and_verify`); a standby's not.
             observed = digest if settled.role == "master" else None
             body = Report(settled.state, digest, detail, role, observed).body()
-        self._repeat(body)
+        self.outbox.repeat(body)
 
     def _role(self) -> str:
         """This OpenSM's role (asked once a cycle), with the M_Key of the installed opensm.conf."""
@@ -231,15 +221,6 @@ class Agent:
             except (OSError, SmError):
                 self.role_seen = "unknown"
         return self.role_seen
-
-    def _send_unsent(self) -> None:
-        while self.unsent:
-            try:
-                self.server.post_report(self.unsent[0])
-            except ServerError as error:
-                self.say(f"report not delivered, sent again next cycle: {error}")
-                return
-            self.unsent.pop(0)
 
     # ---------------------------------------------------------------------------- one apply
 

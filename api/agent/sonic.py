@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from api.agent.client import ServerError
 from api.agent.config_db import Applied, ConfigDb, StoreError
-from api.agent.cycle import CycleResult, RefusedError, Report, Throttle
+from api.agent.cycle import CycleResult, RefusedError, Report, ReportOutbox, Throttle
 from api.agent.frr import FrrError, FrrLeaf
 from api.agent.manifest import Manifest, ManifestError, verify_manifest
 from api.agent.sonic_change import LeafChange, LeafTarget, leaf_files, parse_target, phase_change
@@ -113,14 +113,13 @@ class SonicAgent:
         self.throttle = Throttle(0.0, clock)  # the loop's interface; every cycle may apply
         self.rule = leaf_files(settings.leaf, with_frr=frr is not None)
         self.state: SonicState = load_sonic_state(settings.state_dir)
-        self.unsent: list[dict[str, Any]] = []
-        self.last_report: dict[str, Any] | None = None
+        self.outbox = ReportOutbox(server.post_report, say)
         self.held: dict[tuple[str, int], dict[str, Any]] = {}  # rolled back: (digest, phase)
         self.downloads: dict[str, bytes] = {}  # by sha256: a settled loop downloads nothing
 
     def cycle(self, *, coalesce: bool = False) -> CycleResult:
         """Run one cycle (`coalesce` is the loop's; this agent applies whenever it must)."""
-        self._send_unsent()
+        self.outbox.send()
         started = self.clock()
         try:
             envelope = self.server.signed_manifest()
@@ -152,7 +151,7 @@ class SonicAgent:
         phase = 1 if sync.get("phase") == 1 else 2  # null: a fabric without phases
         held = self.held.get((manifest.digest, phase))
         if held is not None:
-            self._repeat(held)
+            self.outbox.repeat(held)
             return CycleResult(str(held["state"]), f"tried before: {held['detail']}")
         report = self._attempt(manifest, phase, started)
         if report is None:
@@ -199,9 +198,9 @@ class SonicAgent:
     def _already(self, manifest: Manifest, change: LeafChange) -> Report | None:
         """Report ``applied`` once for a digest and phase found in place; then only repeat."""
         self._remember(manifest, change.phase)
-        body = self.last_report
+        body = self.outbox.last
         if body is not None and _reports(body, manifest.digest, change.phase, "applied"):
-            self._repeat(body)
+            self.outbox.repeat(body)
             return None
         detail = f"phase {change.phase}: already in place (read back)"
         observed = manifest.digest if change.phase == 2 else None
@@ -311,27 +310,8 @@ class SonicAgent:
     def _finish(self, report: Report, started: float) -> CycleResult:
         report.durations["total"] = self.clock() - started
         self.say(f"{report.state}: {report.digest or '-'}: {report.detail}")
-        self._queue(report.body())
+        self.outbox.queue(report.body())
         return CycleResult(report.state, report.detail, report)
-
-    def _queue(self, body: dict[str, Any]) -> None:
-        self.last_report = body
-        self.unsent.append(body)
-        self._send_unsent()
-
-    def _repeat(self, body: dict[str, Any]) -> None:
-        """Send `body` again (unless a report is waiting): the server moves last-seen only."""
-        if not self.unsent:
-            self._queue(body)
-
-    def _send_unsent(self) -> None:
-        while self.unsent:
-            try:
-                self.server.post_report(self.unsent[0])
-            except ServerError as error:
-                self.say(f"report not delivered, sent again next cycle: {error}")
-                return
-            self.unsent.pop(0)
 
 
 def _applied_detail(change: LeafChange, frr_note: str) -> str:
