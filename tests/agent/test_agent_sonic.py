@@ -203,3 +203,12 @@ def test_the_loop_runs_sonic_cycles_every_interval(leaf: Leaf) -> None:
     leaf.server.desired = None
     run_loop(leaf.agent, 7.0, sleep=sleeps.append, cycles=1)
     assert leaf.server.states == ["applied"] and leaf.store.read() == WITH_ACME
+
+
+def test_a_report_the_service_did_not_take_is_sent_next_cycle(leaf: Leaf) -> None:
+    leaf.publish(WITH_ACME, FRR_ACME)
+    leaf.server.reports_down = True
+    assert leaf.cycle() == "applied" and leaf.server.reports == []
+    leaf.server.reports_down = False
+    assert leaf.cycle() == "nothing"
+    assert leaf.server.states == ["applied"] and leaf.server.reports[0]["phase"] == 2
