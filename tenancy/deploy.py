@@ -1,12 +1,12 @@
-"""Deploy targets, their reports, the fabric's sync status and drain-before-reuse.
+"""Deploy targets, their reports and drain-before-reuse (the sync status: tenancy/deploy_sync.py).
 
 A target is a host that enforces a fabric's artifacts (an OpenSM node, a RoCE leaf). Its agent
-reports every
-cycle's outcome; a report that changes the target's state is stored and audited as a deploy
-receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat only
-moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot it
-restored) records what the target enforces, and draining nodes whose snapshot every target now
-enforces turn free (`tenancy.node_states.finish_drains`).
+reports every cycle's outcome; a report that changes the target's state is stored and audited as
+a deploy receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat
+only moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot
+it restored) records what the target enforces, and draining nodes whose snapshot every target
+now enforces turn free (`tenancy.node_states.finish_drains`). On RoCE an applied phase 1
+removed access only (`policies.roce.rollout`): the leaf holds no snapshot whole yet.
 """
 
 from __future__ import annotations
@@ -328,7 +328,9 @@ def _held_and_observed(targets: list[m.DeployTarget]) -> int | None:
 
 def _observed_everywhere(targets: list[m.DeployTarget]) -> int | None:
     observed = [t.observed_snapshot_id for t in targets]
-    return None if not targets or None in observed else min(o or 0 for o in observed)
+    if not targets or None in observed:
+        return None
+    return min(o for o in observed if o is not None)
 
 
 def _draining(session: Session, fabric_id: int) -> list[m.Node]:
