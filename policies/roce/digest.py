@@ -1,7 +1,8 @@
 """The groups of a RoCE snapshot's v2 digest (policies/digest).
 
-``fabric``: settings, switches, links, the planner version and every QoS class (each leaf
-carries every class with RoCE parameters, used or not: tenancy/snapshot/roce.py).
+``fabric``: settings, switches, links, the planner version and every defined QoS class with
+RoCE parameters; which of them each leaf carries (`qos_classes`, verify_qos.deployable_classes)
+follows from those and the classes the owners' segments use.
 ``node:<name>``: the host's role and NICs. ``owner:<owner>``: the nodes it holds, its grants, its
 segment (VRF, VNIs, VLANs, subnet, RD) with its QoS class's definition, and route-target imports
 that differ from those its grants call for (`with_grant_imports`). Grant imports are derived, so
@@ -51,16 +52,16 @@ def roce_groups(
 
 
 def _fabric_group(snapshot: RoceSnapshot) -> bytes:
-    # Every class, not those "no segment uses": the classes are fabric-wide facts now, and the
-    # fabric group must not change when a tenant's segment comes or goes (an incremental change
-    # replaces only the groups of the owners it touches, tenancy/change_check.py).
+    # Every defined class, used or not: the fabric group must not change when a tenant's segment
+    # comes or goes (an incremental change replaces only the groups of the owners it touches,
+    # tenancy/change_check.py); the owner groups hold the classes in use.
     return canonical(
         {
             "planner": PLANNER_VERSION,
             "settings": canonical(asdict(snapshot.fabric)).decode(),
             "switches": sorted(canonical(asdict(s)).decode() for s in snapshot.switches),
             "links": sorted(canonical(asdict(x)).decode() for x in snapshot.links),
-            "qos": sorted(canonical(asdict(q)).decode() for q in snapshot.qos_classes),
+            "qos": sorted(canonical(asdict(q)).decode() for q in snapshot.defined_qos_classes),
             **policy_fields(snapshot.policy),
         }
     )

@@ -165,6 +165,7 @@ class RoceSnapshot:
     segments: tuple[VrfSegment, ...] = ()
     grants: tuple[Grant, ...] = ()
     qos_classes: tuple[RoceQos, ...] = ()
+    defined_qos_classes: tuple[RoceQos, ...] = ()
     policy: Policy = DEFAULT_POLICY
     tenants: tuple[TenantFacts, ...] = ()
     peerings: tuple[Peering, ...] = ()

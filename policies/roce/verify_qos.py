@@ -48,6 +48,29 @@ def qos_violations(classes: tuple[RoceQos, ...], max_lossless: int) -> Iterator[
         )
 
 
+def deployable_classes(
+    defined: Iterable[RoceQos], used: Iterable[RoceQos], max_lossless: int
+) -> tuple[RoceQos, ...]:
+    """The classes every leaf of a fabric carries: those `used`, then each `defined` one that fits.
+
+    Contract: the result holds every used class (so verifying it refutes exactly what verifying
+    the used classes refutes), plus, in `defined` order, each other class that adds no
+    `qos_violations`. Which unused classes fit depends only on the used ones, so routine
+    onboarding and offboarding within the carried classes leave the fabric-wide QoS tables
+    (DSCP maps, schedulers, queues, PFC) as they are; a class that does not fit is not carried
+    until the classes in use make room, and a tenant of it is refused when it first needs it.
+    """
+    chosen = list(used)
+    names = {qos.name for qos in chosen}
+    for qos in defined:
+        if qos.name in names:
+            continue
+        if not any(qos_violations((*chosen, qos), max_lossless)):
+            chosen.append(qos)
+            names.add(qos.name)
+    return tuple(chosen)
+
+
 def _qos_example(rule: Rule, message: str) -> Counterexample:
     return Counterexample(rule, message)
 

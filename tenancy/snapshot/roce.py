@@ -24,6 +24,7 @@ from policies.roce.model import (
     VrfSegment,
     with_grant_imports,
 )
+from policies.roce.verify_qos import deployable_classes
 from tenancy import models as m
 from tenancy.roce import engine_settings, settings_row, subnet_at
 from tenancy.snapshot.common import (
@@ -67,6 +68,7 @@ def load_roce_snapshot(
         grants=grants,
         segment_tenants=[o.name for o in owners if o.kind is OwnerKind.TENANT],
     )
+    carried, defined = _qos(session, fabric, settings.max_lossless_priorities)
     return RoceSnapshot(
         fabric=settings,
         switches=cabling.switches,
@@ -75,7 +77,8 @@ def load_roce_snapshot(
         nics=cabling.nics,
         segments=with_grant_imports(segments, grants, settings.rt_asn, policy.peerings),
         grants=grants,
-        qos_classes=_qos(session),
+        qos_classes=carried,
+        defined_qos_classes=defined,
         policy=policy.policy,
         tenants=policy.tenants,
         peerings=policy.peerings,
@@ -248,43 +251,67 @@ def _segments(
     )
 
 
-def _qos(session: Session) -> tuple[RoceQos, ...]:
-    """Every QoS class with RoCE parameters, used by a segment or not (`_roce_classes`)."""
-    rows = session.connection().execute(_ROCE_CLASSES)
-    return tuple(RoceQos(*row) for row in rows)
+def _qos(
+    session: Session, fabric: m.Fabric, max_lossless: int
+) -> tuple[tuple[RoceQos, ...], tuple[RoceQos, ...]]:
+    """The classes the fabric's leaves carry, and every class with RoCE parameters.
+
+    A leaf's DSCP maps, schedulers, queues and PFC are fabric-wide (declared, not owned) keys:
+    rendering only the classes in use would make onboarding the first tenant of a class, or
+    offboarding its last, rewrite them (a disruptive CONFIG_DB change, policies/roce/patch.py).
+    So the leaves carry the classes in use plus every defined class that fits the fabric's PFC
+    and ETS budget beside them (`deployable_classes`); a tenant of a class that does not fit is
+    refused when it first needs the fabric, as before.
+    """
+    connection = session.connection()
+    used = [RoceQos(*row) for row in connection.execute(_USED_CLASSES, {"fabric": m.pk(fabric)})]
+    defined = tuple(RoceQos(*row) for row in connection.execute(_ROCE_CLASSES))
+    return deployable_classes(defined, used, max_lossless), defined
+
+
+def _class_columns() -> Select[*tuple[Any, ...]]:
+    return core_select(
+        col(m.QosClass.name),
+        col(m.QosClass.roce_dscp),
+        col(m.QosClass.roce_tc),
+        col(m.QosClass.lossless),
+        col(m.QosClass.ets_weight),
+        col(m.QosClass.ecn_min_bytes),
+        col(m.QosClass.ecn_max_bytes),
+        col(m.QosClass.ecn_probability),
+    )
+
+
+def _used_classes() -> Select[*tuple[Any, ...]]:
+    """The QoS classes of the fabric's active segments (one query, however many segments).
+
+    Through the tenants' L3VNI rows only, one per tenant: a VRF segment is claimed whole.
+    """
+    used = (
+        core_select(col(m.Tenant.qos_class_id))
+        .select_from(m.Segment)
+        .join(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
+        .where(
+            col(m.Segment.fabric_id) == bindparam("fabric"),
+            col(m.Segment.state) == "active",
+            col(m.Segment.purpose) == "l3vni",
+        )
+    )
+    return _class_columns().where(col(m.QosClass.id).in_(used)).order_by(col(m.QosClass.id))
 
 
 def _roce_classes() -> Select[*tuple[Any, ...]]:
-    """The QoS classes every leaf carries: those with a DSCP, a TC or PFC of their own.
+    """Every class with a DSCP, a TC or PFC of its own, used or not.
 
-    Every class, not only those of active segments: a leaf's DSCP maps, schedulers, queues and
-    PFC are fabric-wide (declared, not owned) keys, so rendering only the classes in use would
-    make onboarding the first tenant of a class, or offboarding its last, rewrite them (a
-    disruptive CONFIG_DB change, policies/roce/patch.py). A class left at DSCP 0 / TC 0 / lossy
-    (the defaults, e.g. an InfiniBand-only class) adds nothing beyond best effort: its tenants
-    are best effort on RoCE and it is not rendered. Classes are global, so each class is
-    verified against every RoCE fabric's budget when it is created (verify_qos.py).
+    A class left at DSCP 0 / TC 0 / lossy (the defaults, e.g. an InfiniBand-only class) adds
+    nothing beyond best effort: it is carried only while a segment uses it, as before.
     """
-    return (
-        core_select(
-            col(m.QosClass.name),
-            col(m.QosClass.roce_dscp),
-            col(m.QosClass.roce_tc),
-            col(m.QosClass.lossless),
-            col(m.QosClass.ets_weight),
-            col(m.QosClass.ecn_min_bytes),
-            col(m.QosClass.ecn_max_bytes),
-            col(m.QosClass.ecn_probability),
-        )
-        .where(
-            or_(
-                col(m.QosClass.roce_dscp) != 0,
-                col(m.QosClass.roce_tc) != 0,
-                col(m.QosClass.lossless).is_(True),
-            )
-        )
-        .order_by(col(m.QosClass.id))
+    has_roce_parameters = or_(
+        col(m.QosClass.roce_dscp) != 0,
+        col(m.QosClass.roce_tc) != 0,
+        col(m.QosClass.lossless).is_(True),
     )
+    return _class_columns().where(has_roce_parameters).order_by(col(m.QosClass.id))
 
 
 # Built once: a scoped snapshot is prepared statements only.
@@ -309,6 +336,7 @@ _NICS_OF_NODES = _nics_query(
     col(m.RoceSwitchPort.speed),
     col(m.RoceSwitchPort.cable_length),
 ).where(col(m.Nic.node_id).in_(bindparam("nodes", expanding=True)))
+_USED_CLASSES = _used_classes()
 _ROCE_CLASSES = _roce_classes()
 _SEGMENTS = segment_queries(
     core_select(

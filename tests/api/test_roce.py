@@ -516,28 +516,35 @@ def test_an_exhausted_l3vni_pool_is_a_409_and_claims_nothing(client, db_dump, en
     assert rows(engine, "SELECT count(*) FROM segment") == [(12,)]
 
 
-def test_a_third_lossless_class_is_a_409_when_defined_naming_the_qos_budgets(client, roce, db_dump):
-    # Every RoCE leaf renders every class with RoCE parameters, used or not: defining one that
-    # breaks the fabric's PFC and ETS budgets is refused, before any tenant uses it.
+def test_a_third_lossless_class_in_use_is_a_409_naming_qos_lossless_limit(client, roce, db_dump):
+    created(
+        client.post(
+            "/v1/qos-classes",
+            json={
+                "name": "platinum",
+                "ib_sl": 4,
+                "roce_dscp": 34,
+                "roce_tc": 5,
+                "lossless": True,
+                "ets_weight": 1,
+            },
+        )
+    )
+    # gpu0001..6 are held; a platinum tenant needs a free node: release globex's first.
+    ok(client.delete("/v1/tenants/globex"))
+    created(
+        client.post(
+            "/v1/tenants", json={"name": "initech", "kind": "external", "qos_class": "platinum"}
+        )
+    )
     before = db_dump()
 
     response = client.post(
-        "/v1/qos-classes",
-        json={
-            "name": "platinum",
-            "ib_sl": 4,
-            "roce_dscp": 34,
-            "roce_tc": 5,
-            "lossless": True,
-            "ets_weight": 1,
-        },
+        "/v1/tenants/initech/allocations", json={"fabric": "roce-west", "count": 1}
     )
 
     body = assert_problem(response, 409, "isolation-violation")
-    assert {c["rule"] for c in body["counterexamples"]} == {
-        "qos-lossless-limit",
-        "qos-ets-overcommit",
-    }
+    assert {c["rule"] for c in body["counterexamples"]} == {"qos-lossless-limit"}
     assert db_dump() == before
 
 

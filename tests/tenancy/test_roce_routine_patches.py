@@ -132,3 +132,18 @@ def test_every_leaf_carries_every_roce_class_and_none_without_roce_parameters(uo
     assert config["DSCP_TO_TC_MAP"]["AI_FABRIC"]["10"] == "1"  # bronze's DSCP -> its TC
     assert "scheduler.bronze" in config["SCHEDULER"]
     assert "TENANT_IBONLY" not in config["DSCP_TO_TC_MAP"]
+
+
+def test_a_class_that_does_not_fit_beside_the_others_is_defined_but_not_carried(
+    uow, roce_onboarded
+):
+    before = snapshot_of(uow)
+    # gold and silver hold both lossless priorities and ETS adds up to 100 already
+    spec = QosClassCreate(name="platinum", ib_sl=4, roce_dscp=34, roce_tc=5, lossless=True)
+    tenants.create_qos_class(uow, spec=spec)
+    after = snapshot_of(uow)
+
+    assert [q.name for q in after.qos_classes] == ["gold", "silver", "bronze"]
+    assert "platinum" in {q.name for q in after.defined_qos_classes}
+    for leaf in after.leaves():
+        assert render_config_db(after, leaf.name) == render_config_db(before, leaf.name)

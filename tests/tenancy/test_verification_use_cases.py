@@ -202,23 +202,25 @@ def test_a_tenants_vlan_lives_only_on_the_leaves_where_it_has_nics(uow):
     assert f"vrf {vrf}" not in uow_artifact_text(uow, "roce-west", "frr/leaf02/frr.conf")
 
 
-def test_a_third_lossless_class_is_refused_when_defined_as_every_leaf_would_carry_it(
-    uow, roce_onboarded, db_dump
-):
-    # Every RoCE leaf renders every class with RoCE parameters, used or not
-    # (tenancy/snapshot/roce.py): the class itself breaks the fabric's PFC and ETS budgets.
+def test_a_third_lossless_class_in_use_is_an_isolation_violation(uow, roce_onboarded, db_dump):
+    tenants.create_qos_class(
+        uow,
+        spec=QosClassCreate(
+            name="platinum", ib_sl=4, roce_dscp=34, roce_tc=5, lossless=True, ets_weight=1
+        ),
+    )
+    tenants.offboard_tenant(uow, name="globex")  # frees a node for the platinum tenant
+    tenants.create_tenant(
+        uow, spec=TenantCreate(name="initech", kind="external", qos_class="platinum")
+    )
     before = db_dump()
 
     with pytest.raises(IsolationViolationError) as refused:
-        tenants.create_qos_class(
-            uow,
-            spec=QosClassCreate(
-                name="platinum", ib_sl=4, roce_dscp=34, roce_tc=5, lossless=True, ets_weight=1
-            ),
+        allocations.allocate(
+            uow, tenant_name="initech", spec=AllocationCreate(fabric="roce-west", count=1)
         )
 
     assert {c["rule"] for c in refused.value.extensions["counterexamples"]} == {
-        "qos-lossless-limit",
-        "qos-ets-overcommit",
+        "qos-lossless-limit"
     }
     assert db_dump() == before
