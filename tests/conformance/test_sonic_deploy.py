@@ -1,0 +1,522 @@
+"""``isofabric agent sonic`` per leaf against a live service, real Redis and real FRR (issue 16).
+
+The module builds roce-west through the API (its storage service first: the "first rendered"
+state), and runs its topology as the RoCE lab (roce_lab.py: leaf01, leaf02, spine01, spine02 as
+network namespaces with zebra and bgpd, veth links named as SONiC ports). Each leaf is a
+``sonic`` target with its own agent token, and its CONFIG_DB a database of the module's own
+``redis-server`` (a Unix socket), seeded with the first rendered config_db.json plus keys and
+fields isofabric does not own. The agent runs as a subprocess (``python -m api.agent sonic
+--once``, the lab's vtysh/frr-reload wrappers, the leaf's pathspace). Tests run in file order,
+each from the state the previous one left:
+
+onboarding, a grant, its revocation (phase 1 on every affected leaf before phase 2), an
+offboarding (ports leave the VLAN in phase 1, the VRF goes in phase 2), ``--gcu`` against a
+STAND-IN ``config``/``show`` (tests/agent/gcu_standin.py), then the faults: a disruptive drift,
+a FRR read-back mismatch, a Redis user without write rights, a leaf that is down.
+
+After each deployment a leaf's CONFIG_DB is the signed target (owned keys exactly, declared keys
+as rendered) with the foreign keys and fields untouched, and it validates with yanglint; the
+lab's VXLAN devices are made from that CONFIG_DB (`apply_vxlanmgrd`), and what FRR does with it
+is read with ``vtysh … json``. Skips without root, FRR, redis-server or yanglint unless
+``ISOFABRIC_REQUIRE_CONFORMANCE=1``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from policies.roce.frr_running import running_differences
+from policies.roce.model import RoceSnapshot, route_target
+from policies.roce.ownership import LeafOwnership
+from policies.roce.parse_frr import parse_frr_conf
+from policies.roce.patch import owned_entries
+from tenancy.db import make_engine
+from tenancy.lookups import fabric_named
+from tenancy.settings import Settings
+from tenancy.snapshot.roce import load_roce_snapshot
+from tenancy.uow import UnitOfWork
+from tests.agent.gcu_standin import calls, install_standin
+from tests.builders import (
+    ROCE_FABRIC,
+    ROCE_LEAVES,
+    ROCE_STORAGE_NODES,
+    SERVICE,
+    api_create_roce_fabric,
+)
+from tests.keys import key_settings, register_key
+from tests.live_server import live_server
+
+from .conftest import skip_or_fail
+from .harness import ToolsMissingError, wait_until
+from .roce_lab import LAB_TIMEOUT, LabTools, RedisServer, RoceLab, apply_vxlanmgrd
+from .sonic_deploy_lab import (
+    EXTRA_FIELDS,
+    FOREIGN,
+    LeafNode,
+    install_dropping_reload,
+    l2vni_route_targets,
+    seed_config_db,
+    stored,
+    with_foreign,
+)
+from .sonic_yang import validate_config_db, yanglint_path
+from .test_opensm_end_to_end import Api
+
+pytestmark = pytest.mark.conformance
+
+FABRIC = f"/v1/fabrics/{ROCE_FABRIC}"
+ADMIN = {"Authorization": "Bearer admin-secret"}
+
+
+@dataclass
+class DeployLab:
+    """The module's service, RoCE lab, Redis and leaves."""
+
+    url: str
+    api: Api
+    keyring: Path
+    engine: Any
+    settings: Settings
+    lab: RoceLab
+    redis: RedisServer
+    leaves: dict[str, LeafNode]
+    ids: dict[str, str] = field(default_factory=dict)
+
+    def agent(self, leaf: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return self.leaves[leaf].run_agent(self.url, self.keyring, *extra, env=env)
+
+    def deploy(self, leaf: str, *extra: str, **env: str) -> str:
+        """One agent cycle that must exit 0; what it said."""
+        done = self.agent(leaf, *extra, **env)
+        assert done.returncode == 0, f"{leaf}: {done.stderr}"
+        return done.stderr
+
+    def sync(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/sync"))
+
+    def target_view(self, leaf: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/targets/{leaf}"))
+
+    def progress(self, leaf: str) -> dict[str, Any]:
+        """The leaf's entry in ``sync`` (``phase``, ``behind``, ``affected``)."""
+        return next(t for t in self.sync()["targets"] if t["name"] == leaf)
+
+    def signed(self, leaf: str) -> tuple[dict[str, Any], LeafOwnership]:
+        """The leaf's config_db.json (as stored) and ownership of the signed manifest's snapshot."""
+        envelope = self.api.call("GET", f"{FABRIC}/signed-manifest")
+        digest = json.loads(base64.b64decode(envelope["payload"]))["snapshot_digest"]
+        base = f"{FABRIC}/snapshots/{digest}/artifacts/sonic/{leaf}"
+        document = json.loads(self.api.call("GET", f"{base}/config_db.json"))
+        ownership = LeafOwnership.from_json(self.api.call("GET", f"{base}/ownership.json"))
+        return stored(document), ownership
+
+    def snapshot(self) -> RoceSnapshot:
+        return load_snapshot(self.engine, self.settings)
+
+    def vxlanmgrd(self) -> None:
+        """Every leaf's VXLAN devices as vxlanmgrd makes them from its patched CONFIG_DB."""
+        for leaf in self.leaves.values():
+            apply_vxlanmgrd(leaf.router, leaf.store.read())
+
+
+@pytest.fixture(scope="module")
+def deploy_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployLab]:
+    try:
+        tools = LabTools.locate()
+    except ToolsMissingError as exc:
+        skip_or_fail(str(exc))
+    if yanglint_path() is None:
+        skip_or_fail("yanglint is not installed")
+    root = tmp_path_factory.mktemp("sonic-deploy")
+    url = f"sqlite:///{root / 'isofabric.db'}"
+    engine = make_engine(url)
+    settings = key_settings(Settings(database_url=url, admin_token="admin-secret"))
+    app = create_app(settings, engine=engine)
+    register_key(engine)
+    try:
+        with (
+            live_server(app) as base,
+            httpx2.Client(base_url=base, headers=ADMIN, timeout=60) as http,
+            RedisServer(root / "redis", tools.redis_server) as redis_server,
+        ):
+            api = Api(cast(TestClient, http))
+            first_state(api)
+            assert settings.keyring_path is not None
+            with RoceLab(load_snapshot(engine, settings), root / "lab", tools) as lab:
+                leaves = {
+                    name: LeafNode(name, lab.router(name), db, redis_server.url(db), root / name)
+                    for db, name in enumerate(ROCE_LEAVES, start=4)
+                }
+                deployed = DeployLab(
+                    base, api, settings.keyring_path, engine, settings, lab, redis_server, leaves
+                )
+                for leaf in leaves.values():
+                    register(deployed, leaf)
+                yield deployed
+    finally:
+        engine.dispose()
+
+
+def load_snapshot(engine: Any, settings: Settings) -> RoceSnapshot:
+    """The fabric as the service's database holds it now (the model)."""
+    with UnitOfWork(engine, settings).transaction(read_only=True) as tx:
+        return load_roce_snapshot(tx.session, fabric_named(tx.session, ROCE_FABRIC))
+
+
+def first_state(api: Api) -> None:
+    """roce-west with its storage service: the first rendered state of every leaf."""
+    api_create_roce_fabric(cast(httpx2.Client, api.client))
+    for node in ROCE_STORAGE_NODES:
+        api.call("PATCH", f"{FABRIC}/nodes/{node}", json={"role": "storage"})
+    body = {"name": SERVICE, "nodes": list(ROCE_STORAGE_NODES)}
+    api.call("POST", f"{FABRIC}/services", json=body)
+
+
+def register(lab: DeployLab, leaf: LeafNode) -> None:
+    """The leaf as a sonic target with its own agent token; its CONFIG_DB seeded."""
+    leaf.state_dir.mkdir(parents=True)
+    lab.api.call("PUT", f"{FABRIC}/targets/{leaf.name}", json={"kind": "sonic"})
+    body = {"name": f"agent-{leaf.name}", "role": "agent", "fabric": ROCE_FABRIC}
+    leaf.token = lab.api.call("POST", "/v1/tokens", json={**body, "target": leaf.name})["token"]
+    document, _ = lab.signed(leaf.name)
+    seed_config_db(leaf.store, document)
+
+
+# ------------------------------------------------------------------------------ assertions
+
+
+def assert_holds_target(lab: DeployLab, leaf: str) -> dict[str, Any]:
+    """The leaf's CONFIG_DB: owned keys exactly the target's, the rest untouched, YANG-valid."""
+    target, ownership = lab.signed(leaf)
+    running = lab.leaves[leaf].store.read()
+    assert owned_entries(running, ownership) == owned_entries(target, ownership), leaf
+    assert running == with_foreign(target), leaf  # declared as rendered, foreign untouched
+    for table, entries in {**FOREIGN, **EXTRA_FIELDS}.items():
+        for key, fields in entries.items():
+            assert fields.items() <= running[table][key].items(), (leaf, table, key)
+    assert lab.leaves[leaf].store.client.get("CONFIG_DB_INITIALIZED") == "1"
+    valid, message = validate_config_db(running)
+    assert valid, f"{leaf}: yanglint: {message}"
+    return running
+
+
+def assert_in_sync(lab: DeployLab) -> None:
+    status = lab.sync()
+    assert status["in_sync"] is True and status["behind"] == [], status
+    for leaf in lab.leaves:
+        view = lab.target_view(leaf)
+        assert view["state"] == "applied" and view["observed_digest"] == status["desired"], view
+
+
+def converge(lab: DeployLab) -> None:
+    """Every leaf's agent once (a change without phase 1); each then holds the target."""
+    assert lab.sync()["phase"] == 2
+    for leaf in lab.leaves:
+        lab.deploy(leaf)
+        assert_holds_target(lab, leaf)
+    assert_in_sync(lab)
+    lab.vxlanmgrd()
+
+
+def running_imports(lab: DeployLab, leaf: str) -> dict[str, set[str]]:
+    """VRF -> its route-target imports in the leaf's running FRR config."""
+    running = parse_frr_conf(lab.leaves[leaf].router.running_config())
+    return {bgp.vrf: set(bgp.rt_imports) for bgp in running.bgp if bgp.vrf}
+
+
+def vrf_of(lab: DeployLab, owner: str) -> str:
+    return next(s.vrf for s in lab.snapshot().segments if str(s.owner) == owner)
+
+
+def assert_evpn(lab: DeployLab) -> None:
+    """Sessions up; every L2VNI's RTs are the model's; a VNI holds only its own RT's routes."""
+    snapshot = lab.snapshot()
+    lab.lab.wait_evpn_established()
+    rt_asn = snapshot.fabric.rt_asn
+    for leaf in lab.leaves.values():
+        vnis = leaf.router.vtysh_json("show bgp l2vpn evpn vni json")
+        for segment in snapshot.segments:
+            own = route_target(rt_asn, segment.l2vni)
+            assert vnis[str(segment.l2vni)]["importRTs"] == [own], (leaf.name, segment.l2vni)
+            assert vnis[str(segment.l2vni)]["exportRTs"] == [own], (leaf.name, segment.l2vni)
+    leaf01, leaf02 = (lab.leaves[name].router for name in ROCE_LEAVES)
+    imet = f"[3]:[0]:[32]:[{leaf02.switch.vtep}]"
+    for segment in snapshot.segments:
+
+        def arrived(vni: int = segment.l2vni) -> bool:
+            return imet in l2vni_route_targets(leaf01, vni)
+
+        wait_until(arrived, timeout=LAB_TIMEOUT, what=f"leaf02's IMET in VNI {segment.l2vni}")
+        routes = l2vni_route_targets(leaf01, segment.l2vni)
+        own = route_target(rt_asn, segment.l2vni)
+        assert {rt for rts in routes.values() for rt in rts} == {own}, (segment.l2vni, routes)
+
+
+def segment(lab: DeployLab, owner: str) -> Any:
+    return next(s for s in lab.snapshot().segments if str(s.owner) == owner)
+
+
+def l3_rt(lab: DeployLab, owner: str) -> str:
+    return route_target(lab.snapshot().fabric.rt_asn, segment(lab, owner).l3vni)
+
+
+def assert_frr_runs_installed(lab: DeployLab, leaf: str) -> None:
+    """The running config is the file the agent installed (the read-back, done again here)."""
+    node = lab.leaves[leaf]
+    differences = running_differences(node.frr_conf.read_text(), node.router.running_config())
+    assert differences == [], (leaf, differences)
+
+
+def onboard(lab: DeployLab, tenant: str, qos_class: str, kind: str = "external") -> None:
+    if lab.api.client.get(f"/v1/tenants/{tenant}").status_code == 404:
+        tenant_body = {"name": tenant, "kind": kind, "qos_class": qos_class}
+        lab.api.call("POST", "/v1/tenants", json=tenant_body)
+    body = {"fabric": ROCE_FABRIC, "count": 2}
+    lab.ids[tenant] = lab.api.call("POST", f"/v1/tenants/{tenant}/allocations", json=body)["id"]
+
+
+def affected(lab: DeployLab) -> set[str]:
+    return {t["name"] for t in lab.sync()["targets"] if t["affected"]}
+
+
+# ----------------------------------------------------------------------------- lifecycle
+
+
+def test_first_deployment_keeps_foreign_keys_and_brings_evpn_up(deploy_lab: DeployLab) -> None:
+    lab = deploy_lab
+    converge(lab)
+    for leaf, node in lab.leaves.items():
+        signed = lab.api.call("GET", f"{FABRIC}/artifacts/frr/{leaf}/frr.conf")
+        assert node.frr_conf.read_text() == signed
+        assert_frr_runs_installed(lab, leaf)
+    assert_evpn(lab)
+
+
+def test_onboarding_patches_only_owned_keys_and_isolates_the_tenants_l2vnis(
+    deploy_lab: DeployLab,
+) -> None:
+    lab = deploy_lab
+    onboard(lab, "acme", "gold")
+    onboard(lab, "globex", "bronze")
+
+    converge(lab)
+
+    snapshot = lab.snapshot()
+    vrfs = {s.vrf for s in snapshot.segments}
+    for leaf, node in lab.leaves.items():
+        assert set(node.store.read()["VRF"]) == vrfs
+        devices = node.router.ip("-j", "-d", "link", "show", "type", "vxlan").stdout
+        vnis = sorted(d["linkinfo"]["info_data"]["id"] for d in json.loads(devices))
+        assert vnis == sorted(s.l2vni for s in snapshot.segments), leaf
+        assert_frr_runs_installed(lab, leaf)
+    assert_evpn(lab)
+
+
+def test_a_grant_becomes_route_target_imports_of_both_vrfs(deploy_lab: DeployLab) -> None:
+    lab = deploy_lab
+    body = {"fabric": ROCE_FABRIC, "service": SERVICE}
+    lab.ids["grant"] = lab.api.call("POST", "/v1/tenants/acme/grants", json=body)["id"]
+
+    converge(lab)
+
+    acme, storage, globex = (
+        segment(lab, o) for o in ("tenant:acme", "service:storage", "tenant:globex")
+    )
+    for leaf in lab.leaves:
+        imports = running_imports(lab, leaf)
+        assert imports[acme.vrf] == {l3_rt(lab, "tenant:acme"), l3_rt(lab, "service:storage")}
+        assert l3_rt(lab, "tenant:acme") in imports[storage.vrf]
+        assert imports[globex.vrf] == {l3_rt(lab, "tenant:globex")}  # nothing leaks to globex
+
+
+def test_a_revocation_removes_imports_on_every_affected_leaf_before_phase_two(
+    deploy_lab: DeployLab,
+) -> None:
+    lab = deploy_lab
+    acme_vrf, storage_rt = segment(lab, "tenant:acme").vrf, l3_rt(lab, "service:storage")
+    lab.api.call("DELETE", f"/v1/tenants/acme/grants/{lab.ids['grant']}")
+    status = lab.sync()
+    assert status["phase"] == 1 and sorted(status["behind"]) == sorted(ROCE_LEAVES), status
+    assert affected(lab) == set(ROCE_LEAVES)
+    first, second = ROCE_LEAVES
+
+    lab.deploy(first)
+    assert storage_rt not in running_imports(lab, first)[acme_vrf]
+    assert storage_rt in running_imports(lab, second)[acme_vrf]  # not run yet
+    assert_frr_runs_installed(lab, first)
+    assert (lab.progress(first)["phase"], lab.progress(first)["behind"]) == (1, True)
+    assert lab.sync()["phase"] == 1  # the second leaf has not removed its import yet
+    lab.deploy(first)  # again: still phase 1, nothing more happens on the first leaf
+    assert lab.progress(first)["phase"] == 1
+    lab.deploy(second)
+    assert storage_rt not in running_imports(lab, second)[acme_vrf]
+    assert lab.sync()["phase"] == 2
+
+    for leaf in lab.leaves:
+        lab.deploy(leaf)
+        assert lab.progress(leaf)["phase"] == 2
+        assert_holds_target(lab, leaf)
+        assert running_imports(lab, leaf)[acme_vrf] == {l3_rt(lab, "tenant:acme")}
+        assert_frr_runs_installed(lab, leaf)
+    assert_in_sync(lab)
+
+
+def test_an_offboarding_removes_ports_from_the_vlan_before_the_vrf_goes(
+    deploy_lab: DeployLab,
+) -> None:
+    lab = deploy_lab
+    globex = segment(lab, "tenant:globex")
+    members = f"Vlan{globex.vlan}|"
+    for node in lab.leaves.values():
+        assert any(k.startswith(members) for k in node.store.read()["VLAN_MEMBER"])
+    lab.api.call("DELETE", f"/v1/tenants/globex/allocations/{lab.ids['globex']}")
+    assert lab.sync()["phase"] == 1 and affected(lab) == set(ROCE_LEAVES)
+
+    for index, (leaf, node) in enumerate(lab.leaves.items()):
+        lab.deploy(leaf)
+        running = node.store.read()
+        assert not any(k.startswith(members) for k in running.get("VLAN_MEMBER", {})), leaf
+        assert globex.vrf in running["VRF"] and f"Vlan{globex.vlan}" in running["VLAN"]
+        assert globex.vrf in running_imports(lab, leaf)  # its BGP instance is still there
+        assert lab.sync()["phase"] == (1 if index < len(lab.leaves) - 1 else 2)
+
+    for leaf in lab.leaves:
+        lab.deploy(leaf)
+        running = assert_holds_target(lab, leaf)
+        assert globex.vrf not in running["VRF"] and globex.vrf not in running_imports(lab, leaf)
+    assert_in_sync(lab)
+    lab.vxlanmgrd()
+    for node in lab.leaves.values():
+        assert f"vtep-{globex.vlan}" not in node.router.ip("link", "show").stdout
+    nodes = lab.api.call("GET", f"{FABRIC}/nodes", params={"limit": 500})["data"]
+    assert not [n["name"] for n in nodes if n["state"] == "draining"]  # every leaf read back
+    assert_evpn(lab)
+
+
+def test_gcu_mode_checkpoints_dry_runs_applies_and_saves_through_a_standin(
+    deploy_lab: DeployLab, tmp_path: Path
+) -> None:
+    # The `config`/`show` here are a STAND-IN (tests/agent/gcu_standin.py): no SONiC on this
+    # machine. It records its calls and applies the patch to the leaf's CONFIG_DB in Redis.
+    lab = deploy_lab
+    onboard(lab, "research", "silver", kind="internal")
+    leaf = ROCE_LEAVES[0]
+    standin = install_standin(tmp_path / "bin", tmp_path / "gcu", lab.leaves[leaf].config_db_url)
+
+    lab.deploy(leaf, "--gcu", **standin)
+    lab.deploy(ROCE_LEAVES[1])
+
+    config = [call[1:] for call in calls(tmp_path / "gcu") if call[0] == "config"]
+    assert [c[0] for c in config] == [
+        "checkpoint",
+        "apply-patch",
+        "apply-patch",
+        "save",
+        "delete-checkpoint",
+    ]
+    assert config[1][1] == "--dry-run" and config[2][1] != "--dry-run"
+    assert config[3] == ["save", "-y"] and config[0][1] == config[4][1]
+    assert ["show", "runningconfiguration", "all"] in calls(tmp_path / "gcu")
+    for name in ROCE_LEAVES:
+        assert_holds_target(lab, name)
+        assert_frr_runs_installed(lab, name)
+    assert_in_sync(lab)
+    lab.vxlanmgrd()
+    assert_evpn(lab)
+
+
+# ---------------------------------------------------------------------------------- faults
+
+
+def agent_said(done: subprocess.CompletedProcess[str], state: str) -> str:
+    """The agent's exit 1 and its report line (``<state>: <digest>: <detail>``)."""
+    assert done.returncode == 1, done.stderr
+    line = next((ln for ln in done.stderr.splitlines() if f": {state}: " in ln), None)
+    assert line is not None, done.stderr
+    return line
+
+
+def test_a_disruptive_drift_is_refused_then_applied_with_the_flag(deploy_lab: DeployLab) -> None:
+    lab = deploy_lab
+    onboard(lab, "globex", "bronze")  # a routine change, for a leaf whose port MTU drifted
+    leaf = lab.leaves[ROCE_LEAVES[0]]
+    leaf.store.client.hset("PORT|Ethernet0", "mtu", "1500")
+    before, frr_before = leaf.store.read(), leaf.frr_conf.read_text()
+
+    line = agent_said(lab.agent(leaf.name), "refused")
+
+    assert "/PORT/Ethernet0/mtu" in line and "disruptive" in line
+    view = lab.target_view(leaf.name)
+    assert view["state"] == "refused" and "/PORT/Ethernet0/mtu" in view["detail"]
+    assert leaf.store.read() == before and leaf.frr_conf.read_text() == frr_before
+    assert_frr_runs_installed(lab, leaf.name)
+    assert lab.progress(leaf.name)["behind"] is True
+
+
+def test_a_frr_read_back_mismatch_rolls_the_leaf_back(deploy_lab: DeployLab) -> None:
+    # A STAND-IN frr-reload (wrapping the lab's real one) drops the new VRF's `vni` line:
+    # the way frr-reload.py 8.4 lost new VRFs' VNIs (issue 16). The read-back must catch it.
+    lab = deploy_lab
+    leaf = lab.leaves[ROCE_LEAVES[0]]
+    l3vni = segment(lab, "tenant:globex").l3vni  # globex's VRF is new to the leaf
+    reload, armed = install_dropping_reload(leaf, rf"^ vni {l3vni}$")
+    armed.write_text("1\n")
+    before, frr_before = leaf.store.read(), leaf.frr_conf.read_text()
+    assert before["PORT"]["Ethernet0"]["mtu"] == "1500"  # the drift of the previous test
+
+    allowed = ("--allow-disruptive", f"--frr-reload={reload}")
+    line = agent_said(lab.agent(leaf.name, *allowed), "rolled_back")
+    armed.unlink()
+
+    assert f"vni {l3vni}" in line
+    assert lab.target_view(leaf.name)["state"] == "rolled_back"
+    assert leaf.store.read() == before  # CONFIG_DB restored: the new keys gone, the MTU back
+    assert leaf.frr_conf.read_text() == frr_before
+    assert_frr_runs_installed(lab, leaf.name)  # the previous file runs again
+
+    lab.deploy(leaf.name, *allowed)  # not armed: the real reload
+
+    assert assert_holds_target(lab, leaf.name)["PORT"]["Ethernet0"]["mtu"] == "9000"
+    assert_frr_runs_installed(lab, leaf.name)
+    assert lab.target_view(leaf.name)["state"] == "applied"
+
+
+def test_a_leaf_that_is_down_or_cannot_write_stays_behind(deploy_lab: DeployLab) -> None:
+    lab = deploy_lab
+    up, down = (lab.leaves[name] for name in ROCE_LEAVES)
+    assert_holds_target(lab, up.name)
+    status = lab.sync()
+    assert status["behind"] == [down.name] and status["in_sync"] is False, status
+    assert lab.progress(up.name)["behind"] is False and lab.progress(down.name)["behind"] is True
+
+    gone = lab.redis.socket.parent / "gone.sock"
+    unreachable = lab.agent(down.name, f"--config-db=unix://{gone}?db={down.db}")
+    agent_said(unreachable, "failed")
+    assert lab.sync()["behind"] == [down.name]
+
+    lab.redis.add_user("reader", "reader-secret", ["~*", "+@read", "+@connection", "+@transaction"])
+    read_only = lab.redis.url(down.db, user="reader", password="reader-secret")
+    before, frr_before = down.store.read(), down.frr_conf.read_text()
+    line = agent_said(lab.agent(down.name, f"--config-db={read_only}"), "failed")
+    assert "NOPERM" in line or "permission" in line.lower(), line
+    assert down.store.read() == before and down.frr_conf.read_text() == frr_before
+    assert lab.target_view(down.name)["state"] == "failed"
+    assert lab.sync()["behind"] == [down.name]
+
+    lab.deploy(down.name)
+
+    assert_holds_target(lab, down.name)
+    assert_in_sync(lab)
+    lab.vxlanmgrd()
+    assert_evpn(lab)
