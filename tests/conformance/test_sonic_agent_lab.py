@@ -14,6 +14,8 @@ CONFIG_DB read back. Then:
 * a revoked grant is published in phase 1 (the route-target imports removed on the affected
   leaves, nothing else) before phase 2, and an offboarding likewise (its ports leave the VLAN
   first, the VRF goes in phase 2); after each, the same checks hold;
+* ``--gcu``, through a stand-in ``config``/``show`` acting on the lab's Redis (no SONiC here),
+  takes the same leaf through phase 1 and 2 with a checkpoint, dry run, apply and save each;
 * a leaf whose Redis user may not write reports ``failed`` with its CONFIG_DB unchanged, while
   the other leaf applies the change and `sync` shows only the failed one behind.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +36,7 @@ from fastapi.testclient import TestClient
 from api.agent.client import ServerError
 from api.agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
 from api.agent.frr import FrrLeaf, FrrTools
+from api.agent.gcu import GcuConfigDb
 from api.agent.sonic import SonicAgent, SonicSettings
 from api.app import create_app
 from policies.evidence.audit_log import load_public_key
@@ -45,6 +49,7 @@ from tenancy.lookups import fabric_named
 from tenancy.settings import Settings
 from tenancy.snapshot.roce import load_roce_snapshot
 from tenancy.uow import UnitOfWork
+from tests.agent.gcu_standin import calls, install_standin
 from tests.builders import LOCAL_URL, ROCE_LEAVES, FakeClock, RoceOnboarded, api_onboard_roce
 from tests.keys import key_settings, register_key
 
@@ -293,3 +298,28 @@ def test_a_leaf_without_write_rights_fails_unchanged_and_stays_behind(lab: Lab) 
     assert_holds_target(lab, leaf02)
     status = lab.service.sync()
     assert status["behind"] == [leaf01.router.name], status
+
+
+def test_gcu_mode_through_a_standin_config_command(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--gcu`` cannot run here (no SONiC): leaf02 goes through tests/agent/gcu_standin.py, a
+    STAND-IN for ``config``/``show`` that records its calls and applies the patch to the lab's
+    Redis; the checkpoint, dry run, apply, save and checkpoint deletion happen in that order."""
+    offboarded_globex(lab)
+    leaf02 = lab.leaves["leaf02"]
+    env = install_standin(tmp_path / "bin", tmp_path / "gcu", lab.redis.url(5))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    response = lab.service.client.delete(
+        f"/v1/tenants/research/allocations/{lab.service.onboarded.allocation_ids['research']}"
+    )
+    assert response.status_code == 204, response.text
+    leaf02.agent.store = GcuConfigDb()
+    try:
+        run_phases(lab, expect_phase_1=True)
+    finally:
+        leaf02.agent.store = leaf02.store
+    done = [call[1] for call in calls(tmp_path / "gcu") if call[0] == "config"]
+    assert done[:3] == ["checkpoint", "apply-patch", "apply-patch"], done
+    assert done[-2:] == ["save", "delete-checkpoint"] and "rollback" not in done
