@@ -158,6 +158,8 @@ class RedisConfigDb:
 
     def undo(self, applied: Applied, why: str) -> None:
         """Put back what `applied` changed (the leaf rolls back as a whole); raises `StoreError`."""
+        if not applied.after:
+            raise StoreError(f"{why}; CONFIG_DB was not changed", "rolled_back")
         self.restore(applied.after, applied.before, why)
 
     def finish(self, applied: Applied) -> None:

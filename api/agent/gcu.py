@@ -118,8 +118,8 @@ class GcuConfigDb:
 
     def undo(self, applied: Applied, why: str) -> None:
         """``config rollback`` to the checkpoint, verified by a read-back; raises `StoreError`."""
-        if applied.checkpoint is None:
-            raise StoreError(f"{why}; nothing was changed")
+        if applied.checkpoint is None:  # no operation: nothing was applied
+            raise StoreError(f"{why}; CONFIG_DB was not changed", "rolled_back")
         try:
             self._config("rollback", applied.checkpoint)
         except StoreError as error:

@@ -212,3 +212,11 @@ def test_a_report_the_service_did_not_take_is_sent_next_cycle(leaf: Leaf) -> Non
     leaf.server.reports_down = False
     assert leaf.cycle() == "nothing"
     assert leaf.server.states == ["applied"] and leaf.server.reports[0]["phase"] == 2
+
+
+def test_an_frr_only_change_that_fails_rolls_back_frr_alone(leaf: Leaf) -> None:
+    leaf.publish(BASE, FRR_ACME)  # CONFIG_DB already holds BASE: FRR changes alone
+    leaf.daemons.lose = " vni 5001\n"
+    assert leaf.cycle() == "rolled_back"
+    assert "CONFIG_DB was not changed" in leaf.last["detail"]
+    assert leaf.store.read() == BASE and leaf.conf.read_text() == FRR_BASE
