@@ -5,7 +5,10 @@
   (the agent's frr.conf and state). `LeafNode.agent_argv` is ``python -m api.agent sonic …``
   with the lab's vtysh/frr-reload wrappers and the leaf's pathspace.
 * `seed_config_db`: a switch as isofabric finds it: a rendered config_db.json plus keys and fields
-  isofabric does not own (`FOREIGN`, `EXTRA_FIELDS`), written as ConfigDBConnector writes.
+  isofabric does not own (`FOREIGN`, `EXTRA_FIELDS`), written as ConfigDBConnector writes
+  (sonic-swss-common configdb.py ``typed_to_raw``: ``TABLE|key`` hashes, lists as ``field@``
+  joined by ``,``, an entry without fields as ``NULL``=``NULL``) by this module's own code, not
+  the agent's; `read_config_db` reads it back as ``raw_to_typed`` does, `dump` is every key raw.
 * `with_foreign`: what a leaf must hold after a deployment: the signed target with the foreign
   keys and fields still there.
 * `install_dropping_reload`: a STAND-IN ``frr-reload`` (wrapping the lab's real one) that, while
@@ -16,6 +19,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -24,9 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api.agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
+import redis
+from redis.typing import EncodableT, FieldT
 
 from .roce_lab import Router
+
+ConfigDb = dict[str, dict[str, dict[str, Any]]]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT = 120.0
@@ -35,7 +42,7 @@ AGENT_TIMEOUT = 120.0
 # (100-3999) and a BGP neighbor of the management network (both have SONiC YANG models, so the
 # whole CONFIG_DB still validates).
 FOREIGN: ConfigDb = {
-    "VLAN": {"Vlan10": {"vlanid": "10", "description": "mgmt"}},
+    "VLAN": {"Vlan10": {"vlanid": "10", "description": "mgmt", "dhcp_servers": ["10.255.0.5"]}},
     "BGP_NEIGHBOR": {"10.255.0.1": {"asn": "64999", "name": "mgmt-rr"}},
 }
 # Fields of declared entries the renderer does not write (set by the switch's own config).
@@ -57,8 +64,17 @@ os.execv({real!r}, [{real!r}, *args])
 
 
 def stored(document: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> ConfigDb:
-    """`document` as it reads back from Redis (numbers as strings, lists as lists)."""
-    return unflatten(flatten(document))
+    """`document` as it reads back from Redis: scalars as strings, lists as lists of strings."""
+    return {
+        table: {
+            key: {
+                name: [str(v) for v in value] if isinstance(value, list) else str(value)
+                for name, value in fields.items()
+            }
+            for key, fields in entries.items()
+        }
+        for table, entries in document.items()
+    }
 
 
 def merged(*parts: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> ConfigDb:
@@ -76,11 +92,47 @@ def with_foreign(target: ConfigDb) -> ConfigDb:
     return merged(target, FOREIGN, EXTRA_FIELDS)
 
 
-def seed_config_db(store: RedisConfigDb, rendered: ConfigDb) -> None:
-    """Write `rendered` plus the foreign keys and fields, as ConfigDBConnector would."""
-    store.client.flushdb()
-    store.write(*touched({}, with_foreign(stored(rendered))))
-    store.client.set("CONFIG_DB_INITIALIZED", "1")  # a plain key, as on a switch: no entry
+def seed_config_db(client: redis.Redis, rendered: ConfigDb) -> None:
+    """Flush, then write `rendered` plus the foreign keys and fields as ConfigDBConnector does."""
+    client.flushdb()
+    pipe = client.pipeline()
+    for table, entries in with_foreign(stored(rendered)).items():
+        for key, fields in entries.items():
+            raw: dict[FieldT, EncodableT] = {
+                (f"{name}@" if isinstance(value, list) else name): (
+                    ",".join(value) if isinstance(value, list) else value
+                )
+                for name, value in fields.items()
+            }
+            pipe.hset(f"{table}|{key}", mapping=raw or {"NULL": "NULL"})
+    pipe.set("CONFIG_DB_INITIALIZED", "1")  # a plain key, as on a switch: no entry
+    pipe.execute()
+
+
+def dump(client: redis.Redis) -> dict[str, Any]:
+    """Every key of the database, raw: a hash as a dict, a string as itself."""
+    out: dict[str, Any] = {}
+    for name in client.scan_iter(count=1000):
+        kind = client.type(name)
+        out[name] = client.hgetall(name) if kind == "hash" else client.get(name)
+    return out
+
+
+def read_config_db(client: redis.Redis) -> ConfigDb:
+    """The entries (``TABLE|key`` hashes) as ConfigDBConnector's ``raw_to_typed`` reads them."""
+    document: ConfigDb = {}
+    for name, value in dump(client).items():
+        if "|" not in name or not isinstance(value, dict):
+            continue
+        table, key = name.split("|", 1)
+        document.setdefault(table, {})[key] = {
+            (field[:-1] if field.endswith("@") else field): (
+                raw.split(",") if field.endswith("@") else raw
+            )
+            for field, raw in value.items()
+            if field != "NULL"
+        }
+    return document
 
 
 @dataclass
@@ -95,8 +147,15 @@ class LeafNode:
     token: str = ""
 
     @property
-    def store(self) -> RedisConfigDb:
-        return RedisConfigDb.from_url(self.config_db_url)
+    def client(self) -> redis.Redis:
+        """The leaf's CONFIG_DB as the default user, strings decoded."""
+        return redis.Redis.from_url(self.config_db_url, decode_responses=True)
+
+    def read(self) -> ConfigDb:
+        return read_config_db(self.client)
+
+    def dump(self) -> dict[str, Any]:
+        return dump(self.client)
 
     @property
     def frr_conf(self) -> Path:
@@ -116,22 +175,31 @@ class LeafNode:
         argv = [a for name, value in options.items() if name not in given for a in (name, value)]
         return [sys.executable, "-m", "api.agent", "sonic", *argv, "--once", *extra]
 
-    def run_agent(
+    def start_agent(
         self, server: str, keyring: Path, *extra: str, env: Mapping[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """One ``--once`` cycle of the real agent (options as ``--name=value`` override)."""
-        import os
-
+    ) -> subprocess.Popen[str]:
+        """One ``--once`` cycle of the real agent, started (options as ``--name=value``
+        override the lab's)."""
         environment = {**os.environ, "ISOFABRIC_TOKEN": self.token, **(env or {})}
-        return subprocess.run(
+        return subprocess.Popen(
             self.agent_argv(server, keyring, *extra),
             env=environment,
             cwd=REPO_ROOT,
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=AGENT_TIMEOUT,
-            check=False,
         )
+
+
+def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    """Wait for an agent started by `LeafNode.start_agent`; its status and output."""
+    try:
+        out, err = proc.communicate(timeout=AGENT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def install_dropping_reload(leaf: LeafNode, pattern: str) -> tuple[Path, Path]:

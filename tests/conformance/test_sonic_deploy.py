@@ -64,6 +64,7 @@ from .sonic_deploy_lab import (
     EXTRA_FIELDS,
     FOREIGN,
     LeafNode,
+    finished,
     install_dropping_reload,
     l2vni_route_targets,
     seed_config_db,
@@ -94,7 +95,16 @@ class DeployLab:
     ids: dict[str, str] = field(default_factory=dict)
 
     def agent(self, leaf: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return self.leaves[leaf].run_agent(self.url, self.keyring, *extra, env=env)
+        return finished(self.leaves[leaf].start_agent(self.url, self.keyring, *extra, env=env))
+
+    def deploy_all(self) -> None:
+        """Every leaf's agent once, at the same time (agents pull independently); exit 0 each."""
+        procs = {
+            name: leaf.start_agent(self.url, self.keyring) for name, leaf in self.leaves.items()
+        }
+        for name, proc in procs.items():
+            done = finished(proc)
+            assert done.returncode == 0, f"{name}: {done.stderr}"
 
     def deploy(self, leaf: str, *extra: str, **env: str) -> str:
         """One agent cycle that must exit 0; what it said."""
@@ -127,7 +137,7 @@ class DeployLab:
     def vxlanmgrd(self) -> None:
         """Every leaf's VXLAN devices as vxlanmgrd makes them from its patched CONFIG_DB."""
         for leaf in self.leaves.values():
-            apply_vxlanmgrd(leaf.router, leaf.store.read())
+            apply_vxlanmgrd(leaf.router, leaf.read())
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +200,7 @@ def register(lab: DeployLab, leaf: LeafNode) -> None:
     body = {"name": f"agent-{leaf.name}", "role": "agent", "fabric": ROCE_FABRIC}
     leaf.token = lab.api.call("POST", "/v1/tokens", json={**body, "target": leaf.name})["token"]
     document, _ = lab.signed(leaf.name)
-    seed_config_db(leaf.store, document)
+    seed_config_db(leaf.client, document)
 
 
 # ------------------------------------------------------------------------------ assertions
@@ -199,13 +209,13 @@ def register(lab: DeployLab, leaf: LeafNode) -> None:
 def assert_holds_target(lab: DeployLab, leaf: str) -> dict[str, Any]:
     """The leaf's CONFIG_DB: owned keys exactly the target's, the rest untouched, YANG-valid."""
     target, ownership = lab.signed(leaf)
-    running = lab.leaves[leaf].store.read()
+    running = lab.leaves[leaf].read()
     assert owned_entries(running, ownership) == owned_entries(target, ownership), leaf
     assert running == with_foreign(target), leaf  # declared as rendered, foreign untouched
     for table, entries in {**FOREIGN, **EXTRA_FIELDS}.items():
         for key, fields in entries.items():
             assert fields.items() <= running[table][key].items(), (leaf, table, key)
-    assert lab.leaves[leaf].store.client.get("CONFIG_DB_INITIALIZED") == "1"
+    assert lab.leaves[leaf].client.get("CONFIG_DB_INITIALIZED") == "1"
     valid, message = validate_config_db(running)
     assert valid, f"{leaf}: yanglint: {message}"
     return running
@@ -222,8 +232,8 @@ def assert_in_sync(lab: DeployLab) -> None:
 def converge(lab: DeployLab) -> None:
     """Every leaf's agent once (a change without phase 1); each then holds the target."""
     assert lab.sync()["phase"] == 2
+    lab.deploy_all()
     for leaf in lab.leaves:
-        lab.deploy(leaf)
         assert_holds_target(lab, leaf)
     assert_in_sync(lab)
     lab.vxlanmgrd()
@@ -315,7 +325,14 @@ def test_onboarding_patches_only_owned_keys_and_isolates_the_tenants_l2vnis(
     snapshot = lab.snapshot()
     vrfs = {s.vrf for s in snapshot.segments}
     for leaf, node in lab.leaves.items():
-        assert set(node.store.read()["VRF"]) == vrfs
+        assert set(node.read()["VRF"]) == vrfs
+        raw = node.dump()  # ConfigDBConnector's layout, as the agent wrote it
+        acme = segment(lab, "tenant:acme")
+        assert raw[f"VLAN_INTERFACE|Vlan{acme.vlan}|{acme.subnet[1]}/{acme.subnet.prefixlen}"] == {
+            "NULL": "NULL"
+        }
+        assert raw[f"VRF|{acme.vrf}"] == {"vni": str(acme.l3vni)}
+        assert raw["VLAN|Vlan10"]["dhcp_servers@"] == "10.255.0.5"  # a foreign list field
         devices = node.router.ip("-j", "-d", "link", "show", "type", "vxlan").stdout
         vnis = sorted(d["linkinfo"]["info_data"]["id"] for d in json.loads(devices))
         assert vnis == sorted(s.l2vni for s in snapshot.segments), leaf
@@ -363,8 +380,8 @@ def test_a_revocation_removes_imports_on_every_affected_leaf_before_phase_two(
     assert storage_rt not in running_imports(lab, second)[acme_vrf]
     assert lab.sync()["phase"] == 2
 
+    lab.deploy_all()
     for leaf in lab.leaves:
-        lab.deploy(leaf)
         assert lab.progress(leaf)["phase"] == 2
         assert_holds_target(lab, leaf)
         assert running_imports(lab, leaf)[acme_vrf] == {l3_rt(lab, "tenant:acme")}
@@ -379,20 +396,20 @@ def test_an_offboarding_removes_ports_from_the_vlan_before_the_vrf_goes(
     globex = segment(lab, "tenant:globex")
     members = f"Vlan{globex.vlan}|"
     for node in lab.leaves.values():
-        assert any(k.startswith(members) for k in node.store.read()["VLAN_MEMBER"])
+        assert any(k.startswith(members) for k in node.read()["VLAN_MEMBER"])
     lab.api.call("DELETE", f"/v1/tenants/globex/allocations/{lab.ids['globex']}")
     assert lab.sync()["phase"] == 1 and affected(lab) == set(ROCE_LEAVES)
 
     for index, (leaf, node) in enumerate(lab.leaves.items()):
         lab.deploy(leaf)
-        running = node.store.read()
+        running = node.read()
         assert not any(k.startswith(members) for k in running.get("VLAN_MEMBER", {})), leaf
         assert globex.vrf in running["VRF"] and f"Vlan{globex.vlan}" in running["VLAN"]
         assert globex.vrf in running_imports(lab, leaf)  # its BGP instance is still there
         assert lab.sync()["phase"] == (1 if index < len(lab.leaves) - 1 else 2)
 
+    lab.deploy_all()
     for leaf in lab.leaves:
-        lab.deploy(leaf)
         running = assert_holds_target(lab, leaf)
         assert globex.vrf not in running["VRF"] and globex.vrf not in running_imports(lab, leaf)
     assert_in_sync(lab)
@@ -451,15 +468,15 @@ def test_a_disruptive_drift_is_refused_then_applied_with_the_flag(deploy_lab: De
     lab = deploy_lab
     onboard(lab, "globex", "bronze")  # a routine change, for a leaf whose port MTU drifted
     leaf = lab.leaves[ROCE_LEAVES[0]]
-    leaf.store.client.hset("PORT|Ethernet0", "mtu", "1500")
-    before, frr_before = leaf.store.read(), leaf.frr_conf.read_text()
+    leaf.client.hset("PORT|Ethernet0", "mtu", "1500")
+    before, frr_before = leaf.dump(), leaf.frr_conf.read_text()
 
     line = agent_said(lab.agent(leaf.name), "refused")
 
     assert "/PORT/Ethernet0/mtu" in line and "disruptive" in line
     view = lab.target_view(leaf.name)
     assert view["state"] == "refused" and "/PORT/Ethernet0/mtu" in view["detail"]
-    assert leaf.store.read() == before and leaf.frr_conf.read_text() == frr_before
+    assert leaf.dump() == before and leaf.frr_conf.read_text() == frr_before
     assert_frr_runs_installed(lab, leaf.name)
     assert lab.progress(leaf.name)["behind"] is True
 
@@ -472,8 +489,8 @@ def test_a_frr_read_back_mismatch_rolls_the_leaf_back(deploy_lab: DeployLab) -> 
     l3vni = segment(lab, "tenant:globex").l3vni  # globex's VRF is new to the leaf
     reload, armed = install_dropping_reload(leaf, rf"^ vni {l3vni}$")
     armed.write_text("1\n")
-    before, frr_before = leaf.store.read(), leaf.frr_conf.read_text()
-    assert before["PORT"]["Ethernet0"]["mtu"] == "1500"  # the drift of the previous test
+    before, frr_before = leaf.dump(), leaf.frr_conf.read_text()
+    assert before["PORT|Ethernet0"]["mtu"] == "1500"  # the drift of the previous test
 
     allowed = ("--allow-disruptive", f"--frr-reload={reload}")
     line = agent_said(lab.agent(leaf.name, *allowed), "rolled_back")
@@ -481,7 +498,7 @@ def test_a_frr_read_back_mismatch_rolls_the_leaf_back(deploy_lab: DeployLab) -> 
 
     assert f"vni {l3vni}" in line
     assert lab.target_view(leaf.name)["state"] == "rolled_back"
-    assert leaf.store.read() == before  # CONFIG_DB restored: the new keys gone, the MTU back
+    assert leaf.dump() == before  # CONFIG_DB restored: the new keys gone, the MTU back
     assert leaf.frr_conf.read_text() == frr_before
     assert_frr_runs_installed(lab, leaf.name)  # the previous file runs again
 
@@ -507,10 +524,10 @@ def test_a_leaf_that_is_down_or_cannot_write_stays_behind(deploy_lab: DeployLab)
 
     lab.redis.add_user("reader", "reader-secret", ["~*", "+@read", "+@connection", "+@transaction"])
     read_only = lab.redis.url(down.db, user="reader", password="reader-secret")
-    before, frr_before = down.store.read(), down.frr_conf.read_text()
+    before, frr_before = down.dump(), down.frr_conf.read_text()
     line = agent_said(lab.agent(down.name, f"--config-db={read_only}"), "failed")
     assert "NOPERM" in line or "permission" in line.lower(), line
-    assert down.store.read() == before and down.frr_conf.read_text() == frr_before
+    assert down.dump() == before and down.frr_conf.read_text() == frr_before
     assert lab.target_view(down.name)["state"] == "failed"
     assert lab.sync()["behind"] == [down.name]
 
