@@ -1,5 +1,7 @@
 """The SONiC deploy lab: a live service, the RoCE lab's leaves, one Redis, the agent per leaf.
 
+* `DeployLab`: the module's live service (admin `Api`), RoCE lab, Redis and `LeafNode`s: agent
+  runs, ``sync``, the signed target of a leaf, the model (`load_snapshot`), vxlanmgrd.
 * `LeafNode`: one leaf: its `Router` (namespace with zebra and bgpd), its CONFIG_DB (a database
   of the module's `RedisServer`), its ``sonic`` target and agent token, its state directory
   (the agent's frr.conf and state). `LeafNode.agent_argv` is ``python -m api.agent sonic …``
@@ -19,22 +21,38 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import httpx2
 import redis
 from redis.typing import EncodableT, FieldT
+from sqlalchemy import Engine
 
-from .roce_lab import Router
+from policies.roce.model import RoceSnapshot
+from policies.roce.ownership import LeafOwnership
+from tenancy.lookups import fabric_named
+from tenancy.settings import Settings
+from tenancy.snapshot.roce import load_roce_snapshot
+from tenancy.uow import UnitOfWork
+from tests.builders import ROCE_FABRIC, ROCE_STORAGE_NODES, SERVICE, api_create_roce_fabric
+
+from .redis_server import RedisServer
+from .roce_lab import RoceLab, Router, apply_vxlanmgrd
+from .test_opensm_end_to_end import Api
 
 ConfigDb = dict[str, dict[str, dict[str, Any]]]
 
+FABRIC = f"/v1/fabrics/{ROCE_FABRIC}"
+ADMIN = {"Authorization": "Bearer admin-secret"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT = 120.0
 
@@ -200,6 +218,91 @@ def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
         proc.kill()
         out, err = proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@dataclass
+class DeployLab:
+    """The module's service, RoCE lab, Redis and leaves."""
+
+    url: str
+    api: Api
+    keyring: Path
+    engine: Any
+    settings: Settings
+    lab: RoceLab
+    redis: RedisServer
+    leaves: dict[str, LeafNode]
+    ids: dict[str, str] = field(default_factory=dict)
+
+    def agent(self, leaf: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return finished(self.leaves[leaf].start_agent(self.url, self.keyring, *extra, env=env))
+
+    def deploy_all(self) -> None:
+        """Every leaf's agent once, at the same time (agents pull independently); exit 0 each."""
+        procs = {
+            name: leaf.start_agent(self.url, self.keyring) for name, leaf in self.leaves.items()
+        }
+        for name, proc in procs.items():
+            done = finished(proc)
+            assert done.returncode == 0, f"{name}: {done.stderr}"
+
+    def deploy(self, leaf: str, *extra: str, **env: str) -> str:
+        """One agent cycle that must exit 0; what it said."""
+        done = self.agent(leaf, *extra, **env)
+        assert done.returncode == 0, f"{leaf}: {done.stderr}"
+        return done.stderr
+
+    def sync(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/sync"))
+
+    def target_view(self, leaf: str) -> dict[str, Any]:
+        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/targets/{leaf}"))
+
+    def progress(self, leaf: str) -> dict[str, Any]:
+        """The leaf's entry in ``sync`` (``phase``, ``behind``, ``affected``)."""
+        return next(t for t in self.sync()["targets"] if t["name"] == leaf)
+
+    def signed(self, leaf: str) -> tuple[dict[str, Any], LeafOwnership]:
+        """The leaf's config_db.json (as stored) and ownership of the signed manifest's snapshot."""
+        envelope = self.api.call("GET", f"{FABRIC}/signed-manifest")
+        digest = json.loads(base64.b64decode(envelope["payload"]))["snapshot_digest"]
+        base = f"{FABRIC}/snapshots/{digest}/artifacts/sonic/{leaf}"
+        document = json.loads(self.api.call("GET", f"{base}/config_db.json"))
+        ownership = LeafOwnership.from_json(self.api.call("GET", f"{base}/ownership.json"))
+        return stored(document), ownership
+
+    def snapshot(self) -> RoceSnapshot:
+        return load_snapshot(self.engine, self.settings)
+
+    def vxlanmgrd(self) -> None:
+        """Every leaf's VXLAN devices as vxlanmgrd makes them from its patched CONFIG_DB."""
+        for leaf in self.leaves.values():
+            apply_vxlanmgrd(leaf.router, leaf.read())
+
+
+def load_snapshot(engine: Engine, settings: Settings) -> RoceSnapshot:
+    """The fabric as the service's database holds it now (the model)."""
+    with UnitOfWork(engine, settings).transaction(read_only=True) as tx:
+        return load_roce_snapshot(tx.session, fabric_named(tx.session, ROCE_FABRIC))
+
+
+def first_state(api: Api) -> None:
+    """roce-west with its storage service: the first rendered state of every leaf."""
+    api_create_roce_fabric(cast(httpx2.Client, api.client))
+    for node in ROCE_STORAGE_NODES:
+        api.call("PATCH", f"{FABRIC}/nodes/{node}", json={"role": "storage"})
+    body = {"name": SERVICE, "nodes": list(ROCE_STORAGE_NODES)}
+    api.call("POST", f"{FABRIC}/services", json=body)
+
+
+def register(lab: DeployLab, leaf: LeafNode) -> None:
+    """The leaf as a sonic target with its own agent token; its CONFIG_DB seeded."""
+    leaf.state_dir.mkdir(parents=True)
+    lab.api.call("PUT", f"{FABRIC}/targets/{leaf.name}", json={"kind": "sonic"})
+    body = {"name": f"agent-{leaf.name}", "role": "agent", "fabric": ROCE_FABRIC}
+    leaf.token = lab.api.call("POST", "/v1/tokens", json={**body, "target": leaf.name})["token"]
+    document, _ = lab.signed(leaf.name)
+    seed_config_db(leaf.client, document)
 
 
 def install_dropping_reload(leaf: LeafNode, pattern: str) -> tuple[Path, Path]:

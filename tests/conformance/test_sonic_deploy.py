@@ -23,11 +23,9 @@ is read with ``vtysh … json``. Skips without root, FRR, redis-server or yangli
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,107 +35,37 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from policies.roce.frr_running import running_differences
-from policies.roce.model import RoceSnapshot, route_target
-from policies.roce.ownership import LeafOwnership
+from policies.roce.model import route_target
 from policies.roce.parse_frr import parse_frr_conf
 from policies.roce.patch import owned_entries
 from tenancy.db import make_engine
-from tenancy.lookups import fabric_named
 from tenancy.settings import Settings
-from tenancy.snapshot.roce import load_roce_snapshot
-from tenancy.uow import UnitOfWork
 from tests.agent.gcu_standin import calls, install_standin
-from tests.builders import (
-    ROCE_FABRIC,
-    ROCE_LEAVES,
-    ROCE_STORAGE_NODES,
-    SERVICE,
-    api_create_roce_fabric,
-)
+from tests.builders import ROCE_FABRIC, ROCE_LEAVES, SERVICE
 from tests.keys import key_settings, register_key
 from tests.live_server import live_server
 
 from .conftest import skip_or_fail
 from .harness import ToolsMissingError, wait_until
-from .roce_lab import LAB_TIMEOUT, LabTools, RedisServer, RoceLab, apply_vxlanmgrd
+from .roce_lab import LAB_TIMEOUT, LabTools, RedisServer, RoceLab
 from .sonic_deploy_lab import (
+    ADMIN,
     EXTRA_FIELDS,
+    FABRIC,
     FOREIGN,
+    DeployLab,
     LeafNode,
-    finished,
+    first_state,
     install_dropping_reload,
     l2vni_route_targets,
-    seed_config_db,
-    stored,
+    load_snapshot,
+    register,
     with_foreign,
 )
 from .sonic_yang import validate_config_db, yanglint_path
 from .test_opensm_end_to_end import Api
 
 pytestmark = pytest.mark.conformance
-
-FABRIC = f"/v1/fabrics/{ROCE_FABRIC}"
-ADMIN = {"Authorization": "Bearer admin-secret"}
-
-
-@dataclass
-class DeployLab:
-    """The module's service, RoCE lab, Redis and leaves."""
-
-    url: str
-    api: Api
-    keyring: Path
-    engine: Any
-    settings: Settings
-    lab: RoceLab
-    redis: RedisServer
-    leaves: dict[str, LeafNode]
-    ids: dict[str, str] = field(default_factory=dict)
-
-    def agent(self, leaf: str, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return finished(self.leaves[leaf].start_agent(self.url, self.keyring, *extra, env=env))
-
-    def deploy_all(self) -> None:
-        """Every leaf's agent once, at the same time (agents pull independently); exit 0 each."""
-        procs = {
-            name: leaf.start_agent(self.url, self.keyring) for name, leaf in self.leaves.items()
-        }
-        for name, proc in procs.items():
-            done = finished(proc)
-            assert done.returncode == 0, f"{name}: {done.stderr}"
-
-    def deploy(self, leaf: str, *extra: str, **env: str) -> str:
-        """One agent cycle that must exit 0; what it said."""
-        done = self.agent(leaf, *extra, **env)
-        assert done.returncode == 0, f"{leaf}: {done.stderr}"
-        return done.stderr
-
-    def sync(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/sync"))
-
-    def target_view(self, leaf: str) -> dict[str, Any]:
-        return cast(dict[str, Any], self.api.call("GET", f"{FABRIC}/targets/{leaf}"))
-
-    def progress(self, leaf: str) -> dict[str, Any]:
-        """The leaf's entry in ``sync`` (``phase``, ``behind``, ``affected``)."""
-        return next(t for t in self.sync()["targets"] if t["name"] == leaf)
-
-    def signed(self, leaf: str) -> tuple[dict[str, Any], LeafOwnership]:
-        """The leaf's config_db.json (as stored) and ownership of the signed manifest's snapshot."""
-        envelope = self.api.call("GET", f"{FABRIC}/signed-manifest")
-        digest = json.loads(base64.b64decode(envelope["payload"]))["snapshot_digest"]
-        base = f"{FABRIC}/snapshots/{digest}/artifacts/sonic/{leaf}"
-        document = json.loads(self.api.call("GET", f"{base}/config_db.json"))
-        ownership = LeafOwnership.from_json(self.api.call("GET", f"{base}/ownership.json"))
-        return stored(document), ownership
-
-    def snapshot(self) -> RoceSnapshot:
-        return load_snapshot(self.engine, self.settings)
-
-    def vxlanmgrd(self) -> None:
-        """Every leaf's VXLAN devices as vxlanmgrd makes them from its patched CONFIG_DB."""
-        for leaf in self.leaves.values():
-            apply_vxlanmgrd(leaf.router, leaf.read())
 
 
 @pytest.fixture(scope="module")
@@ -176,31 +104,6 @@ def deploy_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployLab]:
                 yield deployed
     finally:
         engine.dispose()
-
-
-def load_snapshot(engine: Any, settings: Settings) -> RoceSnapshot:
-    """The fabric as the service's database holds it now (the model)."""
-    with UnitOfWork(engine, settings).transaction(read_only=True) as tx:
-        return load_roce_snapshot(tx.session, fabric_named(tx.session, ROCE_FABRIC))
-
-
-def first_state(api: Api) -> None:
-    """roce-west with its storage service: the first rendered state of every leaf."""
-    api_create_roce_fabric(cast(httpx2.Client, api.client))
-    for node in ROCE_STORAGE_NODES:
-        api.call("PATCH", f"{FABRIC}/nodes/{node}", json={"role": "storage"})
-    body = {"name": SERVICE, "nodes": list(ROCE_STORAGE_NODES)}
-    api.call("POST", f"{FABRIC}/services", json=body)
-
-
-def register(lab: DeployLab, leaf: LeafNode) -> None:
-    """The leaf as a sonic target with its own agent token; its CONFIG_DB seeded."""
-    leaf.state_dir.mkdir(parents=True)
-    lab.api.call("PUT", f"{FABRIC}/targets/{leaf.name}", json={"kind": "sonic"})
-    body = {"name": f"agent-{leaf.name}", "role": "agent", "fabric": ROCE_FABRIC}
-    leaf.token = lab.api.call("POST", "/v1/tokens", json={**body, "target": leaf.name})["token"]
-    document, _ = lab.signed(leaf.name)
-    seed_config_db(leaf.client, document)
 
 
 # ------------------------------------------------------------------------------ assertions
