@@ -48,10 +48,32 @@ def _positive(value: float | None) -> float | None:
     return value
 
 
+# The options both agents take.
+ServerOption = Annotated[str, typer.Option("--server", help="The service's base URL")]
+FabricOption = Annotated[str, typer.Option("--fabric", help="Fabric name")]
+PublicKeyOption = Annotated[
+    Path,
+    typer.Option(
+        "--public-key",
+        help="Pinned Ed25519 public key PEM, or a keyring",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
+]
+OnceOption = Annotated[bool, typer.Option("--once", help="Run one cycle and exit")]
+IntervalOption = Annotated[
+    float | None,
+    typer.Option("--interval", help="Seconds between cycles (loop)", callback=_positive),
+]
+
+
 @agent_app.command("opensm")
 def opensm(
-    server: Annotated[str, typer.Option("--server", help="The service's base URL")],
-    fabric: Annotated[str, typer.Option("--fabric", help="Fabric name")],
+    server: ServerOption,
+    fabric: FabricOption,
     target: Annotated[str, typer.Option("--target", help="This SM host's target name")],
     conf_dir: Annotated[
         Path,
@@ -59,28 +81,15 @@ def opensm(
             "--conf-dir", help="Where OpenSM reads its files", exists=True, file_okay=False
         ),
     ],
-    public_key: Annotated[
-        Path,
-        typer.Option(
-            "--public-key",
-            help="Pinned Ed25519 public key PEM, or a keyring",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
+    public_key: PublicKeyOption,
     log_file: Annotated[Path, typer.Option("--log-file", help="OpenSM's log file")],
-    token: Annotated[
-        str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
-    ] = None,
+    token: TokenOption = None,
     pid_file: Annotated[Path | None, typer.Option("--pid-file", help="OpenSM's pid file")] = None,
     systemd_unit: Annotated[
         str | None, typer.Option("--systemd-unit", help="OpenSM's unit, e.g. opensm@0x1234")
     ] = None,
-    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit")] = False,
-    interval: Annotated[
-        float | None,
-        typer.Option("--interval", help="Seconds between cycles (loop)", callback=_positive),
-    ] = None,
+    once: OnceOption = False,
+    interval: IntervalOption = None,
     min_interval: Annotated[
         float,
         typer.Option("--min-interval", help="At most one apply per this many seconds", min=0),
@@ -136,21 +145,11 @@ DEFAULT_STATE_DIR = Path("/var/lib/isofabric/agent-sonic")
 
 @agent_app.command("sonic")
 def sonic(
-    server: Annotated[str, typer.Option("--server", help="The service's base URL")],
-    fabric: Annotated[str, typer.Option("--fabric", help="Fabric name")],
+    server: ServerOption,
+    fabric: FabricOption,
     target: Annotated[str, typer.Option("--target", help="This leaf's target name")],
-    public_key: Annotated[
-        Path,
-        typer.Option(
-            "--public-key",
-            help="Pinned Ed25519 public key PEM, or a keyring",
-            exists=True,
-            dir_okay=False,
-        ),
-    ],
-    token: Annotated[
-        str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
-    ] = None,
+    public_key: PublicKeyOption,
+    token: TokenOption = None,
     config_db: Annotated[
         str | None,
         typer.Option("--config-db", help="CONFIG_DB in Redis: redis://HOST:PORT/4, unix:///…?db=4"),
@@ -161,11 +160,8 @@ def sonic(
     frr_conf: Annotated[
         Path | None, typer.Option("--frr-conf", help="The leaf's frr.conf (deploy FRR too)")
     ] = None,
-    once: Annotated[bool, typer.Option("--once", help="Run one cycle and exit")] = False,
-    interval: Annotated[
-        float | None,
-        typer.Option("--interval", help="Seconds between cycles (loop)", callback=_positive),
-    ] = None,
+    once: OnceOption = False,
+    interval: IntervalOption = None,
     allow_disruptive: Annotated[
         bool,
         typer.Option("--allow-disruptive", help="Apply changes to declared (fabric-wide) keys"),
