@@ -271,6 +271,18 @@ class DeployLab:
         ownership = LeafOwnership.from_json(self.api.call("GET", f"{base}/ownership.json"))
         return stored(document), ownership
 
+    def raw_config_db(self, leaf: str) -> dict[str, Any]:
+        """The leaf's config_db.json of the current snapshot, parsed as served."""
+        document = json.loads(
+            self.api.call("GET", f"{FABRIC}/artifacts/sonic/{leaf}/config_db.json")
+        )
+        return cast(dict[str, Any], document)
+
+    def as_agent(self, leaf: str) -> httpx2.Client:
+        """An HTTP client holding the leaf's agent token."""
+        auth = {"Authorization": f"Bearer {self.leaves[leaf].token}"}
+        return httpx2.Client(base_url=self.url, headers=auth, timeout=60)
+
     def snapshot(self) -> RoceSnapshot:
         return load_snapshot(self.engine, self.settings)
 

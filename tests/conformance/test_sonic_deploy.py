@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx2
+import jsonpatch
 import pytest
 from fastapi.testclient import TestClient
 
@@ -199,6 +200,20 @@ def onboard(lab: DeployLab, tenant: str, qos_class: str, kind: str = "external")
     lab.ids[tenant] = lab.api.call("POST", f"/v1/tenants/{tenant}/allocations", json=body)["id"]
 
 
+def assert_service_patch(lab: DeployLab, leaf: str, previous: dict[str, Any]) -> None:
+    """GET …/patches/{leaf} (from the deployed snapshot) turns `previous` into the target; the
+    leaf's agent token may read it, not another leaf's."""
+    desired = lab.sync()["desired"]
+    with lab.as_agent(leaf) as agent:
+        response = agent.get(f"{FABRIC}/snapshots/{desired}/patches/{leaf}")
+        others = [n for n in lab.leaves if n != leaf]
+        foreign = agent.get(f"{FABRIC}/snapshots/{desired}/patches/{others[0]}")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json-patch+json")
+    assert jsonpatch.apply_patch(previous, response.json()) == lab.raw_config_db(leaf)
+    assert foreign.status_code == 403, foreign.text
+
+
 def affected(lab: DeployLab) -> set[str]:
     return {t["name"] for t in lab.sync()["targets"] if t["affected"]}
 
@@ -220,8 +235,11 @@ def test_onboarding_patches_only_owned_keys_and_isolates_the_tenants_l2vnis(
     deploy_lab: DeployLab,
 ) -> None:
     lab = deploy_lab
+    before = {leaf: lab.raw_config_db(leaf) for leaf in lab.leaves}
     onboard(lab, "acme", "gold")
     onboard(lab, "globex", "bronze")
+    for leaf in lab.leaves:  # the service's review patch, read with the leaf's own token
+        assert_service_patch(lab, leaf, before[leaf])
 
     converge(lab)
 
