@@ -149,10 +149,6 @@ def running_imports(lab: DeployLab, leaf: str) -> dict[str, set[str]]:
     return {bgp.vrf: set(bgp.rt_imports) for bgp in running.bgp if bgp.vrf}
 
 
-def vrf_of(lab: DeployLab, owner: str) -> str:
-    return next(s.vrf for s in lab.snapshot().segments if str(s.owner) == owner)
-
-
 def assert_evpn(lab: DeployLab) -> None:
     """Sessions up; every L2VNI's RTs are the model's; a VNI holds only its own RT's routes."""
     snapshot = lab.snapshot()
@@ -385,7 +381,7 @@ def agent_said(done: subprocess.CompletedProcess[str], state: str) -> str:
     return line
 
 
-def test_a_disruptive_drift_is_refused_then_applied_with_the_flag(deploy_lab: DeployLab) -> None:
+def test_a_disruptive_drift_is_refused_and_nothing_changes(deploy_lab: DeployLab) -> None:
     lab = deploy_lab
     onboard(lab, "globex", "bronze")  # a routine change, for a leaf whose port MTU drifted
     leaf = lab.leaves[ROCE_LEAVES[0]]
@@ -402,7 +398,7 @@ def test_a_disruptive_drift_is_refused_then_applied_with_the_flag(deploy_lab: De
     assert lab.progress(leaf.name)["behind"] is True
 
 
-def test_a_frr_read_back_mismatch_rolls_the_leaf_back(deploy_lab: DeployLab) -> None:
+def test_a_frr_read_back_mismatch_rolls_the_leaf_back_as_a_whole(deploy_lab: DeployLab) -> None:
     # A STAND-IN frr-reload (wrapping the lab's real one) drops the new VRF's `vni` line:
     # the way frr-reload.py 8.4 lost new VRFs' VNIs (issue 16). The read-back must catch it.
     lab = deploy_lab
@@ -419,11 +415,11 @@ def test_a_frr_read_back_mismatch_rolls_the_leaf_back(deploy_lab: DeployLab) -> 
 
     assert f"vni {l3vni}" in line
     assert lab.target_view(leaf.name)["state"] == "rolled_back"
-    assert leaf.dump() == before  # CONFIG_DB restored: the new keys gone, the MTU back
+    assert leaf.dump() == before  # restored: the new keys gone, the drifted MTU (1500) back
     assert leaf.frr_conf.read_text() == frr_before
     assert_frr_runs_installed(lab, leaf.name)  # the previous file runs again
 
-    lab.deploy(leaf.name, *allowed)  # not armed: the real reload
+    lab.deploy(leaf.name, *allowed)  # not armed: the real reload; the flag repairs the MTU
 
     assert assert_holds_target(lab, leaf.name)["PORT"]["Ethernet0"]["mtu"] == "9000"
     assert_frr_runs_installed(lab, leaf.name)
