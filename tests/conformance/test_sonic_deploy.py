@@ -408,13 +408,16 @@ def test_a_frr_read_back_mismatch_rolls_the_leaf_back_as_a_whole(deploy_lab: Dep
     armed.write_text("1\n")
     before, frr_before = leaf.dump(), leaf.frr_conf.read_text()
     assert before["PORT|Ethernet0"]["mtu"] == "1500"  # the drift of the previous test
+    held = lab.target_view(leaf.name)["deployed"]  # the snapshot it last applied
+    assert held is not None and held != lab.sync()["desired"]
 
     allowed = ("--allow-disruptive", f"--frr-reload={reload}")
     line = agent_said(lab.agent(leaf.name, *allowed), "rolled_back")
     armed.unlink()
 
     assert f"vni {l3vni}" in line
-    assert lab.target_view(leaf.name)["state"] == "rolled_back"
+    view = lab.target_view(leaf.name)
+    assert view["state"] == "rolled_back" and view["observed_digest"] == view["deployed"] == held
     assert leaf.dump() == before  # restored: the new keys gone, the drifted MTU (1500) back
     assert leaf.frr_conf.read_text() == frr_before
     assert_frr_runs_installed(lab, leaf.name)  # the previous file runs again
