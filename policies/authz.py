@@ -172,12 +172,28 @@ def agent_scope_allows(fabric: str | None, target: str | None, path_params: dict
     """Whether an agent scoped to (`fabric`, `target`) may touch the request's path parameters.
 
     The policy rows say which routes an agent may use; this says on which fabric and target: its
-    own only (a RoCE leaf's target is named after its leaf). A route without a fabric parameter
-    is never an agent's.
+    own only (a RoCE leaf's target is named after its leaf, and reads its own leaf's files,
+    ``sonic/<leaf>/…`` and ``frr/<leaf>/…``, not another leaf's). A route without a fabric
+    parameter is never an agent's.
     """
     if fabric is None or path_params.get("fabric") != fabric:
         return False
+    leaf = _leaf_of_file(path_params.get("path", ""))
+    if leaf is not None and leaf != target:
+        return False
     return all(path_params.get(key, target) == target for key in ("name", "leaf"))
+
+
+# The RoCE bundle's per-leaf directories (policies/roce/bundle.py).
+_LEAF_FILE_DIRS = ("sonic", "frr")
+
+
+def _leaf_of_file(path: str) -> str | None:
+    """The leaf an artifact path belongs to (``sonic/leaf01/config_db.json``), if any."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[0] in _LEAF_FILE_DIRS:
+        return parts[1]
+    return None
 
 
 def object_for(template: str, path_params: dict[str, str]) -> str:

@@ -360,3 +360,17 @@ def test_a_released_host_drains_until_every_leaf_read_back_its_removal(client, f
     assert state() == "draining"
     report(client, "leaf03", removal, phase=2, observed_digest=removal)
     assert state() == "free"
+
+
+def test_an_agent_reads_its_own_leafs_files_only(make_client, fabric):
+    client = make_client(admin_token="admin")
+    client.headers.update({"Authorization": "Bearer admin"})
+    body = {"name": "agent", "role": "agent", "fabric": ROCE_FABRIC, "target": "leaf01"}
+    secret = created(client.post("/v1/tokens", json=body))["token"]
+    agent = {"Authorization": f"Bearer {secret}"}
+    files = f"{ROCE}/snapshots/{fabric.start}/artifacts/"
+
+    for leaf, status in (("leaf01", 200), ("leaf02", 403)):
+        for path in (f"sonic/{leaf}/config_db.json", f"frr/{leaf}/frr.conf"):
+            assert client.get(files + path, headers=agent).status_code == status, path
+            assert client.get(f"{ROCE}/artifacts/{path}", headers=agent).status_code == status
