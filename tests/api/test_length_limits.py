@@ -132,6 +132,7 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "deploy_target.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deploy_target.deployed": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deploy_target.observed_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deploy_target.phase_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deployment_report.state": ("ReportState", max(map(len, get_args(ReportState)))),
     "deployment_report.role": ("SmRole", max(map(len, get_args(SmRole)))),
     "deployment_report.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
