@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from api.problems import INTERNAL, PROBLEM_TYPES, ProblemType
+from api.problem_types import INTERNAL, PROBLEM_TYPES, ProblemType
 from policies.errors import NotFoundError
 from tenancy.schemas import Page
 

@@ -19,7 +19,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.idempotency import DRY_RUN_TRUE, REPLAYED_MARK
-from api.problems import PROBLEM_MEDIA_TYPE, PROBLEM_TYPES, leaf_routes
+from api.problem_types import PROBLEM_TYPES
+from api.problems import PROBLEM_MEDIA_TYPE, leaf_routes
 from api.request_id import request_id_of
 from api.request_log import RequestFields, log_request
 from policies.errors import IsolationViolationError

@@ -23,8 +23,8 @@
     ├── NotReadyError             the server cannot take traffic yet: /readyz says why (503)
     └── ArtifactHazardError       a rendered file would be misread by the software consuming it
 
-`api/problems.py` maps each class to an RFC 9457 problem type in one table; tenancy raises these,
-never HTTP errors.
+`api/problem_types.py` maps each class to an RFC 9457 problem type in one table; tenancy
+raises these, never HTTP errors.
 """
 
 from __future__ import annotations

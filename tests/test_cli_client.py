@@ -332,7 +332,7 @@ def test_exit_status_by_problem_type_then_status(status, problem_type, expected)
 
 
 def test_every_problem_type_of_the_api_has_the_exit_status_of_its_kind():
-    from api.problems import INTERNAL, PROBLEM_TYPES
+    from api.problem_types import INTERNAL, PROBLEM_TYPES
 
     by_status = {401: 5, 403: 5, 404: 3, 409: 4, 410: 3, 429: 6}
     for kind in (*PROBLEM_TYPES.values(), INTERNAL):

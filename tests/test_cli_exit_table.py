@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from api.cli import client
-from api.problems import INTERNAL, PROBLEM_TYPES
+from api.problem_types import INTERNAL, PROBLEM_TYPES
 
 README = Path(__file__).parents[1] / "README.md"
 KINDS = {kind.slug: kind for kind in (*PROBLEM_TYPES.values(), INTERNAL)}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from api.problems import INTERNAL, PROBLEM_TYPES
+from api.problem_types import INTERNAL, PROBLEM_TYPES
 from tests.builders import assert_problem
 from tests.docs_page import absolute_urls
 

@@ -23,7 +23,7 @@ from fastapi import HTTPException as FastApiHTTPException
 from fastapi.testclient import TestClient
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.problems import PROBLEM_TYPES
+from api.problem_types import PROBLEM_TYPES
 from policies.errors import (
     ArtifactHazardError,
     AuthenticationError,
