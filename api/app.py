@@ -43,10 +43,10 @@ from api.routes import (
 )
 from api.ui import install_console
 from api.verdict_warmer import install_verdict_warmer
-from tenancy.db import checkpoint_wal, make_engine
-from tenancy.settings import Settings, load_settings
-from tenancy.uow import Clock, UnitOfWork, system_clock
-from tenancy.what_if import DryRunDone
+from tenancy.gate.what_if import DryRunDone
+from tenancy.store.db import checkpoint_wal, make_engine
+from tenancy.store.settings import Settings, load_settings
+from tenancy.store.uow import Clock, UnitOfWork, system_clock
 
 log = logging.getLogger("isofabric.api")
 # Mounted in this order, which is also the order of the paths in the OpenAPI document.

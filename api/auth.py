@@ -1,8 +1,8 @@
 """Bearer-token authentication for /v1, checked before anything reads the request body.
 
 Credentials are ISOFABRIC_ADMIN_TOKEN (the bootstrap operator token) or an API token minted
-with `isofabric token create` / `POST /v1/tokens` (stored hashed; see tenancy/tokens.py). The
-API is closed as soon as either exists: every /v1 request then needs a valid, unexpired,
+with `isofabric token create` / `POST /v1/tokens` (stored hashed; see tenancy/usecases/tokens.py).
+The API is closed as soon as either exists: every /v1 request then needs a valid, unexpired,
 unrevoked ``Authorization: Bearer <token>``. Only while no admin token is configured and no API
 token was ever created is the service open: a caller on the service's own host (a loopback
 client address) acts as an anonymous operator, so a fresh ``make run`` demo works without
@@ -27,8 +27,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.problems import domain_problem
 from policies.errors import AuthenticationError
-from tenancy import tokens
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.store.uow import Principal, UnitOfWork
+from tenancy.usecases import tokens
 
 PROTECTED_PREFIX = "/v1"
 # Names every fabric: authenticated like /v1 unless ISOFABRIC_METRICS_ACCESS=open (api/metrics.py).
@@ -87,8 +87,9 @@ def local_caller(scope: Scope) -> str | None:
 class TokenAuthenticator:
     """Who a credential is: the one check behind the bearer header and the console's cookie.
 
-    ISOFABRIC_ADMIN_TOKEN (compared in constant time) or an API token (tenancy/tokens.py); with
-    neither configured nor ever created (open mode), a loopback client is the anonymous operator.
+    ISOFABRIC_ADMIN_TOKEN (compared in constant time) or an API token (tenancy/usecases/tokens.py);
+    with neither configured nor ever created (open mode), a loopback client is the anonymous
+    operator.
     """
 
     def __init__(self, token: str | None, uow: UnitOfWork) -> None:

@@ -32,11 +32,11 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
-from tenancy.documents import unique_members
-from tenancy.idempotency import IdempotencyClaim
-from tenancy.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from tenancy.record.idempotency import IdempotencyClaim
 from tenancy.schemas import SLUG_PATTERN
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.store.documents import unique_members
+from tenancy.store.pagination import DEFAULT_LIMIT, MAX_LIMIT
+from tenancy.store.uow import Principal, UnitOfWork
 
 SLUG = re.compile(SLUG_PATTERN)
 # Routes without a tenant in their path whose answer depends on who asks: a tenant principal's

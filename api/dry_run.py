@@ -1,7 +1,7 @@
 """``?dry_run=true`` on mutating routes (issue 12, item 4): answer what the change would do.
 
-The unit of work of such a request rehearses its write transaction (tenancy/uow.py): the use case
-runs, its effect on each fabric is computed (verdict, reachability delta, artifact diffs), and
+The unit of work of such a request rehearses its write transaction (tenancy/store/uow.py): the use
+case runs, its effect on each fabric is computed (verdict, reachability delta, artifact diffs), and
 `DryRunDone` rolls everything back; its handler answers 200 with the `DryRunView`. Token and key
 management have no dry run (a rehearsed token would be a secret shown and never valid): a request
 for one is refused rather than silently applied. The Idempotency-Key middleware ignores dry runs.

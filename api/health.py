@@ -2,12 +2,12 @@
 
 ``/healthz`` answers on the event loop and never touches the database: a load balancer or an
 orchestrator learns that the process is alive. ``/readyz`` checks what taking traffic needs
-(tenancy/readiness.py) and answers 503 naming each reason while any is missing.
+(tenancy/usecases/readiness.py) and answers 503 naming each reason while any is missing.
 
 A server whose database does not answer at start keeps running instead of exiting: the
 lifespan retries preparing it (migrate, seed) in the background, with growing pauses, and
 until then every ``/v1`` request gets a 503 ``database-unavailable`` problem (`DatabaseGate`),
-as does one that finds the database gone later (tenancy/uow.py).
+as does one that finds the database gone later (tenancy/store/uow.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.periodic import scheduled_jobs
 from api.problems import PROBLEM_RESPONSE, domain_problem
 from policies.errors import DatabaseUnavailableError
-from tenancy import readiness, signing_keys
-from tenancy.bootstrap import try_prepare
-from tenancy.full_check import upgrade_digests
+from tenancy.gate.full_check import upgrade_digests
 from tenancy.schemas.health import HealthView, ReadinessView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import readiness, signing_keys
+from tenancy.usecases.bootstrap import try_prepare
 
 log = logging.getLogger("isofabric.api")
 # Pauses between attempts to prepare an unreachable database: doubling up to the last.

@@ -12,7 +12,7 @@ A client names a request with ``Idempotency-Key: <1 to 255 printable ASCII chara
 - a dry run (``?dry_run=true``) is served as if it had no key: never recorded nor replayed.
 
 The storage, the claim that commits with the change, and which responses are recorded are
-tenancy/idempotency.py's. This middleware runs inside authentication (it needs the principal)
+tenancy/record/idempotency.py's. This middleware runs inside authentication (it needs the principal)
 and the body size limit (it reads the body), looks the key up before the request runs, and
 records the response before sending it, so a client holding a response finds it recorded.
 """
@@ -36,9 +36,10 @@ from api.auth import PRINCIPAL_SCOPE_KEY, PROTECTED_PREFIX
 from api.limits import media_type
 from api.problems import domain_problem, problem_response
 from policies.errors import InvalidValueError, IsofabricError, SecretNotReplayedError
-from tenancy import idempotency, tokens
-from tenancy.idempotency import IdempotencyClaim, Outcome
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.record import idempotency
+from tenancy.record.idempotency import IdempotencyClaim, Outcome
+from tenancy.store.uow import Principal, UnitOfWork
+from tenancy.usecases import tokens
 
 log = logging.getLogger("isofabric.api")
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"

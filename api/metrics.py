@@ -3,7 +3,7 @@
 Each app has its own `CollectorRegistry` (never prometheus_client's process-global one: tests and
 embedders build many apps). Counted in this process: requests and their latency by method, route
 template and status; mutations by outcome; verification durations, reported by tenancy through a
-plain callback (tenancy/observers.py). Read from the database at scrape time: everything in
+plain callback (tenancy/store/observers.py). Read from the database at scrape time: everything in
 api/metrics_state.py. Who may read it is ISOFABRIC_METRICS_ACCESS: ``authenticated`` (the
 default; a token whose role reads every fabric, per the RBAC policy in policies/authz.py, or a
 loopback client while the service has no token, as for /v1) or ``open`` (anyone: a scraper on a
@@ -26,8 +26,8 @@ from api.auth import METRICS_PATH
 from api.deps import authorize, bearer_scheme
 from api.metrics_state import StateCollector
 from api.request_observer import Observed, ObserveRequests
-from tenancy.observers import observe_verifications
-from tenancy.uow import UnitOfWork
+from tenancy.store.observers import observe_verifications
+from tenancy.store.uow import UnitOfWork
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # From an incremental check of one tenant (milliseconds) to a whole 100k-port fabric (seconds).
@@ -87,7 +87,7 @@ class Metrics:
             self.mutations.labels(observed.method, observed.route, observed.outcome).inc()
 
     def observe_verification(self, fabric: str, check: str, seconds: float) -> None:
-        """Record one verification's duration (tenancy/observers.py calls it)."""
+        """Record one verification's duration (tenancy/store/observers.py calls it)."""
         self.verifications.labels(fabric, check).observe(seconds)
 
     def exposition(self) -> bytes:

@@ -1,4 +1,4 @@
-"""The /metrics families read from stored state at scrape time (tenancy/monitoring.py).
+"""The /metrics families read from stored state at scrape time (tenancy/usecases/monitoring.py).
 
 A custom collector: each scrape reads the fabrics, pools, nodes, deploy targets, audit log and
 usage feed in one read-only transaction and yields gauges, so every replica reports the same
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from tenancy.monitoring import SYNC_STATES, FabricState, ServiceState, service_state
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.monitoring import SYNC_STATES, FabricState, ServiceState, service_state
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Work `serve` runs on a schedule, once per period across every replica (issue 14).
 
-Each job of tenancy/scheduler.py (the full re-verification of every fabric, the audit log's
+Each job of tenancy/usecases/scheduler.py (the full re-verification of every fabric, the audit log's
 checkpoint; an interval of 0 turns one off) gets a task that wakes at each period boundary (the
 first a minute, or one interval if shorter, after the start) and asks the scheduler to claim the
 period: on one database, one replica claims it and runs the job, the others skip it. The work runs
@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 
 from starlette.concurrency import run_in_threadpool
 
-from tenancy import scheduler
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import scheduler
 
 log = logging.getLogger(__name__)
 # Wake a little after the boundary, so the clock reading that names the period is inside it.

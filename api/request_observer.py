@@ -24,7 +24,7 @@ from api.problems import PROBLEM_MEDIA_TYPE, leaf_routes
 from api.request_id import request_id_of
 from api.request_log import RequestFields, log_request
 from policies.errors import IsolationViolationError
-from tenancy.uow import Principal
+from tenancy.store.uow import Principal
 
 UNMATCHED = "unmatched"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -10,16 +10,17 @@ this replica (a 2xx answer to POST, PUT, PATCH or DELETE) wakes it; a slow poll
 (`POLL_SECONDS`) catches changes made elsewhere (the CLI, another replica). Woken, it waits
 until no change came for `DEBOUNCE_SECONDS` (so a sustained stream of changes is not slowed
 by verdicts that would be stale at once), asks tenancy which fabrics' current states have no cached
-verdict (tenancy/verdict_warmth.py: one query and a look-up per fabric), and computes those one
+verdict (tenancy/gate/verdict_warmth.py: one query and a look-up per fabric), and computes those one
 at a time: each stale fabric once per sweep, for its newest state. A change arriving during a
 computation only makes it sweep again afterwards. A failure is logged and retried at the next
 wake; nothing a request does waits for the warmer (a reader of the state being computed joins
 that computation through the cache's single flight instead of starting its own).
 
-ISOFABRIC_VERDICT_WARM (tenancy/settings.py) turns it off. On in-memory SQLite (one connection
+ISOFABRIC_VERDICT_WARM (tenancy/store/settings.py) turns it off. On in-memory SQLite (one connection
 shared by every thread) it never starts: its transactions would interleave with the requests'.
-On PostgreSQL the read cache is shared by replicas (tenancy/read_cache_store.py): each replica
-warms, and a replica whose sweep finds the verdict another one stored only loads it into memory.
+On PostgreSQL the read cache is shared by replicas (tenancy/record/read_cache_store.py): each
+replica warms, and a replica whose sweep finds the verdict another one stored only loads it into
+memory.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.request_observer import MUTATING
-from tenancy import verdict_warmth
-from tenancy.uow import UnitOfWork
+from tenancy.gate import verdict_warmth
+from tenancy.store.uow import UnitOfWork
 
 log = logging.getLogger(__name__)
 # A sweep waits for this long a pause in the changes (a client's burst is swept once, after it).

@@ -101,7 +101,8 @@ def _refusal(
 ) -> ConflictError:
     """Why `count` nodes cannot be placed: too few free, or too few on unshared leaves."""
     if free < count:
-        # The message from before policies existed (tenancy/placement.py keeps it for the default).
+        # The message from before policies existed (tenancy/usecases/placement.py keeps it for the
+        # default).
         return ConflictError(
             f"fabric '{fabric}' has {free} free compute node(s), {count} requested",
             available=free,

@@ -27,13 +27,13 @@ from policies.roce.model import RoceSnapshot
 from policies.roce.verify import verify_roce
 from policies.verdict import Verdict
 from tenancy import models as m
-from tenancy import roce
-from tenancy.documents import JSON, YAML_TYPES
-from tenancy.pools import Pool, claim_pkey, held_values, pkey_pool
+from tenancy.record import vrf_segments as roce
+from tenancy.record.pools import Pool, claim_pkey, held_values, pkey_pool
+from tenancy.record.snapshot import Snapshot
+from tenancy.record.subnet_manager import subnet_manager_keys
 from tenancy.schemas import RoceSegmentView, SegmentView
-from tenancy.snapshot import Snapshot
-from tenancy.subnet_manager import subnet_manager_keys
-from tenancy.uow import Tx
+from tenancy.store.documents import JSON, YAML_TYPES
+from tenancy.store.uow import Tx
 
 
 class EnsureSegment(Protocol):
@@ -67,7 +67,7 @@ class RenderInputs:
     """What rendering reads besides the snapshot: settings and secrets, never in its digest.
 
     InfiniBand's OpenSM options file carries the subnet manager keys; RoCE reads nothing more.
-    Whatever caches rendered files must key them on these too (tenancy/read_cache.py), so that
+    Whatever caches rendered files must key them on these too (tenancy/store/read_cache.py), so that
     rotating a key never serves a stale file: add a new input here, not inside a renderer.
     """
 

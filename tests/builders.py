@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select, text
 from sqlmodel import SQLModel
 
 import tenancy.models  # noqa: F401  (registers every table on SQLModel.metadata)
-from tenancy import allocations, fabrics, nodes, shared_services, tenants, topology, verification
+from tenancy.gate import verification
 from tenancy.schemas import (
     AllocationCreate,
     FabricCreate,
@@ -28,7 +28,8 @@ from tenancy.schemas import (
     ServiceCreate,
     TenantCreate,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, fabrics, nodes, shared_services, tenants, topology
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_TOPOLOGY_PATH = REPO / "examples" / "ib-east.ibnetdiscover"

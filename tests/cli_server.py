@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.cli import app
-from tenancy.db import make_engine
-from tenancy.settings import Settings
+from cli import app
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
 from tests.demo_db import demo_database
 from tests.keys import keys_create
 from tests.live_server import live_server

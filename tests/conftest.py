@@ -33,10 +33,10 @@ from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 from api.app import create_app
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import LOCAL_URL
 
 from .builders import (

@@ -13,12 +13,12 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.demo import load_demo
 
 
 def demo_database(path: Path) -> str:

@@ -19,9 +19,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from tenancy import key_store, signing_keys
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store import key_store
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import signing_keys
 
 
 @cache
@@ -67,7 +68,7 @@ def keys_create(url: str) -> dict[str, Any]:
     """Run `isofabric keys create --db URL` as an operator would; its JSON output."""
     from typer.testing import CliRunner
 
-    from api.cli import app
+    from cli import app
 
     result = CliRunner().invoke(app, ["keys", "create", "--db", url])
     assert result.exit_code == 0, result.output

@@ -12,15 +12,16 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
 from policies.evidence.audit_log import HASHED_FIELDS
 from policies.evidence.merkle import entry_leaf_hash, verify_consistency, verify_inclusion
-from tenancy import audit_log, signing_keys
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.record import audit_log
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import signing_keys
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.demo import load_demo
 from tests.builders import LOCAL_URL
 
 runner = CliRunner()

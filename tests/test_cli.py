@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.demo import load_demo
 from tests.demo_db import demo_database
 from tests.keys import keys_create
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import app, client
+from cli import app, client
 from tests.cli_server import ADMIN, runner, served
 
 __all__ = ["served"]  # the fixture
@@ -274,7 +274,7 @@ def test_proof_issue_stays_local_without_url(served):
 
 
 def test_topology_upload_reconciles_and_reports_counts(served, tmp_path):
-    from api.cli import DEMO_TOPOLOGY
+    from cli import DEMO_TOPOLOGY
 
     status, out, err = served.run("topology", "upload", "--fabric", "ib-east", str(DEMO_TOPOLOGY))
 
@@ -290,7 +290,7 @@ def test_progress_draws_on_a_terminal_and_stays_quiet_otherwise():
 
     from rich.console import Console
 
-    from api.cli.output import progress
+    from cli.output import progress
 
     terminal = io.StringIO()
     with progress(

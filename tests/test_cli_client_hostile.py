@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app, client
+from cli import app, client
 
 TOKEN = "hostile-client-token-value"
 runner = CliRunner()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from api.cli import app
+from cli import app
 from tests.cli_server import runner, served
 
 __all__ = ["served"]  # the fixture

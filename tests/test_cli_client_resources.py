@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from api.cli import DEMO_TOPOLOGY, client
+from cli import DEMO_TOPOLOGY, client
 from tests.cli_server import served
 
 __all__ = ["served"]  # the fixture
@@ -139,7 +139,7 @@ def test_a_policy_the_state_violates_is_refused_in_a_dry_run_too_exit_4(served, 
 
 
 def test_a_dry_run_that_would_break_isolation_exits_1_naming_the_counterexamples(capsys):
-    from api.cli import output
+    from cli import output
 
     answer = {
         "dry_run": True,

@@ -19,10 +19,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli import app
-from api.cli import collect as collect_module
-from api.cli.collect import PARTIAL, PortProgress, collect_ib, collect_ib_command
-from api.ibdiag import CollectError, PortRead, read_pkey_tables, read_ports
+from agent.ibdiag import CollectError, PortRead, read_pkey_tables, read_ports
+from cli import app
+from cli import collect as collect_module
+from cli.collect import PARTIAL, PortProgress, collect_ib, collect_ib_command
 
 runner = CliRunner()
 TROUBLE = 2
@@ -97,7 +97,7 @@ class Recorder:
 
 
 def install(monkeypatch: pytest.MonkeyPatch, fake: BarrierTools) -> None:
-    monkeypatch.setattr("api.ibdiag.run_tool", fake)
+    monkeypatch.setattr("agent.ibdiag.run_tool", fake)
     monkeypatch.setattr(collect_module, "run_tool", fake)
 
 

@@ -15,9 +15,9 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
-from api.cli import collect_roce as collect_module
-from api.cli.collect import PARTIAL, TROUBLE
+from cli import app
+from cli import collect_roce as collect_module
+from cli.collect import PARTIAL, TROUBLE
 from policies.roce.observed import LeafState, leaf_state
 from tests.cli_server import ADMIN, Served, served
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli import app
 from policies.errors import NotFoundError
 from tests.demo_db import demo_database
 from tests.keys import keys_create
@@ -168,7 +168,7 @@ def test_debug_shows_the_exception_instead(database, how):
 def test_the_console_script_prints_one_line_and_no_traceback(database, tmp_path):
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("ISOFABRIC_")}
     done = subprocess.run(
-        [sys.executable, "-c", "from api.cli import main; main()", "verify", "--fabric", "ib-eats"],
+        [sys.executable, "-c", "from cli import main; main()", "verify", "--fabric", "ib-eats"],
         cwd=tmp_path,
         env={**inherited, "ISOFABRIC_DATABASE_URL": database},
         capture_output=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from api.cli import client
 from api.problem_types import INTERNAL, PROBLEM_TYPES
+from cli import client
 
 README = Path(__file__).parents[1] / "README.md"
 KINDS = {kind.slug: kind for kind in (*PROBLEM_TYPES.values(), INTERNAL)}

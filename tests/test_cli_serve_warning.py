@@ -13,13 +13,13 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from api.cli import app
-from tenancy import tokens
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
+from cli import app
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import tokens
+from tenancy.usecases.bootstrap import prepare_database
 
 runner = CliRunner()
 
@@ -30,7 +30,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(uvicorn, "run", lambda _app, **kwargs: calls.append(kwargs))
     # serve sends log records to stderr (api/request_log.py): not in this test process
-    monkeypatch.setattr("api.cli.serve.configure_logging", lambda _format: {})
+    monkeypatch.setattr("cli.serve.configure_logging", lambda _format: {})
     monkeypatch.delenv("ISOFABRIC_ADMIN_TOKEN", raising=False)
     return calls
 

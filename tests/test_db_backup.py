@@ -19,9 +19,9 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner
 
 from api.app import create_app
-from api.cli import app as cli
-from tenancy.db import make_engine
-from tenancy.settings import Settings
+from cli import app as cli
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
 from tests.builders import LOCAL_URL
 from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import keys_create

@@ -15,8 +15,8 @@ from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
 import tenancy.models  # noqa: F401  (registers the tables)
-from tenancy.bootstrap import prepare_database
-from tenancy.db import alembic_config, make_engine
+from tenancy.store.db import alembic_config, make_engine
+from tenancy.usecases.bootstrap import prepare_database
 
 POSTGRES_URL = os.environ.get("ISOFABRIC_TEST_POSTGRES_URL")
 

@@ -13,7 +13,7 @@ from alembic import command
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from tenancy.db import alembic_config, make_engine
+from tenancy.store.db import alembic_config, make_engine
 
 POSTGRES_URL = os.environ.get("ISOFABRIC_TEST_POSTGRES_URL")
 

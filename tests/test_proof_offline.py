@@ -14,13 +14,13 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from typer.testing import CliRunner
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
 from policies.evidence.proofs import sign_envelope, verify_envelope
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.demo import load_demo
 
 runner = CliRunner()
 

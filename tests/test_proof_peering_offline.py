@@ -2,8 +2,8 @@
 
 The demo state, globex offboarded (roce-west has no free node otherwise) and labs, a second
 internal team with one node on each fabric. research asks labs to peer on ib-east and on
-roce-west and labs accepts (tenancy/peerings.py; the default policy lets internal teams peer).
-research's full and tenant-view proofs claim the peering, name labs (and no other tenant) and
+roce-west and labs accepts (tenancy/usecases/peerings.py; the default policy lets internal teams
+peer). research's full and tenant-view proofs claim the peering, name labs (and no other tenant) and
 verify offline against the rendered artifacts; a re-signed proof that hides the peering fails,
 and acme's proofs still name neither team.
 """
@@ -18,16 +18,16 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from typer.testing import CliRunner
 
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, app
 from policies.evidence.proofs import sign_envelope, verify_envelope
-from tenancy import allocations, peerings, tenants
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.demo import load_demo
 from tenancy.schemas import AllocationCreate, TenantCreate
 from tenancy.schemas.peerings import PeeringCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, peerings, tenants
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.demo import load_demo
 
 FABRICS = ("ib-east", "roce-west")
 VIEWS = ("full", "tenant")

@@ -17,16 +17,16 @@ import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli import app
 from policies.evidence.proofs import sign_envelope, verify_envelope
-from tenancy import allocations, nodes, shared_services, tenants
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.policy import put_policy
 from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, ServiceCreate, TenantCreate
 from tenancy.schemas.policy import PolicyDocument
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services, tenants
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.policy import put_policy
 from tests.builders import REPO, uow_create_fabric
 
 FABRIC = "ib-rail"

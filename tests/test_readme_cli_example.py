@@ -22,8 +22,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from api.app import create_app
-from api.cli import app
-from tenancy.settings import load_settings
+from cli import app
+from tenancy.store.settings import load_settings
 from tests.builders import REPO
 from tests.live_server import live_server
 

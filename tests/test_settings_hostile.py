@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
-from tenancy.settings import MAX_JOB_INTERVAL_SECONDS, load_settings
+from cli import app
+from tenancy.store.settings import MAX_JOB_INTERVAL_SECONDS, load_settings
 
 INTERVALS = ["ISOFABRIC_FULL_VERIFY_INTERVAL_SECONDS", "ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS"]
 runner = CliRunner()

@@ -22,18 +22,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli import app
 from policies.errors import KeyUnavailableError
 from policies.evidence.audit_log import HASHED_FIELDS, verify_log
 from policies.evidence.merkle import entry_leaf_hash, root_hash
 from policies.evidence.proofs import sign_envelope
 from policies.evidence.signed_note import checkpoint_text, sign_note
-from tenancy import audit_log, key_store
-from tenancy.bootstrap import prepare_database
-from tenancy.db import alembic_config, make_engine
-from tenancy.settings import DEFAULT_AUDIT_ORIGIN, Settings
-from tenancy.subnet_manager import derive_key
-from tenancy.uow import UnitOfWork
+from tenancy.record import audit_log
+from tenancy.record.subnet_manager import derive_key
+from tenancy.store import key_store
+from tenancy.store.db import alembic_config, make_engine
+from tenancy.store.settings import DEFAULT_AUDIT_ORIGIN, Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
 from tests.demo_db import demo_database
 
 runner = CliRunner()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from alembic import command
 from sqlalchemy import text
 
-from tenancy.db import alembic_config, make_engine
+from tenancy.store.db import alembic_config, make_engine
 from tests.test_node_state_migration import url  # noqa: F401  (the SQLite/PostgreSQL fixture)
 
 A, B = "sha256:" + "a" * 64, "sha256:" + "b" * 64

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
 from api.params import AllocationIdPath, TenantPath
-from tenancy import allocations
-from tenancy.history import AllocationState
 from tenancy.schemas import AllocationCreate, AllocationView, Page
+from tenancy.store.history import AllocationState
+from tenancy.usecases import allocations
 
 STATE_HELP = "active (not released, the default), released, or all"
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import Listing, Uow
-from tenancy import audit_log
+from tenancy.record import audit_log
 from tenancy.schemas import (
     AuditEntryView,
     CheckpointView,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import Uow
-from tenancy import changesets
 from tenancy.schemas.changesets import ChangeSetCreate, ChangeSetView
+from tenancy.usecases import changesets
 
 router = APIRouter(prefix="/v1/changesets", tags=["changesets"])
 

@@ -12,7 +12,6 @@ from api.deps import HEAVY_WORK, Uow
 from api.limits import RawBody, decode_text
 from api.params import FabricPath
 from api.responses import json_response
-from tenancy import config_audits, roce_observations
 from tenancy.schemas import (
     AUDIT_FORMAT_PATTERN,
     SLUG_PATTERN,
@@ -22,6 +21,7 @@ from tenancy.schemas import (
     RoceObservationCreate,
     RoceObservationView,
 )
+from tenancy.usecases import config_audits, roce_observations
 
 router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
 

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Listing, Uow
 from api.params import FabricPath, NodePath
-from tenancy import deploy, deploy_sync
 from tenancy.schemas import (
     SLUG_PATTERN,
     ForceDrain,
@@ -20,6 +19,7 @@ from tenancy.schemas import (
     TargetView,
 )
 from tenancy.schemas.deploy import ForceDrainView
+from tenancy.usecases import deploy, deploy_sync
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
 TargetName = Annotated[

@@ -6,8 +6,8 @@ from fastapi import APIRouter, status
 
 from api.deps import Listing, Uow
 from api.params import FabricPath
-from tenancy import fabrics
 from tenancy.schemas import AnyFabricCreate, FabricView, Page
+from tenancy.usecases import fabrics
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 

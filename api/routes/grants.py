@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
 from api.params import GrantIdPath, TenantPath
-from tenancy import shared_services
-from tenancy.history import GrantState
 from tenancy.schemas import GrantCreate, GrantView, Page
+from tenancy.store.history import GrantState
+from tenancy.usecases import shared_services
 
 STATE_HELP = "active (not revoked, the default), revoked, or all"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from api.deps import Uow, authorize, bearer_scheme
-from tenancy import signing_keys
 from tenancy.schemas import SigningKeysView
+from tenancy.usecases import signing_keys
 
 router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 
 from api.deps import Listing, Uow
 from api.params import FabricPath, NodePath
-from tenancy import nodes
 from tenancy.schemas import NodePatch, NodeView, Page
+from tenancy.usecases import nodes
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 

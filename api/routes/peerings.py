@@ -12,9 +12,9 @@ from fastapi import APIRouter, Query, Response, status
 
 from api.deps import Listing, Uow
 from api.params import PeeringIdPath, TenantPath
-from tenancy import peerings
 from tenancy.schemas import Page
 from tenancy.schemas.peerings import PeeringCreate, PeeringState, PeeringView
+from tenancy.usecases import peerings
 
 STATE_HELP = "open (requested or accepted, the default), requested, accepted, ended, or all"
 

@@ -16,10 +16,10 @@ from fastapi.responses import Response
 from api.deps import HEAVY_WORK, Listing, Uow
 from api.limits import body_at_most, decode_text, media_type
 from api.responses import json_response
-from tenancy import policy
-from tenancy.documents import parse_policy
 from tenancy.schemas import Page
 from tenancy.schemas.policy import MAX_DOCUMENT_BYTES, PolicyDocument, PolicyView
+from tenancy.store.documents import parse_policy
+from tenancy.usecases import policy
 
 router = APIRouter(prefix="/v1/policy", tags=["policy"])
 # A policy is at most a few dozen KB: a larger body is a 413 before any parsing.

@@ -15,9 +15,9 @@ from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorize, bear
 from api.params import ProofIdPath, TenantPath
 from policies.authz import Role
 from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
-from tenancy import proofs
 from tenancy.schemas import Page, ProofCreated, ProofIssue, ProofView
-from tenancy.uow import Principal
+from tenancy.store.uow import Principal
+from tenancy.usecases import proofs
 
 router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
 

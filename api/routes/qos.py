@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import Listing, Uow
-from tenancy import tenants
 from tenancy.schemas import Page, QosClassCreate, QosClassView
+from tenancy.usecases import tenants
 
 # Tagged "tenants" as well as "qos": the OpenAPI document has always grouped them so.
 router = APIRouter(prefix="/v1/qos-classes", tags=["tenants", "qos"])

@@ -6,8 +6,8 @@ from fastapi import APIRouter, status
 
 from api.deps import Listing, Uow
 from api.params import FabricPath, ServicePath
-from tenancy import shared_services
 from tenancy.schemas import Page, ServiceCreate, ServiceView
+from tenancy.usecases import shared_services
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 

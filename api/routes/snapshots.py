@@ -13,8 +13,8 @@ from fastapi import APIRouter, Path, Query, Response
 from api.deps import Listing, Uow
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
 from api.routes.verification import ARTIFACT_FILE, artifact_response
-from tenancy import leaf_patches, snapshot_history
 from tenancy.schemas import SLUG_PATTERN, SNAPSHOT_DIGEST_PATTERN, DSSEEnvelope, Page, SnapshotView
+from tenancy.usecases import leaf_patches, snapshot_history
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
 Digest = Annotated[

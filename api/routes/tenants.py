@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, status
 from api.deps import CurrentPrincipal, Listing, Uow
 from api.params import TenantPath
 from policies.authz import Role
-from tenancy import cached_reads, tenant_patch, tenants
+from tenancy.gate import cached_reads
 from tenancy.schemas import (
     Page,
     TenantCreate,
@@ -18,6 +18,7 @@ from tenancy.schemas import (
     TenantView,
 )
 from tenancy.schemas.tenants import TenantPatch
+from tenancy.usecases import tenant_patch, tenants
 
 router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Response, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, hidden_tenant
 from api.params import TokenIdPath
-from tenancy import tokens
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
+from tenancy.usecases import tokens
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 

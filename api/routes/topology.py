@@ -9,8 +9,8 @@ from api.deps import HEAVY_WORK, Uow
 from api.limits import RawBody, decode_text, media_type
 from api.params import FabricPath
 from api.responses import json_response
-from tenancy import topology
 from tenancy.schemas import TopologyImportResult
+from tenancy.usecases import topology
 
 INVENTORY_DOC = (
     '{"switches":[{"name","role":"leaf|spine","asn","loopback","vtep","ports":[{"name","lanes",'

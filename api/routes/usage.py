@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from api.deps import Listing, Uow
-from tenancy import usage
 from tenancy.schemas import SLUG_PATTERN, UsageEventsPage, UsageRecordsPage
+from tenancy.usecases import usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 

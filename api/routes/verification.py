@@ -1,7 +1,7 @@
 """Routes under /v1/fabrics/{fabric}: the isolation verdict and the rendered artifacts.
 
-Both are served from the read cache (tenancy/cached_reads.py): computed once per committed state
-of the fabric, then answered without loading, verifying or rendering it.
+Both are served from the read cache (tenancy/gate/cached_reads.py): computed once per committed
+state of the fabric, then answered without loading, verifying or rendering it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fastapi import APIRouter, Response, status
 
 from api.deps import Uow
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
-from tenancy import cached_reads
+from tenancy.gate import cached_reads
 from tenancy.schemas import ArtifactsView, VerificationView
 
 router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])

@@ -15,7 +15,7 @@ from api.auth import TokenAuthenticator
 from api.ui.pages import PAGE_ROUTERS, home
 from api.ui.render import STATIC_DIR, STATIC_URL
 from api.ui.session import ConsoleSessions
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
 
 
 def install_console(app: FastAPI) -> None:

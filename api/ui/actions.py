@@ -3,7 +3,7 @@
 Each action is one tenancy use case, the same one its /v1 route calls, run as the signed-in
 operator (same audit entries, same verify-before-commit). The console first shows what the
 change would do: the use case rehearsed exactly as ``?dry_run=true`` rehearses it
-(tenancy/uow.py `dry_run`, tenancy/what_if.py), answering the same `DryRunView` (verdict,
+(tenancy/store/uow.py `dry_run`, tenancy/gate/what_if.py), answering the same `DryRunView` (verdict,
 reachability delta, artifact changes), with nothing written. Then a POST performs it; a change
 that would break isolation is refused by the use case (IsolationViolationError, its
 counterexamples shown) and writes nothing.
@@ -22,11 +22,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from policies.errors import InvalidValueError
-from tenancy import allocations, shared_services, tenants
+from tenancy.gate.what_if import DryRunDone
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tenancy.schemas.what_if import DryRunView
-from tenancy.uow import UnitOfWork
-from tenancy.what_if import DryRunDone
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, shared_services, tenants
 
 Form = Mapping[str, str]
 NODE_SEPARATORS = re.compile(r"[\s,]+")

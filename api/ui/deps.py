@@ -23,7 +23,7 @@ from api.ui.render import SELF_SCOPED_PAGES, SESSION_STATE_KEY
 from api.ui.session import CSRF_FIELD, ConsoleSession, ConsoleSessions, csrf_matches
 from policies.authz import GLOBAL_DOMAIN, Decision, decide
 from policies.errors import ForbiddenError
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.store.uow import Principal, UnitOfWork
 
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 FORM_STATE_KEY = "console_form"

@@ -16,7 +16,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from tenancy.fabric_map import FREE, FabricLayout, LeafUse, PortUse
+from tenancy.usecases.fabric_map import FREE, FabricLayout, LeafUse, PortUse
 
 DETAIL_LEAVES = 64
 # Port by port up to this many ports a page (64 leaves of 32 ports; 16 leaves of 256 ports):

@@ -1,8 +1,8 @@
 """The isolation matrix: the verdict's reachability relation and counterexamples as owner pairs.
 
 Nothing here decides isolation: every cell restates the verdict GET /v1/fabrics/{fabric}/
-verification returns (tenancy/cached_reads.py). An allowed edge is "allowed" (intended), an edge
-that is not allowed or a counterexample between two owners is a "violation" (linked to its
+verification returns (tenancy/gate/cached_reads.py). An allowed edge is "allowed" (intended), an
+edge that is not allowed or a counterexample between two owners is a "violation" (linked to its
 counterexample), and a pair with neither is "blocked" (no shared segment). Unassigned nodes are
 one owner on the axes ("unassigned"): the verdict names each node, the matrix groups them.
 

@@ -29,7 +29,7 @@ from starlette.responses import Response
 from api.auth import TokenAuthenticator, client_host, is_loopback
 from policies.authz import Role
 from policies.errors import AuthenticationError
-from tenancy.uow import Principal
+from tenancy.store.uow import Principal
 
 SESSION_COOKIE = "isofabric_session"
 SIGN_IN_COOKIE = "isofabric_sign_in"  # the sign-in form's double-submit nonce

@@ -17,8 +17,7 @@ from api.deps import ListParams
 from api.routes import proofs as proof_routes
 from api.ui.usage_chart import usage_chart
 from policies.authz import Decision, Role, decide
-from tenancy import allocations, cached_reads, peerings, shared_services, tenants
-from tenancy.pagination import MAX_LIMIT
+from tenancy.gate import cached_reads
 from tenancy.schemas import (
     AllocationView,
     FabricReachabilityView,
@@ -26,7 +25,9 @@ from tenancy.schemas import (
     RoceSegmentView,
     SegmentView,
 )
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.store.pagination import MAX_LIMIT
+from tenancy.store.uow import Principal, UnitOfWork
+from tenancy.usecases import allocations, peerings, shared_services, tenants
 
 # The /v1 route each section shows, as the policy names it.
 SECTION_ROUTES = {

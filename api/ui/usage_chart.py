@@ -1,9 +1,9 @@
 """The tenant page's usage chart: node-hours per day over the last 30 days, by QoS class.
 
-The numbers come from the use case behind GET /v1/usage/records (tenancy/usage.py, granularity
-``day``, the tenant filter): its fabric-capacity records are summed per (day, QoS class) across
-fabrics. The chart itself is drawn in the browser by Chart.js (static/tenant.js) from the JSON
-this module builds, embedded in the page as a non-executed ``application/json`` block (CSP).
+The numbers come from the use case behind GET /v1/usage/records (tenancy/usecases/usage.py,
+granularity ``day``, the tenant filter): its fabric-capacity records are summed per (day, QoS class)
+across fabrics. The chart itself is drawn in the browser by Chart.js (static/tenant.js) from the
+JSON this module builds, embedded in the page as a non-executed ``application/json`` block (CSP).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from tenancy import usage
-from tenancy.pagination import MAX_LIMIT
-from tenancy.uow import UnitOfWork
+from tenancy.store.pagination import MAX_LIMIT
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import usage
 
 DAYS = 30
 CAPACITY = "fabric-capacity"  # node and port records; "service-access" ones carry no nodes

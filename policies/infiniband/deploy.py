@@ -1,6 +1,6 @@
 """What the OpenSM deploy agent concludes from file contents: models, diffs, read-back checks.
 
-The agent (``isofabric agent opensm``, api/agent/) installs signed files next to a running OpenSM;
+The agent (``isofabric agent opensm``, agent/) installs signed files next to a running OpenSM;
 everything it concludes from their text lives here, pure (stdlib only, no I/O):
 
 * `expected_tables`: the P_Key table OpenSM programs on each CA port from a parsed partitions.conf

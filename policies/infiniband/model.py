@@ -1,6 +1,6 @@
 """The engine's immutable view of one InfiniBand fabric: the `IbSnapshot` every check reads.
 
-Snapshots are built by `tenancy.snapshot` from the system of record, or directly by tests and
+Snapshots are built by `tenancy.record.snapshot` from the system of record, or directly by tests and
 library users. They hold plain values only (ints, strings, tuples), so they are hashable, cheap to
 compare, and have a content digest that verdicts, artifacts and proofs carry.
 """

@@ -1,6 +1,6 @@
 """OpenSM's options file and command line as OpenSM reads them: what SIGHUP reloads, what not.
 
-The deploy agent (api/agent/) compares the opensm.conf it installs with the one the running
+The deploy agent (agent/) compares the opensm.conf it installs with the one the running
 OpenSM was started with: an option outside OpenSM's ``can_update`` set applies only at a restart
 (`restart_only_options`, `restart_option_changes`). It checks from OpenSM's command line that the
 files it installs are the ones OpenSM reads (`opensm_file_paths`), reads the M_Key its queries

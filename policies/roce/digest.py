@@ -54,7 +54,7 @@ def roce_groups(
 def _fabric_group(snapshot: RoceSnapshot) -> bytes:
     # Every defined class, used or not: the fabric group must not change when a tenant's segment
     # comes or goes (an incremental change replaces only the groups of the owners it touches,
-    # tenancy/change_check.py); the owner groups hold the classes in use.
+    # tenancy/gate/change_check.py); the owner groups hold the classes in use.
     return canonical(
         {
             "planner": PLANNER_VERSION,

@@ -6,7 +6,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import tenancy.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from tenancy.db import make_engine
+from tenancy.store.db import make_engine
 
 target_metadata = SQLModel.metadata
 

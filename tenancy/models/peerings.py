@@ -17,7 +17,7 @@ class Peering(SQLModel, table=True):
     (``ended``); the row stays for history, with who did what when (principal names). An accepted
     peering on InfiniBand holds a P_Key: a `Segment` row with this `peering_id`. The partial
     unique index allows one open (not ended) peering per fabric and ordered pair; the reverse
-    pair is refused under the fabric's lock (tenancy/peerings.py).
+    pair is refused under the fabric's lock (tenancy/usecases/peerings.py).
     """
 
     __table_args__ = (

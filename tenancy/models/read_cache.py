@@ -9,10 +9,10 @@ from sqlmodel import Field, SQLModel
 class CachedRead(SQLModel, table=True):
     """One file of a read-cache entry: a verdict's JSON or a rendered artifact (PostgreSQL).
 
-    Keyed as the in-process entry is (tenancy/read_cache.py `ReadKey`): fabric, the digest of
+    Keyed as the in-process entry is (tenancy/store/read_cache.py `ReadKey`): fabric, the digest of
     the snapshot it was computed from, the fingerprint of code and render inputs; `name` is the
     file's path. `content` is zlib-compressed, and `sealed` when the inputs are secret (AES-GCM,
-    tenancy/read_cache_store.py). Rows are a cache: deleting any of them loses nothing.
+    tenancy/record/read_cache_store.py). Rows are a cache: deleting any of them loses nothing.
     """
 
     __tablename__ = "cached_read"

@@ -46,8 +46,8 @@ class AuditCheckpoint(SQLModel, table=True):
 class SigningKey(SQLModel, table=True):
     """The public halves of the service's Ed25519 keys; one is active, retired ones published.
 
-    The private half is never stored here (it is in the key file, tenancy/key_store.py): whoever
-    can change rows must not be able to sign.
+    The private half is never stored here (it is in the key file, tenancy/store/key_store.py):
+    whoever can change rows must not be able to sign.
     """
 
     __tablename__ = "signing_key"
@@ -124,7 +124,7 @@ class UsageInterval(SQLModel, table=True):
 
 
 class IdempotencyRecord(SQLModel, table=True):
-    """A keyed POST and its first response, replayed to its retries (tenancy/idempotency.py).
+    """A keyed POST and its first response, replayed to its retries (tenancy/record/idempotency.py).
 
     One per (principal, method, path, key). `status` is null while the request that claimed the
     key has no recorded response (its claim commits with its change). `fingerprint` is the

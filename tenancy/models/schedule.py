@@ -14,9 +14,9 @@ class ScheduledRun(SQLModel, table=True):
     """One run of a scheduled job for the period starting at `period_start`.
 
     The replica that inserts the row first runs the job; the unique key (job, period_start) is
-    what lets only one of several replicas on one database claim a period (tenancy/scheduler.py).
-    `outcome` is ``running`` until the job ends (``ok`` or ``failed``, with `detail`); a row
-    left ``running`` names a replica that stopped during the run.
+    what lets only one of several replicas on one database claim a period
+    (tenancy/usecases/scheduler.py). `outcome` is ``running`` until the job ends (``ok`` or
+    ``failed``, with `detail`); a row left ``running`` names a replica that stopped during the run.
     """
 
     __tablename__ = "scheduled_run"

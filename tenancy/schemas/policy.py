@@ -7,7 +7,7 @@ always carry every field, plus the version and who created it.
 Service names (`services`, `default_grants`) need not exist yet, unlike QoS class names (global,
 seeded): services are created per fabric, possibly after the policy, and a rule applies to any
 service of that name on any fabric, now or later. A YAML document has no anchors, aliases, tags,
-merge keys or repeated keys, and a JSON one no repeated member names (tenancy/documents.py).
+merge keys or repeated keys, and a JSON one no repeated member names (tenancy/store/documents.py).
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from api.agent.client import ServerError
-from api.agent.cycle import AgentSettings
-from api.agent.manifest import MANIFEST_TYPE, PAYLOAD_TYPE
-from api.agent.sm import SmError, SmProcess
+from agent.client import ServerError
+from agent.cycle import AgentSettings
+from agent.manifest import MANIFEST_TYPE, PAYLOAD_TYPE
+from agent.sm import SmError, SmProcess
 from policies.evidence.dsse import sign_envelope
 from policies.infiniband.deploy import expected_tables
 from policies.infiniband.parse_partitions import parse_partitions_conf

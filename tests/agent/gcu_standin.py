@@ -27,7 +27,7 @@ from pathlib import Path
 
 import jsonpatch
 
-from api.agent.config_db import ConfigDb, RedisConfigDb, StoreError, touched
+from agent.config_db import ConfigDb, RedisConfigDb, StoreError, touched
 
 ROOT = Path(__file__).resolve().parents[2]
 URL_ENV = "ISOFABRIC_STANDIN_CONFIG_DB"

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from api.agent.client import ServerError
-from api.agent.frr import FrrError
+from agent.client import ServerError
+from agent.frr import FrrError
 from policies.roce.ownership import LeafOwnership
 from tests.agent.fakes import FakeServer
 

@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
-from api.agent.command import agent_app
-from tenancy.key_store import public_pem
+from agent.command import agent_app
+from tenancy.store.key_store import public_pem
 
 runner = CliRunner()
 UNREACHABLE = "http://127.0.0.1:1"  # nothing listens on port 1

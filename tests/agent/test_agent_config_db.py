@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from api.agent.config_db import (
+from agent.config_db import (
     ConfigDb,
     RedisConfigDb,
     StoreError,

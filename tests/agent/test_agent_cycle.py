@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from api.agent import install
-from api.agent.loop import run_loop
-from api.agent.opensm import Agent
-from api.agent.plan import plan
-from api.agent.state import load_state
+from agent import install
+from agent.loop import run_loop
+from agent.opensm import Agent
+from agent.plan import plan
+from agent.state import load_state
 
 from .fakes import (
     ACME,
@@ -553,7 +553,7 @@ def test_a_crash_at_any_install_step_leaves_whole_files_and_the_next_cycle_conve
             raise SystemExit(f"killed at {at}")
 
     monkeypatch.setattr(install, "pause_point", crash)
-    monkeypatch.setattr("api.agent.opensm.pause_point", crash)
+    monkeypatch.setattr("agent.opensm.pause_point", crash)
     with pytest.raises(SystemExit):
         agent_for(conf_dir, server, host).cycle()
     assert installed(conf_dir)["partitions.conf"] in (partitions(ACME), partitions(ACME, GLOBEX))
@@ -667,7 +667,7 @@ def test_a_file_that_cannot_be_written_is_failed_and_reported(conf_dir, server, 
     def full_disk(target: Path, content: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("api.agent.opensm.install_file", full_disk)
+    monkeypatch.setattr("agent.opensm.install_file", full_disk)
 
     result = agent_for(conf_dir, server, host).cycle()
 

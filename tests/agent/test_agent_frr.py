@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.agent.frr import FrrError, FrrLeaf, FrrTools
+from agent.frr import FrrError, FrrLeaf, FrrTools
 from tests.agent.sonic_fakes import FakeDaemons
 
 OLD = "router bgp 65101\n neighbor Ethernet248 interface remote-as external\nexit\n"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from api.agent.config_db import ConfigDb, RedisConfigDb, StoreError, touched
-from api.agent.gcu import GcuConfigDb
+from agent.config_db import ConfigDb, RedisConfigDb, StoreError, touched
+from agent.gcu import GcuConfigDb
 from tests.agent.gcu_standin import DRIFT_ENV, FAIL_ENV, calls, install_standin, run_in_process
 from tests.agent.redis_server import RedisServer, running_redis
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from api.agent import install
-from api.agent.install import install_file, prev_path, restore_previous, sha256_of, tmp_path
-from api.agent.state import AgentState, Pending, load_state, save_state
+from agent import install
+from agent.install import install_file, prev_path, restore_previous, sha256_of, tmp_path
+from agent.state import AgentState, Pending, load_state, save_state
 
 OLD, NEW = b"old generation\n", b"new generation\n"
 STEPS = ("tmp-written", "prev-kept", "renamed")
@@ -103,7 +103,7 @@ def test_sha256_of_a_missing_file_is_none(tmp_path: Path):
 
 def test_the_pause_point_sleeps_only_at_the_named_step(monkeypatch, capsys):
     naps: list[float] = []
-    monkeypatch.setattr("api.agent.install.time.sleep", naps.append)
+    monkeypatch.setattr("agent.install.time.sleep", naps.append)
     monkeypatch.setenv(install.PAUSE_ENV, "renamed")
     monkeypatch.setenv(install.PAUSE_SECONDS_ENV, "0.5")
 

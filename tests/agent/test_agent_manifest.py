@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from api.agent.manifest import ManifestError, load_trusted_keys, verify_manifest
-from tenancy.key_store import KeyringEntry, public_pem
+from agent.manifest import ManifestError, load_trusted_keys, verify_manifest
+from tenancy.store.key_store import KeyringEntry, public_pem
 
 from .fakes import ACME, FABRIC, bundle, manifest_document, partitions, sign
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from api.agent.sm import (
+from agent.sm import (
     SmError,
     SmLocator,
     SmLog,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from api.agent.config_db import ConfigDb, RedisConfigDb, touched
-from api.agent.frr import FrrLeaf, FrrTools
-from api.agent.loop import run_loop
-from api.agent.sonic import SonicAgent, SonicSettings
-from api.agent.sonic_state import load_sonic_state
+from agent.config_db import ConfigDb, RedisConfigDb, touched
+from agent.frr import FrrLeaf, FrrTools
+from agent.loop import run_loop
+from agent.sonic import SonicAgent, SonicSettings
+from agent.sonic_state import load_sonic_state
 from tests.agent.fakes import FABRIC
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import (

@@ -15,10 +15,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
-import api.agent.client
-from api.agent.command import agent_app
-from api.agent.config_db import RedisConfigDb, touched
-from tenancy.key_store import public_pem
+import agent.client
+from agent.command import agent_app
+from agent.config_db import RedisConfigDb, touched
+from tenancy.store.key_store import public_pem
 from tests.agent.fakes import FABRIC
 from tests.agent.gcu_standin import calls, install_standin
 from tests.agent.redis_server import RedisServer, running_redis
@@ -41,7 +41,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def service(monkeypatch: pytest.MonkeyPatch) -> FakeSonicServer:
     server = FakeSonicServer(KEY)
     server.publish(leaf_bundle(json.dumps(WITH_ACME)))
-    monkeypatch.setattr(api.agent.client, "ServerClient", lambda *args: server)
+    monkeypatch.setattr(agent.client, "ServerClient", lambda *args: server)
     return server
 
 

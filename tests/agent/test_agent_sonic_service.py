@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from api.agent.client import ServerError
-from api.agent.command import agent_app
-from api.agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
-from api.agent.frr import FrrLeaf, FrrTools
-from api.agent.sonic import SonicAgent, SonicSettings
+from agent.client import ServerError
+from agent.command import agent_app
+from agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
+from agent.frr import FrrLeaf, FrrTools
+from agent.sonic import SonicAgent, SonicSettings
 from policies.roce.ownership import LeafOwnership
 from policies.roce.patch import owned_entries
-from tenancy import key_store
+from tenancy.store import key_store
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import FOREIGN, FakeDaemons, document
 from tests.builders import ROCE_FABRIC, ROCE_LEAVES, RoceOnboarded, created, ok

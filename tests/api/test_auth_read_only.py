@@ -19,11 +19,11 @@ from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import DBAPIError
 
 from api.app import create_app
-from tenancy import tokens
-from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import tokens
 from tests.builders import LOCAL_URL, assert_problem, ok
 
 UNKNOWN_TOKEN = "isf_" + "A" * 43  # the shape `create_token` mints, but never minted

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from fastapi.routing import iter_route_contexts
 
-from tenancy import deploy, tokens, verification
+from tenancy.gate import verification
 from tenancy.schemas import TargetCreate, TokenCreate
+from tenancy.usecases import deploy, tokens
 from tests.builders import (
     FABRIC,
     PKEY_RANGE,

@@ -9,9 +9,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tenancy import cached_reads, verification
+from tenancy.gate import cached_reads, verification
 from tenancy.schemas import VerificationView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
 from tests.builders import created, ok, sha256_hex
 
 VERIFICATION = "/v1/fabrics/ib-east/verification"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tenancy.full_check import full_check
+from tenancy.gate.full_check import full_check
 from tests.builders import FABRIC, assert_problem, created, ok
 
 CHANGESETS = "/v1/changesets"

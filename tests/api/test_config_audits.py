@@ -8,12 +8,12 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.cli import app
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
-from tenancy.verification import get_artifact
+from cli import app
+from tenancy.gate.verification import get_artifact
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import (
     PORT_GUIDS,
     TENANT_PKEYS,

@@ -13,8 +13,8 @@ import pytest
 from fastapi.routing import APIRoute
 
 from api.app import AUTHORIZED_ROUTERS, SELF_AUTHORIZED_ROUTERS
-from tenancy import tokens
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import TEXT_PLAIN, assert_problem, created
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}  # what curl -d sends

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from policies.errors import InvalidValueError
 from policies.evidence.manifest import verify_manifest
-from tenancy import key_store
+from tenancy.store import key_store
 from tests.builders import (
     ARTIFACT_PATHS,
     FABRIC,

@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.cli import app as cli
 from api.docs import ASSETS_DIR
+from cli import app as cli
 from tests.docs_page import (
     OUTSIDE_HOSTS,
     absolute_urls,

@@ -29,11 +29,11 @@ from fastapi.routing import APIRoute
 from api.app import create_app
 from api.limits import HEAVY_RETRY_AFTER_SECONDS, HeavyWorkLimit
 from policies.errors import TooManyRequestsError
-from tenancy import config_audits, ib_topology, tokens
-from tenancy import topology as topology_use_cases
-from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.usecases import config_audits, ib_topology, tokens
+from tenancy.usecases import topology as topology_use_cases
 from tests.benchmarks.bench_scale import ibnetdiscover_text
 from tests.builders import (
     DEFAULT_PARTITION_LINE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tenancy.full_check import full_check
+from tenancy.gate.full_check import full_check
 from tests.builders import FABRIC, created, ok
 
 VERIFICATION = f"/v1/fabrics/{FABRIC}/verification"

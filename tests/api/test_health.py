@@ -19,9 +19,9 @@ from sqlalchemy.engine import make_url
 from api import health
 from api.app import create_app
 from policies.errors import DatabaseUnavailableError
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
 from tests.builders import LOCAL_URL, PROBLEM_JSON
 from tests.keys import key_settings
 

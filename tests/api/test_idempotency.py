@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
 from api.deps import Uow
-from tenancy.settings import load_settings
+from tenancy.store.settings import load_settings
 from tests.builders import assert_problem, created, dump_database, ok
 
 ACME = "/v1/tenants/acme/allocations"

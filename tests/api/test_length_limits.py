@@ -94,7 +94,7 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "segment.state": ("'active' or 'quarantined'", len("quarantined")),
     "segment.peering_id": ("peering.id", len(UUID)),
     "peering.id": ("uuid4", len(UUID)),
-    "scheduled_run.job": ("tenancy/scheduler.py's job names", len("full-verification")),
+    "scheduled_run.job": ("tenancy/usecases/scheduler.py's job names", len("full-verification")),
     "scheduled_run.replica": ("host:pid, cut to 128 (scheduler.replica_name)", 128),
     "scheduled_run.outcome": ("'running', 'ok' or 'failed'", len("running")),
     "scheduled_run.detail": ("a run's summary or error, cut to 1024 (scheduler.py)", 1024),

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from policies.model import Owner
 from policies.verdict import Counterexample, Endpoint, Rule, Verdict
-from tenancy import tokens
-from tenancy.full_check import full_check
+from tenancy.gate.full_check import full_check
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import FABRIC, LOCAL_URL, assert_problem, created, ok
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -126,7 +126,7 @@ def test_a_verdict_that_does_not_hold_reads_0_with_its_counterexamples(
     broken = Verdict(
         holds=False, snapshot_digest="v2:00", counterexamples=(example,), reachability=()
     )
-    monkeypatch.setattr("tenancy.cached_reads.verify_snapshot", lambda _snapshot: broken)
+    monkeypatch.setattr("tenancy.gate.cached_reads.verify_snapshot", lambda _snapshot: broken)
     assert ok(client.get(f"{IB}/verification"))["holds"] is False  # computed once and kept
 
     samples = scrape(client)

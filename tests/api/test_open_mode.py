@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from api.app import create_app
-from tenancy import tokens
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
+from tenancy.store.settings import Settings
+from tenancy.usecases import tokens
 from tests.builders import LOCAL_URL, FakeClock, assert_problem, created, ok
 
 ADMIN_TOKEN = "open-mode-admin-token"

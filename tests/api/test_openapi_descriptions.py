@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 import tenancy.schemas
 from api.app import create_app
-from tenancy.settings import Settings
+from tenancy.store.settings import Settings
 from tests.keys import key_settings
 
 Schema = Mapping[str, Any]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tenancy import tokens
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import FABRIC, assert_problem, audit_trail, created, ok
 
 ADMIN = "bootstrap-admin-token"

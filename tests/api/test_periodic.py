@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from api import periodic
-from tenancy import scheduler
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import scheduler
 
 
 def test_the_next_wake_up_is_just_after_the_next_period_boundary():

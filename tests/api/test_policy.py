@@ -7,7 +7,7 @@ import json
 import pytest
 
 from policies.policy import DEFAULT_POLICY
-from tenancy.pagination import encode_cursor
+from tenancy.store.pagination import encode_cursor
 from tests.builders import APPLICATION_YAML, FABRIC, assert_problem, audit_trail, ok
 
 # Allowed by today's state: every external tenant's class is listed.

@@ -206,7 +206,7 @@ def test_a_body_within_the_limit_is_accepted(make_client):
 
 
 def test_an_unexpected_failure_is_a_500_problem_without_internals(make_client, monkeypatch, caplog):
-    from tenancy import tenants
+    from tenancy.usecases import tenants
 
     def broken(*args, **kwargs):
         raise RuntimeError("secret internal state")

@@ -15,8 +15,8 @@ import pytest
 
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import check_claims, verify_envelope
-from tenancy import tokens
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import REPO, api_create_fabric, created, ok
 
 ADMIN = "bootstrap-admin-token"

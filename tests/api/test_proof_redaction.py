@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from typer.testing import CliRunner
 
-from api.cli import app as cli
+from cli import app as cli
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import check_claims, sign_envelope, verify_envelope
-from tenancy import shared_services, tokens
 from tenancy.schemas import GrantCreate, TokenCreate
+from tenancy.usecases import shared_services, tokens
 from tests.builders import FABRIC, PORT_GUIDS, SERVICE, SERVICE_PKEY, assert_problem, created, ok
 
 ADMIN = "bootstrap-admin-token"

@@ -9,8 +9,9 @@ from policies.errors import InvalidValueError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
 from policies.verdict import Verdict
-from tenancy import audit_log, signing_keys, tokens
+from tenancy.record import audit_log
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import signing_keys, tokens
 from tests.builders import FABRIC, assert_problem, created, ok
 
 ADMIN = "bootstrap-admin-token"
@@ -72,7 +73,7 @@ def test_viewers_billing_and_other_tenants_cannot_issue(world):
 def test_no_proof_when_the_verdict_does_not_hold(world, monkeypatch):
     client, token = world
     broken = Verdict(holds=False, snapshot_digest="sha256:00", counterexamples=(), reachability=())
-    monkeypatch.setattr("tenancy.proofs.verify_snapshot", lambda snapshot: broken)
+    monkeypatch.setattr("tenancy.usecases.proofs.verify_snapshot", lambda snapshot: broken)
 
     assert_problem(issue(client, "acme", token("operator")), 409, "isolation-violation")
     assert ok(client.get("/v1/proofs", headers=token("operator")))["count"] == 0

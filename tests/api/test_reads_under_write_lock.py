@@ -27,11 +27,11 @@ from sqlalchemy import event
 
 from api.app import create_app
 from api.ui.session import SESSION_COOKIE
-from tenancy import tokens
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.usecases import tokens
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import (
     FABRIC,
     LOCAL_URL,
@@ -277,10 +277,11 @@ def test_the_what_ifs_answer_without_the_lock(service):
 
 
 def test_the_what_ifs_wait_for_the_lock_then_answer_503(service, write_lock):
-    # A what-if rehearses the change in a write transaction and rolls it back (tenancy/what_if.py,
-    # `?dry_run=true`'s path): it writes, then reports, so it takes the write lock like the change
-    # itself; it cannot be read-only. Under a writer it waits the busy timeout, then answers the
-    # database-unavailable page (503, retry later; nothing changed), never a 500.
+    # A what-if rehearses the change in a write transaction and rolls it back
+    # (tenancy/gate/what_if.py, `?dry_run=true`'s path): it writes, then reports, so it takes the
+    # write lock like the change itself; it cannot be read-only. Under a writer it waits the busy
+    # timeout, then answers the database-unavailable page (503, retry later; nothing changed), never
+    # a 500.
     with TestClient(
         service.app,
         raise_server_exceptions=False,
@@ -298,7 +299,7 @@ def test_the_what_ifs_wait_for_the_lock_then_answer_503(service, write_lock):
 
 
 def test_an_api_what_if_under_a_writer_is_503_too(service, write_lock):
-    # The same rehearsal behind `?dry_run=true` (tenancy/uow.py): a 503 problem, not a 500.
+    # The same rehearsal behind `?dry_run=true` (tenancy/store/uow.py): a 503 problem, not a 500.
     operator = {"Authorization": f"Bearer {service.cookies[SESSION_COOKIE]}"}
     with TestClient(
         service.app, raise_server_exceptions=False, client=LOOPBACK, base_url=LOCAL_URL

@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tenancy.bootstrap import head_revision
+from tenancy.usecases.bootstrap import head_revision
 from tests.builders import FABRIC, PROBLEM_JSON
 
 KEY_UNAVAILABLE = "/problems/key-unavailable"
@@ -118,7 +118,7 @@ def test_a_proof_with_a_key_file_that_is_not_the_active_key_is_503(
 ):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from tenancy import key_store
+    from tenancy.store import key_store
 
     other = tmp_path / "other.key"
     key_store.write_private_file(other, key_store.private_pem(Ed25519PrivateKey.generate()))

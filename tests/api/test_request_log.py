@@ -24,10 +24,10 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from api.cli import app as cli
 from api.request_log import REQUEST_LOGGER, JsonFormatter
-from tenancy import tokens
+from cli import app as cli
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import assert_problem, ok
 
 FIELDS = ("method", "route", "status", "duration_ms", "principal", "request_id")

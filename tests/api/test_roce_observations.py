@@ -1,6 +1,6 @@
 """RoCE observations through the API: `POST /v1/fabrics/{fabric}/observations` with `kind` roce.
 
-The body is what ``isofabric collect roce`` prints (api/cli/collect_roce.py
+The body is what ``isofabric collect roce`` prints (cli/collect_roce.py
 `observation_document`), built here from the leaf's rendered config_db.json.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.cli.collect_roce import observation_document
+from cli.collect_roce import observation_document
 from policies.roce.observed import leaf_state
 from tests.builders import RoceOnboarded, assert_problem, ok
 

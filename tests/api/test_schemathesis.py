@@ -17,11 +17,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.app import create_app
-from api.cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
-from tenancy.demo import load_demo
+from cli import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
-from tenancy.tokens import create_token
+from tenancy.store.settings import Settings
+from tenancy.usecases.demo import load_demo
+from tenancy.usecases.tokens import create_token
 from tests.keys import key_settings, register_key
 
 OPERATOR_TOKEN = "schemathesis-operator"

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app as cli_app
-from tenancy import tokens
+from cli import app as cli_app
 from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tests.builders import assert_problem, created, ok
 
 ADMIN = "bootstrap-admin-token"

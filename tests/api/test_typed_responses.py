@@ -15,7 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
-from tenancy.settings import Settings
+from tenancy.store.settings import Settings
 from tests.builders import PROBLEM_JSON
 from tests.keys import key_settings
 

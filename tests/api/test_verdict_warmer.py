@@ -20,12 +20,13 @@ from sqlmodel import select
 
 from api.app import create_app
 from api.verdict_warmer import VerdictWarmer
-from tenancy import cached_reads, snapshot_log
 from tenancy import models as m
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings, load_settings
-from tenancy.uow import UnitOfWork
+from tenancy.gate import cached_reads
+from tenancy.record import snapshot_log
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings, load_settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import LOCAL_URL, api_onboard, created, ok
 from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import key_settings, register_key

@@ -372,7 +372,7 @@ def run(tools: IbTools, workdir: Path, concurrency: int, sample: int) -> None:
     logging.getLogger("isofabric.api").setLevel(logging.ERROR)
 
     from api.app import create_app
-    from tenancy.settings import Settings
+    from tenancy.store.settings import Settings
 
     with ExitStack() as stack:
         fabric = SimFabric(tools, netfile, workdir, sim_host=tree.mgmt_ca())

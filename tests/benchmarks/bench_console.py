@@ -28,13 +28,13 @@ from pathlib import Path
 
 import httpx2
 
-from tenancy import signing_keys, tokens
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
 from tenancy.schemas import FabricCreate, PKeyRange, RoceFabricCreate, RoceInventory, TokenCreate
-from tenancy.topology import import_roce_inventory, import_topology
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import signing_keys, tokens
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_roce_inventory, import_topology
 from tests.benchmarks import bench_roce
 from tests.benchmarks.bench_scale import (
     HCAS,

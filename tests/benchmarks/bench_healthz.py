@@ -35,7 +35,7 @@ def serve(database_url: str) -> None:
     import uvicorn
 
     from api.app import create_app
-    from tenancy.settings import Settings
+    from tenancy.store.settings import Settings
 
     # No keys are installed (nothing here signs or renders): keep the readiness warnings quiet.
     logging.getLogger("isofabric.api").setLevel(logging.ERROR)

@@ -6,7 +6,7 @@ prints what a deploy agent's cycle is made of: OpenSM's time to its first ``SUBN
 ``ibnetdiscover``, the P_Key read-back (seconds per port at each concurrency, and for the whole
 fabric), and one apply (a node moves from one tenant to another: the changed files installed,
 SIGHUP to ``SUBNET UP``, read-back of the moved ports). The read-back is the code ``isofabric
-collect ib`` runs (`api.cli.collect`); every table read is compared with the model. Never asserts
+collect ib`` runs (`cli.collect`); every table read is compared with the model. Never asserts
 on time.
 
 In the lab one ``smpquery`` per port costs mostly its own start-up: libumad2sim builds a fake
@@ -33,7 +33,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from api.cli import collect
+from cli import collect
 from policies.infiniband.model import IbSnapshot
 from policies.infiniband.observations import intended_tables
 from policies.infiniband.render import render_opensm_artifacts
@@ -61,10 +61,10 @@ def figure(label: str, value: float, unit: str) -> None:
 
 
 def make_reader(fabric: SimFabric, tools: IbTools) -> tuple[Reader | None, str]:
-    """The bounded-concurrency read of a list of ports from ``api.cli.collect``, if it has one."""
+    """The bounded-concurrency read of a list of ports from ``cli.collect``, if it has one."""
     read_tables: Any = getattr(collect, "read_pkey_tables", None)
     if read_tables is None:
-        return None, "collect_ib (api.cli.collect has no read of a port list)"
+        return None, "collect_ib (cli.collect has no read of a port list)"
     env = fabric.client_env()
     ctools = collect.Tools(ibnetdiscover=tools.ibnetdiscover, smpquery=tools.smpquery)
 
@@ -79,7 +79,7 @@ def make_reader(fabric: SimFabric, tools: IbTools) -> tuple[Reader | None, str]:
         )
         return tables
 
-    return read, "api.cli.collect.read_pkey_tables"
+    return read, "cli.collect.read_pkey_tables"
 
 
 def mismatches(observed: Mapping[int, Sequence[int]], intended: Mapping[int, set[int]]) -> int:

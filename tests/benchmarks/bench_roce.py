@@ -17,7 +17,7 @@ Fabric (rail-optimised, two tiers, non-blocking):
 Tenancy: 500 seeded tenants with 4 nodes each (nodes 0-1999) and QoS gold/silver/bronze in turn;
 a `storage` service on the remaining 48 nodes, granted to every other tenant (250 grants). VRF
 segments are written directly, as `claim_vrf_segment` would claim them (lowest free value of each
-pool of `tenancy.roce._pools`), with bulk inserts.
+pool of `tenancy.record.vrf_segments._pools`), with bulk inserts.
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ from sqlmodel import col
 from policies.roce.bundle import render_roce_artifacts
 from policies.roce.verify import verify_roce
 from tenancy import models as m
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
+from tenancy.record.snapshot import load_roce_snapshot
 from tenancy.schemas import RoceFabricCreate, RoceInventory
-from tenancy.settings import Settings
-from tenancy.snapshot import load_roce_snapshot
-from tenancy.topology import import_roce_inventory
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_roce_inventory
 from tests.benchmarks.timing import measure, print_peak_rss
 
 RAILS, LEAVES_PER_RAIL, NODES = 8, 8, 2_048
@@ -198,7 +198,7 @@ def populate(uow: UnitOfWork) -> None:
         segments += segment_rows(fabric.id, len(tenant_ids), now, None, service_id)
         conn.execute(insert(m.Allocation), allocations)
         conn.execute(insert(m.NodeAssignment), assignments)
-        # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
+        # Held nodes are `allocated` (tenancy/record/node_states.py keeps the two in step).
         held_ids = [a["node_id"] for a in assignments]
         conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
         conn.execute(insert(m.Segment), segments)

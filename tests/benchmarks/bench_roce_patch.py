@@ -25,14 +25,14 @@ from policies.roce.ownership import leaf_ownership
 from policies.roce.patch import LeafPatch, leaf_patch
 from policies.roce.render_sonic import ConfigDb, render_config_db
 from tenancy import models as m
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
+from tenancy.record.snapshot import load_roce_snapshot
 from tenancy.schemas import RoceFabricCreate, RoceInventory
-from tenancy.settings import Settings
-from tenancy.snapshot import load_roce_snapshot
-from tenancy.topology import import_roce_inventory
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_roce_inventory
 from tests.benchmarks.bench_roce import inventory_document, populate
 from tests.benchmarks.timing import measure, print_peak_rss
 
@@ -91,7 +91,7 @@ def patch_every_leaf(label: str, running: dict[str, ConfigDb], target: RoceSnaps
         f"  {len(patches)} leaves, {changed} with owned ops: {owned} owned, {disruptive} disruptive"
     )
     if disruptive:
-        print("  UNEXPECTED: a routine change is disruptive (tenancy/snapshot/roce.py)")
+        print("  UNEXPECTED: a routine change is disruptive (tenancy/record/snapshot/roce.py)")
 
 
 def main() -> None:

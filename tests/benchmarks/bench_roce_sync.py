@@ -14,14 +14,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from tenancy import deploy, deploy_sync, snapshot_history, tenants
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
 from tenancy.schemas import ReportCreate, RoceFabricCreate, RoceInventory, TargetCreate
-from tenancy.settings import Settings
-from tenancy.topology import import_roce_inventory
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import deploy, deploy_sync, snapshot_history, tenants
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_roce_inventory
 from tests.benchmarks.bench_roce import inventory_document, populate
 from tests.benchmarks.timing import measure, print_peak_rss
 from tests.keys import key_settings, register_key

@@ -20,14 +20,14 @@ from sqlmodel import col
 from policies.infiniband.render import render_partitions_conf
 from policies.infiniband.verify import verify_isolation
 from tenancy import models as m
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
+from tenancy.record.snapshot import load_ib_snapshot
 from tenancy.schemas import FabricCreate, PKeyRange
-from tenancy.settings import Settings
-from tenancy.snapshot import load_ib_snapshot
-from tenancy.topology import import_topology
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_topology
 from tests.benchmarks.timing import measure, print_peak_rss
 
 NODES, HCAS, TENANTS, NODES_PER_TENANT, STORAGE_NODES = 12_500, 8, 2_000, 6, 50
@@ -197,7 +197,7 @@ def _hold_for_service(conn: Connection, service_id: int, node_ids: list[int]) ->
 
 
 def _mark_allocated(conn: Connection, node_ids: list[int]) -> None:
-    # Held nodes are `allocated` (tenancy/node_states.py keeps the two in step).
+    # Held nodes are `allocated` (tenancy/record/node_states.py keeps the two in step).
     conn.execute(update(m.Node).where(col(m.Node.id).in_(node_ids)).values(state="allocated"))
 
 

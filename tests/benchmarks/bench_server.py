@@ -57,7 +57,7 @@ def serve() -> None:
     import uvicorn
 
     from api.app import create_app
-    from tenancy.settings import load_settings
+    from tenancy.store.settings import load_settings
 
     logging.getLogger("isofabric.api").setLevel(logging.ERROR)
     app = create_app(load_settings())

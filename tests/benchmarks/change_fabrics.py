@@ -29,10 +29,6 @@ import psycopg
 from psycopg import sql
 from sqlalchemy import make_url
 
-from tenancy import signing_keys, tokens
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.fabrics import create_fabric
 from tenancy.schemas import (
     FabricCreate,
     PKeyRange,
@@ -40,9 +36,13 @@ from tenancy.schemas import (
     RoceInventory,
     TokenCreate,
 )
-from tenancy.settings import Settings
-from tenancy.topology import import_roce_inventory, import_topology
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import signing_keys, tokens
+from tenancy.usecases.bootstrap import prepare_database
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_roce_inventory, import_topology
 from tests.benchmarks import bench_roce
 from tests.benchmarks.bench_scale import HCAS, ibnetdiscover_text, populate
 from tests.benchmarks.timing import measure

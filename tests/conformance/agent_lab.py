@@ -147,7 +147,7 @@ class SmNode:
 
     def agent_argv(self, server: str, keyring: Path, *extra: str) -> list[str]:
         return [
-            *(sys.executable, "-m", "api.agent", "opensm", "--server", server),
+            *(sys.executable, "-m", "agent", "opensm", "--server", server),
             *("--fabric", self.fabric_name, "--target", self.name),
             *("--conf-dir", str(self.conf_dir), "--public-key", str(keyring)),
             *("--pid-file", str(self.pid_file), "--log-file", str(self.log)),

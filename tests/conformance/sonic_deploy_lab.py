@@ -39,10 +39,10 @@ from sqlalchemy import Engine
 
 from policies.roce.model import RoceSnapshot
 from policies.roce.ownership import LeafOwnership
-from tenancy.lookups import fabric_named
-from tenancy.settings import Settings
-from tenancy.snapshot.roce import load_roce_snapshot
-from tenancy.uow import UnitOfWork
+from tenancy.record.snapshot.roce import load_roce_snapshot
+from tenancy.store.lookups import fabric_named
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
 from tests.builders import ROCE_FABRIC, ROCE_STORAGE_NODES, SERVICE, api_create_roce_fabric
 
 from .redis_server import RedisServer
@@ -191,7 +191,7 @@ class LeafNode:
             options["--config-db"] = self.config_db_url
         given = {e.split("=", 1)[0] for e in extra}
         argv = [a for name, value in options.items() if name not in given for a in (name, value)]
-        return [sys.executable, "-m", "api.agent", "sonic", *argv, "--once", *extra]
+        return [sys.executable, "-m", "agent", "sonic", *argv, "--once", *extra]
 
     def start_agent(
         self, server: str, keyring: Path, *extra: str, env: Mapping[str, str] | None = None

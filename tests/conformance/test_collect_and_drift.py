@@ -2,7 +2,7 @@
 
 Flow: onboard the demo fabric through the API, render the OpenSM files, put one acme port into
 globex's partition by hand, run OpenSM on ibsim with that file, read the live P_Key tables with
-the collector (api/cli/collect.py, the code behind ``isofabric collect ib``) and POST them as an
+the collector (cli/collect.py, the code behind ``isofabric collect ib``) and POST them as an
 observation: the drift names the port and the cross-tenant pair. A config audit of the same
 file reports it too, and a file with a GUID missing its ``0x`` is reported critical.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.cli.collect import Tools, collect_ib
+from cli.collect import Tools, collect_ib
 from tests.builders import LOCAL_URL
 from tests.keys import keys_create
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.cli.collect import PARTIAL
+from cli.collect import PARTIAL
 from tests.builders import LOCAL_URL
 from tests.keys import keys_create
 
@@ -99,7 +99,7 @@ def collect(bin_dir: Path, workdir: Path, m_key: int | None) -> subprocess.Compl
     env["PYTHONPATH"] = f"{REPO_ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
     if m_key:
         env["ISOFABRIC_M_KEY"] = hex(m_key)
-    argv = [sys.executable, "-c", "from api.cli import main; main()", "collect", "ib"]
+    argv = [sys.executable, "-c", "from cli import main; main()", "collect", "ib"]
     return subprocess.run(
         [*argv, "--jobs", str(JOBS), "--out", str(workdir / "observed.json")],
         env=env,

@@ -31,8 +31,8 @@ import redis
 from redis.typing import EncodableT, FieldT
 from typer.testing import CliRunner
 
-from api.agent.frr import FrrLeaf, FrrTools
-from api.cli import app
+from agent.frr import FrrLeaf, FrrTools
+from cli import app
 from tests.demo_db import demo_database
 from tests.keys import keys_create
 

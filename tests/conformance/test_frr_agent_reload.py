@@ -1,4 +1,4 @@
-"""The agent's FRR adapter (api/agent/frr.py) against real zebra and bgpd in an FRR pathspace.
+"""The agent's FRR adapter (agent/frr.py) against real zebra and bgpd in an FRR pathspace.
 
 The daemons start with ``-N <pathspace>`` (no network namespace needed: the adapter's concern is
 frr-reload.py's and vtysh's command lines); the adapter deploys a file with the real
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from api.agent.frr import FrrError, FrrLeaf, FrrTools
+from agent.frr import FrrError, FrrLeaf, FrrTools
 
 from .conftest import skip_or_fail
 from .harness import _spawn, stop_process, wait_until

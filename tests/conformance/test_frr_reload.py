@@ -33,12 +33,12 @@ from policies.roce.model import RoceSnapshot, route_target
 from policies.roce.parse_frr import parse_frr_conf
 from policies.roce.render_frr import render_frr_conf
 from policies.roce.render_sonic import render_config_db
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.lookups import fabric_named
-from tenancy.settings import Settings
-from tenancy.snapshot.roce import load_roce_snapshot
-from tenancy.uow import UnitOfWork
+from tenancy.record.snapshot.roce import load_roce_snapshot
+from tenancy.store.db import make_engine
+from tenancy.store.lookups import fabric_named
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import LOCAL_URL, ROCE_LEAVES, FakeClock, api_onboard_roce
 from tests.policies.roce_snapshots import roce_snapshot
 

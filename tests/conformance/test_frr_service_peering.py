@@ -15,10 +15,10 @@ import pytest
 
 from policies.roce.model import route_target
 from policies.roce.parse_frr import parse_frr_conf
-from tenancy import allocations, peerings, tenants
 from tenancy.schemas import AllocationCreate, TenantCreate
 from tenancy.schemas.peerings import PeeringCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, peerings, tenants
 from tests.builders import ROCE_FABRIC, ROCE_FABRIC_SPEC, ROCE_LEAVES, RoceOnboarded
 from tests.builders import uow_artifact_text as artifact
 

@@ -25,13 +25,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from fastapi.testclient import TestClient
 
+from agent.ibdiag import Tools, read_pkey_tables
 from api.app import create_app
-from api.ibdiag import Tools, read_pkey_tables
 from policies.artifacts import Artifact
 from policies.evidence.manifest import sign_manifest
 from policies.infiniband.parse_partitions import parse_partitions_conf
-from tenancy.db import make_engine
-from tenancy.settings import Settings
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
 from tests.fabricgen import FatTree, render
 from tests.keys import key_directory, key_settings, register_key
 from tests.live_server import live_server

@@ -42,7 +42,7 @@ ISOFABRIC = Path(sys.executable).with_name("isofabric")
 TOKEN = "replica-test-admin-token"
 TENANTS = 6  # ib-east has 8 compute hosts: one each, allocated by count
 BIG_FABRIC, BIG_NODES, BIG_HCAS = "ib-big", 1500, 4  # an import that takes a while
-FABRIC_LOCK_CLASS = 0x4946  # tenancy/locks.py: held by a fabric's writing transaction
+FABRIC_LOCK_CLASS = 0x4946  # tenancy/store/locks.py: held by a fabric's writing transaction
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/isofabric"
 START_ATTEMPTS = 1200  # polls of 25 ms: a server that is not up after 30 s has failed
 

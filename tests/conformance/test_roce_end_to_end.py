@@ -21,9 +21,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import (
     LOCAL_URL,
     ROCE_ARTIFACT_PATHS,

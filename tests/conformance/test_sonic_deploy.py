@@ -39,8 +39,8 @@ from policies.roce.frr_running import running_differences
 from policies.roce.model import route_target
 from policies.roce.parse_frr import parse_frr_conf
 from policies.roce.patch import owned_entries
-from tenancy.db import make_engine
-from tenancy.settings import Settings
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
 from tests.agent.gcu_standin import calls, install_standin
 from tests.builders import ROCE_FABRIC, ROCE_LEAVES, SERVICE
 from tests.keys import key_settings, register_key

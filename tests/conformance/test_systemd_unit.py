@@ -15,7 +15,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli import app
 from tests.conformance.conftest import skip_or_fail
 
 UNIT = Path(__file__).resolve().parents[2] / "examples" / "systemd" / "isofabric.service"

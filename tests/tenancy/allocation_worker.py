@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from policies.errors import IsofabricError
-from tenancy import allocations, tenants
-from tenancy.db import make_engine
 from tenancy.schemas import AllocationCreate, AllocationView, TenantCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, tenants
 
 
 @dataclass

@@ -7,9 +7,9 @@ import pydantic
 import pytest
 
 from policies.errors import ConflictError, NotFoundError, PoolExhaustedError
-from tenancy import allocations, nodes, tenants
 from tenancy.schemas import AllocationCreate, AllocationView, SegmentView, TenantCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, tenants
 from tests.builders import PORT_GUIDS, partition_members, uow_create_fabric, uow_partitions_conf
 
 

@@ -5,8 +5,9 @@ order, so a change that started earlier could be logged after a later one with a
 The clock stepping back between two changes stands in for that interleaving on both backends.
 """
 
-from tenancy import audit_log, tenants
+from tenancy.record import audit_log
 from tenancy.schemas import TenantCreate
+from tenancy.usecases import tenants
 
 
 def test_entry_times_are_monotonic_in_index_order(uow, clock):

@@ -14,22 +14,21 @@ from sqlalchemy import delete, literal
 
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.verdict import Verdict
-from tenancy import (
+from tenancy import models as m
+from tenancy.gate import cached_reads, verification
+from tenancy.record import snapshot_log
+from tenancy.record.snapshot import load_snapshot
+from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, QosClassCreate
+from tenancy.store import key_store
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import (
     allocations,
-    cached_reads,
-    key_store,
     nodes,
     shared_services,
     snapshot_history,
-    snapshot_log,
     tenants,
     topology,
-    verification,
 )
-from tenancy import models as m
-from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, QosClassCreate
-from tenancy.snapshot import load_snapshot
-from tenancy.uow import UnitOfWork
 from tests.builders import (
     ARTIFACT_PATHS,
     FREE_COMPUTE_NODES,
@@ -58,7 +57,7 @@ def cached(
 def reference(
     uow: UnitOfWork, fabric: str = "ib-east", paths: tuple[str, ...] = ARTIFACT_PATHS
 ) -> Reads:
-    """The same reads computed by the uncached use cases (tenancy/verification.py)."""
+    """The same reads computed by the uncached use cases (tenancy/gate/verification.py)."""
     view = verification.verify_fabric(uow, fabric_name=fabric)
     reads = {"verification": view.model_dump_json(by_alias=True).encode()}
     reads["manifest"] = (

@@ -1,7 +1,7 @@
 """Claims inside one change set: each still takes the lowest free value, releases included.
 
 A change set runs its operations in one transaction, which remembers where each pool's last
-claim ended (tenancy/tx_memo.py); these pin that the value claimed is the one a claim in a
+claim ended (tenancy/store/tx_memo.py); these pin that the value claimed is the one a claim in a
 transaction of its own would get.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from policies.errors import ConflictError
-from tenancy import allocations, changesets, tenants
 from tenancy.schemas import AllocationCreate, SegmentView, TenantCreate
 from tenancy.schemas.changesets import ChangeSetCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, changesets, tenants
 from tests.builders import FABRIC, uow_create_fabric
 
 

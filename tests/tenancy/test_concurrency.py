@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from tenancy import fabrics, topology, verification
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.gate import verification
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import fabrics, topology
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import fabric_spec, generated_topology, rows
 
 from . import allocation_worker

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from policies.errors import InputFormatError, InvalidValueError, NotFoundError
-from tenancy import config_audits, verification
+from tenancy.gate import verification
 from tenancy.schemas import DriftView, ObservationCreate, PortDriftView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import config_audits
 from tests.builders import PORT_GUIDS, TENANT_PKEYS, uow_artifact_text, uow_partitions_conf
 
 ACME_GUID = PORT_GUIDS["gpu0001"][0]

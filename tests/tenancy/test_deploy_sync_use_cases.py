@@ -1,4 +1,4 @@
-"""The sync status's rollout on RoCE without HTTP (tenancy/deploy_sync.py): phase reports,
+"""The sync status's rollout on RoCE without HTTP (tenancy/usecases/deploy_sync.py): phase reports,
 whether a leaf must remove access when its snapshot's files are gone, and the cache of that
 answer per snapshot pair and leaf."""
 
@@ -9,16 +9,6 @@ from typing import Any
 import pytest
 
 from policies.errors import ConflictError, NotFoundError
-from tenancy import (
-    allocations,
-    deploy,
-    deploy_sync,
-    fabrics,
-    shared_services,
-    snapshot_history,
-    tenants,
-    topology,
-)
 from tenancy.schemas import (
     AllocationCreate,
     GrantCreate,
@@ -29,7 +19,17 @@ from tenancy.schemas import (
     TargetCreate,
     TenantCreate,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import (
+    allocations,
+    deploy,
+    deploy_sync,
+    fabrics,
+    shared_services,
+    snapshot_history,
+    tenants,
+    topology,
+)
 from tests.api.test_roce_deploy import LEAVES, three_leaf_inventory
 from tests.builders import ROCE_FABRIC, ROCE_FABRIC_SPEC, ROCE_STORAGE_NODES, SERVICE
 

@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
 from policies.errors import IsofabricError
-from tenancy import allocations, nodes, shared_services, tenants, topology, verification
-from tenancy.db import make_engine
+from tenancy.gate import verification
 from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services, tenants, topology
 from tests.builders import (
     FABRIC,
     PORT_GUIDS,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from policies.errors import ConflictError, InvalidValueError, NotFoundError
-from tenancy import fabrics, tenants
 from tenancy.schemas import PKeyRange, QosClassCreate, RoceFabricCreate, TenantCreate
+from tenancy.usecases import fabrics, tenants
 from tests.builders import ROCE_FABRIC_SPEC, audit_trail, fabric_spec, rows
 
 ACME = TenantCreate(name="acme", kind="external", qos_class="gold")

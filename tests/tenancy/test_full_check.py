@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tenancy import allocations
 from tenancy import models as m
-from tenancy.full_check import full_check, full_check_all, upgrade_digests
-from tenancy.lookups import fabric_named
+from tenancy.gate.full_check import full_check, full_check_all, upgrade_digests
 from tenancy.schemas import AllocationCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.lookups import fabric_named
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations
 from tests.builders import FABRIC
 
 

@@ -8,7 +8,7 @@ import pytest
 from policies.errors import ConflictError, IsolationViolationError, NotFoundError
 from policies.findings import Severity
 from policies.roce.parse_frr import parse_frr_conf
-from tenancy import allocations, nodes, shared_services, tenants, verification
+from tenancy.gate import verification
 from tenancy.schemas import (
     AllocationCreate,
     GrantCreate,
@@ -17,7 +17,8 @@ from tenancy.schemas import (
     ServiceCreate,
     TenantCreate,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services, tenants
 from tests.builders import (
     PORT_GUIDS,
     partition_members,

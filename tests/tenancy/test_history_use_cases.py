@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from policies.errors import NotFoundError
-from tenancy import allocations, shared_services
-from tenancy.history import AllocationState, GrantState
-from tenancy.uow import UnitOfWork
+from tenancy.store.history import AllocationState, GrantState
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, shared_services
 
 
 def allocation_ids(uow: UnitOfWork, tenant: str, state: AllocationState) -> list[str]:

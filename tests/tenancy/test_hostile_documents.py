@@ -8,7 +8,7 @@ import pytest
 
 from policies.errors import InputFormatError
 from policies.roce.parse_config_db import parse_config_db
-from tenancy.documents import parse_inventory
+from tenancy.store.documents import parse_inventory
 
 YAML = "application/yaml"
 JSON = "application/json"

@@ -17,13 +17,14 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import IdempotencyInProgressError
-from tenancy import allocations, idempotency
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.idempotency import IdempotencyClaim
+from tenancy.record import idempotency
+from tenancy.record.idempotency import IdempotencyClaim
 from tenancy.schemas import AllocationCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import FakeClock, rows, uow_onboard
 from tests.tenancy.test_races import UseCase, race
 

@@ -14,9 +14,10 @@ Policies (issue 13): the sequences also change the policy (dedicated leaves per 
 classes, service visibility, quotas, default grants), patch tenants and allocate named nodes,
 on the demo fabrics (every node on the same leaves) and on the rail-optimised example fabric
 (leaf groups), so the policy rules' counterexamples are cross-checked too: a scoped change under
-a dedicated-leaf policy must see the other tenants on its leaves (tenancy/snapshot/leaves.py).
-They also peer tenants and end peerings: a change to one side is verified with the other side's
-ports (`widen` reads the peers), including a peering's P_Key over the budget of 3.
+a dedicated-leaf policy must see the other tenants on its leaves
+(tenancy/record/snapshot/leaves.py). They also peer tenants and end peerings: a change to one side
+is verified with the other side's ports (`widen` reads the peers), including a peering's P_Key over
+the budget of 3.
 """
 
 from __future__ import annotations
@@ -33,19 +34,27 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from policies.errors import IsofabricError, IsolationViolationError
-from tenancy import allocations, nodes, peerings, policy, shared_services, tenant_patch, tenants
 from tenancy import models as m
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
-from tenancy.lookups import fabric_named
+from tenancy.record.snapshot import load_snapshot
 from tenancy.schemas import AllocationCreate, GrantCreate, NodePatch, ServiceCreate, TenantCreate
 from tenancy.schemas.peerings import PeeringCreate
 from tenancy.schemas.policy import PolicyDocument
 from tenancy.schemas.tenants import TenantPatch
-from tenancy.settings import Settings
-from tenancy.snapshot import load_snapshot
+from tenancy.store.db import make_engine
+from tenancy.store.lookups import fabric_named
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
 from tenancy.technology import verify_snapshot
-from tenancy.uow import UnitOfWork
+from tenancy.usecases import (
+    allocations,
+    nodes,
+    peerings,
+    policy,
+    shared_services,
+    tenant_patch,
+    tenants,
+)
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import (
     FABRIC,
     REPO,

@@ -22,19 +22,7 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import ConflictError
-from tenancy import (
-    allocations,
-    fabrics,
-    nodes,
-    proofs,
-    shared_services,
-    tenants,
-    tokens,
-    verification,
-)
-from tenancy import topology as topology_use_cases
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
+from tenancy.gate import verification
 from tenancy.schemas import (
     AllocationCreate,
     GrantCreate,
@@ -43,8 +31,12 @@ from tenancy.schemas import (
     TenantCreate,
     TokenCreate,
 )
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, fabrics, nodes, proofs, shared_services, tenants, tokens
+from tenancy.usecases import topology as topology_use_cases
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import fabric_spec, generated_topology, rows
 from tests.tenancy.test_races import race
 

@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import ConflictError
-from tenancy import allocations, nodes, shared_services, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
     NodePatch,
@@ -23,7 +22,8 @@ from tenancy.schemas import (
     TenantCreate,
     TopologyImportResult,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services, tenants, topology
 from tests.builders import (
     FABRIC,
     PORT_GUIDS,

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from policies.errors import ConflictError, NotFoundError
-from tenancy import allocations, nodes, shared_services
 from tenancy.schemas import AllocationCreate, NodePatch, ServiceCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services
 from tests.builders import audit_trail
 
 GUID = re.compile(r"^0x[0-9a-f]{16}$")

@@ -1,11 +1,12 @@
-"""Verification timings reach the observers installed for the engine (tenancy/observers.py)."""
+"""Verification timings reach the observers installed for the engine
+(tenancy/store/observers.py)."""
 
 from __future__ import annotations
 
 import gc
 
-from tenancy.full_check import full_check
-from tenancy.observers import FULL, observe_verifications
+from tenancy.gate.full_check import full_check
+from tenancy.store.observers import FULL, observe_verifications
 from tests.builders import FABRIC
 
 

@@ -8,9 +8,10 @@ import dataclasses
 import pytest
 
 from policies.errors import ConflictError, PoolExhaustedError
-from tenancy import allocations, nodes, shared_services, tenants, verification
+from tenancy.gate import verification
 from tenancy.schemas import AllocationCreate, GrantCreate, SegmentView, TenantCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, shared_services, tenants
 from tests.builders import (
     PORT_GUIDS,
     QUARANTINE_SECONDS,

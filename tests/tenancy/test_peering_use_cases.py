@@ -11,16 +11,17 @@ from sqlalchemy import Engine
 
 from policies.errors import ConflictError, InvalidValueError, IsolationViolationError, NotFoundError
 from policies.verdict import Rule
-from tenancy import allocations, peerings, policy, tenant_patch, tenants, verification
 from tenancy import models as m
-from tenancy.lookups import fabric_named
+from tenancy.gate import verification
+from tenancy.record.snapshot import load_snapshot
 from tenancy.schemas import AllocationCreate, SegmentView, TenantCreate
 from tenancy.schemas.peerings import PeeringCreate, PeeringView
 from tenancy.schemas.policy import PolicyDocument
 from tenancy.schemas.tenants import TenantPatch
-from tenancy.snapshot import load_snapshot
+from tenancy.store.lookups import fabric_named
+from tenancy.store.uow import UnitOfWork
 from tenancy.technology import verify_snapshot
-from tenancy.uow import UnitOfWork
+from tenancy.usecases import allocations, peerings, policy, tenant_patch, tenants
 from tests.builders import (
     FABRIC,
     PORT_GUIDS,

@@ -18,12 +18,13 @@ from sqlmodel import select
 
 from policies.errors import ConflictError, NoPlacementError
 from policies.policy import DEFAULT_POLICY, Isolation, KindPolicy, Policy
-from tenancy import allocations, nodes, placement, shared_services, tenants, verification
 from tenancy import models as m
-from tenancy.policy import put_policy
+from tenancy.gate import verification
 from tenancy.schemas import AllocationCreate, NodePatch, ServiceCreate, TenantCreate
 from tenancy.schemas.policy import PolicyDocument
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, placement, shared_services, tenants
+from tenancy.usecases.policy import put_policy
 from tests.builders import REPO, dump_database, uow_create_fabric, uow_create_roce_fabric
 
 IB_RAIL = "ib-rail"

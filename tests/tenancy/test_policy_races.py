@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import ConflictError
-from tenancy import fabrics, policy, topology
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
 from tenancy.schemas.policy import PolicyDocument
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import fabrics, policy, topology
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import fabric_spec, generated_topology, rows
 
 WRITERS = 4

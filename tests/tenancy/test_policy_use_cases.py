@@ -9,22 +9,15 @@ from typing import Any
 import pytest
 
 from policies.errors import ConflictError, IsolationViolationError, NotFoundError
-from tenancy import (
-    allocations,
-    changesets,
-    full_check,
-    policy,
-    shared_services,
-    tenant_patch,
-    tenants,
-)
+from tenancy.gate import full_check
+from tenancy.gate.what_if import DryRunDone
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tenancy.schemas.changesets import ChangeSetCreate
 from tenancy.schemas.policy import PolicyDocument
 from tenancy.schemas.tenants import TenantPatch
 from tenancy.schemas.what_if import DryRunView
-from tenancy.uow import UnitOfWork
-from tenancy.what_if import DryRunDone
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, changesets, policy, shared_services, tenant_patch, tenants
 from tests.builders import FABRIC, audit_trail, rows
 
 ONE_NODE = AllocationCreate(fabric=FABRIC, count=1)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from policies.errors import PortMovedError
-from tenancy import allocations, nodes, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
     NodePatch,
@@ -21,7 +20,8 @@ from tenancy.schemas import (
     TenantCreate,
     TopologyImportResult,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, nodes, tenants, topology
 from tests.builders import (
     FABRIC,
     PORT_GUIDS,

@@ -14,9 +14,10 @@ import pytest
 from sqlalchemy import Engine, text
 
 from policies.errors import ArtifactHazardError
-from tenancy import nodes, topology, verification
+from tenancy.gate import verification
 from tenancy.schemas import NicChange, TopologyPortChange
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import nodes, topology
 from tests.builders import FABRIC, PORT_GUIDS, example_topology, without_hosts
 
 ACME_PORT = "0x0000000000100003"  # gpu0001 mlx5_0 port 1, allocated to acme

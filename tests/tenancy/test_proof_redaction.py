@@ -15,9 +15,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from policies.errors import NotFoundError
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import View, check_claims, verify_envelope
-from tenancy import proofs, shared_services, signing_keys, verification
+from tenancy.gate import verification
 from tenancy.schemas import GrantCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import proofs, shared_services, signing_keys
 from tests.builders import FABRIC, ROCE_FABRIC, SERVICE
 
 

@@ -14,8 +14,9 @@ from policies.errors import InvalidValueError, IsolationViolationError, NotFound
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.proofs import PREDICATE_TYPE, verify_envelope
 from policies.verdict import Verdict
-from tenancy import proofs, signing_keys, verification
-from tenancy.uow import UnitOfWork
+from tenancy.gate import verification
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import proofs, signing_keys
 from tests.builders import FABRIC, audit_trail
 
 

@@ -2,7 +2,7 @@
 
 Each fabric's lock serialises changes on that fabric only: two allocations of one tenant on two
 fabrics would each count the other's nodes as not yet held and both pass. The quota lock
-(tenancy/locks.py `lock_tenant_quota`) makes the second count after the first committed.
+(tenancy/store/locks.py `lock_tenant_quota`) makes the second count after the first committed.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import IsolationViolationError
-from tenancy import allocations, fabrics, policy, tenants, topology
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
 from tenancy.schemas import AllocationCreate, TenantCreate
 from tenancy.schemas.policy import PolicyDocument
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, fabrics, policy, tenants, topology
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import fabric_spec, generated_topology, rows
 
 FABRICS = ("ib-a", "ib-b")

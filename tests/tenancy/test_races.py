@@ -18,12 +18,12 @@ import pytest
 from sqlalchemy import Engine, event, text
 
 from policies.errors import ConflictError
-from tenancy import allocations, fabrics, shared_services, tenants
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
 from tenancy.schemas import AllocationCreate, GrantCreate, ServiceCreate, TenantCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, fabrics, shared_services, tenants
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import FakeClock, dump_database, fabric_spec, rows, uow_onboard
 
 UseCase = Callable[[UnitOfWork], Any]

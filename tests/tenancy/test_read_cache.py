@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tenancy.read_cache import CachedFile, Entry, ReadCache, ReadKey, fingerprint
+from tenancy.store.read_cache import CachedFile, Entry, ReadCache, ReadKey, fingerprint
 
 
 def key(n: int) -> ReadKey:

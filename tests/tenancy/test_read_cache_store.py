@@ -13,13 +13,16 @@ import pytest
 from sqlalchemy import func, update
 from sqlmodel import col, select
 
-from tenancy import cached_reads, key_store, read_cache_store, shared_services, verification
 from tenancy import models as m
-from tenancy.db import make_engine
-from tenancy.read_cache import Entry, ReadCache, ReadKey
+from tenancy.gate import cached_reads, verification
+from tenancy.record import read_cache_store
 from tenancy.schemas import GrantCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store import key_store
+from tenancy.store.db import make_engine
+from tenancy.store.read_cache import Entry, ReadCache, ReadKey
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import shared_services
 from tests.builders import ARTIFACT_PATHS, FakeClock
 from tests.keys import key_settings
 

@@ -1,7 +1,7 @@
 """Read-only transactions refuse writes on both backends, and leave no trace on the connection.
 
-SQLite runs them as a deferred BEGIN under ``PRAGMA query_only`` (tenancy/db.py), PostgreSQL as
-READ ONLY: a use case marked read-only that wrote would fail in the suite on either backend
+SQLite runs them as a deferred BEGIN under ``PRAGMA query_only`` (tenancy/store/db.py), PostgreSQL
+as READ ONLY: a use case marked read-only that wrote would fail in the suite on either backend
 instead of silently taking the write lock (issue 10, item 10).
 """
 
@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
 
 
 def test_a_write_in_a_read_only_transaction_fails_and_changes_nothing(uow: UnitOfWork):

@@ -1,4 +1,5 @@
-"""What /readyz checks (tenancy/readiness.py): the database's schema revision and the keys."""
+"""What /readyz checks (tenancy/usecases/readiness.py): the database's schema revision and the
+keys."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 from sqlalchemy import text
 
 from policies.errors import NotReadyError
-from tenancy import readiness
-from tenancy.bootstrap import head_revision, prepare_database
-from tenancy.db import make_engine
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import readiness
+from tenancy.usecases.bootstrap import head_revision, prepare_database
 from tests.keys import key_settings, register_key
 
 

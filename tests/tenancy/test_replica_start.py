@@ -21,12 +21,13 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
-from tenancy import audit_log, scheduler, tenants
-from tenancy.bootstrap import database_revision, head_revision, prepare_database
-from tenancy.db import make_engine
+from tenancy.record import audit_log
 from tenancy.schemas import TenantCreate
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import scheduler, tenants
+from tenancy.usecases.bootstrap import database_revision, head_revision, prepare_database
 from tests.builders import FakeClock, rows
 from tests.keys import key_settings, register_key
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlmodel import col, select
 
-from api.cli.collect_roce import observation_document
+from cli.collect_roce import observation_document
 from policies.errors import InvalidValueError
 from policies.node_state import NodeState
 from policies.roce.observed import (
@@ -24,10 +24,10 @@ from policies.roce.observed import (
 )
 from policies.roce.parse_frr import parse_frr_conf
 from tenancy import models as m
-from tenancy import verification
-from tenancy.roce_observations import observe_leaf
+from tenancy.gate import verification
 from tenancy.schemas import RoceObservationCreate, RoceObservationView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.roce_observations import observe_leaf
 from tests.builders import ROCE_FABRIC, RoceOnboarded, uow_artifact_text
 
 LEAF = "leaf01"

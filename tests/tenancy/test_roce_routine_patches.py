@@ -1,10 +1,10 @@
 """Routine onboarding and offboarding change no declared CONFIG_DB key on any RoCE leaf.
 
 Every QoS class with RoCE parameters is in the snapshot whether a tenant uses it or not
-(tenancy/snapshot/roce.py), so the fabric-wide DSCP map, schedulers, queues, PFC and buffers stay
-as they are; the owned part of each leaf's patch (policies/roce/patch.py) is exactly the
+(tenancy/record/snapshot/roce.py), so the fabric-wide DSCP map, schedulers, queues, PFC and buffers
+stay as they are; the owned part of each leaf's patch (policies/roce/patch.py) is exactly the
 tenant's VRF, VLANs, members, tunnel maps, SVIs and host-port QoS bindings. On the demo fabric
-(tenancy/demo.py) and on the builders' onboarding (`roce_onboarded`).
+(tenancy/usecases/demo.py) and on the builders' onboarding (`roce_onboarded`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from policies.roce.model import RoceSnapshot, VrfSegment
 from policies.roce.ownership import leaf_ownership
 from policies.roce.patch import apply_patch, leaf_patch, owned_entries
 from policies.roce.render_sonic import ConfigDb, render_config_db
-from tenancy import allocations, tenants
-from tenancy.db import make_engine
-from tenancy.lookups import fabric_named
+from tenancy.record.snapshot.roce import load_roce_snapshot
 from tenancy.schemas import AllocationCreate, QosClassCreate, TenantCreate
-from tenancy.settings import Settings
-from tenancy.snapshot.roce import load_roce_snapshot
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.lookups import fabric_named
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, tenants
 from tests.demo_db import demo_database
 
 FABRIC = "roce-west"

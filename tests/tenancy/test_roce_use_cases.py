@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from policies.errors import InvalidValueError, PoolExhaustedError
-from tenancy import allocations, fabrics, shared_services, tenants, topology
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -18,7 +17,8 @@ from tenancy.schemas import (
     ServiceCreate,
     TenantCreate,
 )
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, fabrics, shared_services, tenants, topology
 from tests.builders import ROCE_FABRIC_SPEC, roce_inventory, rows
 
 

@@ -1,4 +1,4 @@
-"""The verdict a page shows now (tenancy/shown_verdict.py): the current state's when cached,
+"""The verdict a page shows now (tenancy/gate/shown_verdict.py): the current state's when cached,
 else the newest cached earlier state's (from memory, or on PostgreSQL the replicas' shared
 store), named by its own digest and never as current; computed only when none is cached."""
 
@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from policies.errors import NotFoundError
-from tenancy import cached_reads, shared_services, shown_verdict
-from tenancy.db import make_engine
-from tenancy.read_cache import ReadCache
+from tenancy.gate import cached_reads, shown_verdict
 from tenancy.schemas import GrantCreate, VerificationView
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.read_cache import ReadCache
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import shared_services
 from tests.builders import FakeClock
 from tests.keys import key_settings
 

@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import Engine
 
 from policies.errors import AuthenticationError
-from tenancy import tenants, tokens
-from tenancy.bootstrap import prepare_database
-from tenancy.db import make_engine
 from tenancy.schemas import TenantCreate, TokenCreate, TokenCreated, TokenView
-from tenancy.settings import Settings
-from tenancy.uow import UnitOfWork
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import tenants, tokens
+from tenancy.usecases.bootstrap import prepare_database
 from tests.builders import audit_trail, rows
 from tests.tenancy.test_races import race
 

@@ -10,9 +10,9 @@ import pydantic
 import pytest
 
 from policies.errors import NotFoundError
-from tenancy import tokens
 from tenancy.schemas import TokenCreate
-from tenancy.uow import Principal, UnitOfWork
+from tenancy.store.uow import Principal, UnitOfWork
+from tenancy.usecases import tokens
 from tests.builders import audit_trail, rows
 
 

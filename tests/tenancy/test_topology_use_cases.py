@@ -15,9 +15,9 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
-from tenancy import fabrics, ib_topology, nodes, shared_services, topology
 from tenancy.schemas import NicChange, PortView, RoceFabricCreate, TopologyPortChange
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import fabrics, ib_topology, nodes, shared_services, topology
 from tests.builders import (
     PORT_GUIDS,
     ROCE_FABRIC_SPEC,

@@ -12,9 +12,9 @@ import pytest
 
 from policies.errors import InvalidValueError, NotFoundError
 from policies.usage import FINALITY_GRACE_SECONDS, FOCUS_COLUMNS
-from tenancy import allocations, shared_services, usage
 from tenancy.schemas import UsageRecordView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, shared_services, usage
 from tests.builders import FakeClock, Onboarded
 
 FROM = datetime(2026, 3, 1, tzinfo=UTC)

@@ -8,9 +8,9 @@ import pytest
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, IsolationViolationError
-from tenancy import allocations, grant_records, shared_services, tenants
 from tenancy import models as m
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
+from tenancy.usecases import allocations, grant_records, shared_services, tenants
 from tests.builders import FABRIC, SERVICE, rows
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -15,16 +15,8 @@ from policies.errors import (
     NotFoundError,
     PoolExhaustedError,
 )
-from tenancy import (
-    allocations,
-    fabrics,
-    models,
-    nodes,
-    shared_services,
-    tenants,
-    topology,
-    verification,
-)
+from tenancy import models
+from tenancy.gate import verification
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -34,6 +26,7 @@ from tenancy.schemas import (
     ServiceCreate,
     TenantCreate,
 )
+from tenancy.usecases import allocations, fabrics, nodes, shared_services, tenants, topology
 from tests.builders import (
     DEFAULT_PARTITION_LINE,
     QUARANTINE_SECONDS,

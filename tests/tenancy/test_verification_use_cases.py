@@ -11,9 +11,10 @@ import pytest
 
 from policies.errors import IsolationViolationError, NotFoundError
 from policies.verdict import Verdict
-from tenancy import allocations, shared_services, tenants, verification
+from tenancy.gate import verification
 from tenancy.schemas import AllocationCreate, GrantCreate, QosClassCreate, TenantCreate
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import allocations, shared_services, tenants
 from tests.builders import (
     ARTIFACT_PATHS,
     DEFAULT_PARTITION_LINE,

@@ -15,11 +15,11 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from api.app import create_app
-from tenancy import tokens
-from tenancy.db import make_engine
 from tenancy.schemas import TokenCreate
-from tenancy.settings import Settings
-from tenancy.uow import Clock, UnitOfWork, system_clock
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import Clock, UnitOfWork, system_clock
+from tenancy.usecases import tokens
 from tests.demo_db import demo_database
 from tests.keys import keys_create
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tenancy import proofs
 from tenancy.schemas import ProofCreated
+from tenancy.usecases import proofs
 from tests.live_server import live_server
 from tests.ui.browser import PageGuard
 from tests.ui.console_site import ConsoleSite, console_site

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, Route, expect
 
 from policies.evidence.merkle import inclusion_proof, leaf_hash, root_hash
-from tenancy import audit_log
+from tenancy.record import audit_log
 from tests.ui import evidence_site
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite
@@ -154,7 +154,7 @@ def test_entries_are_paged_and_the_inclusion_proof_is_the_apis(site: ConsoleSite
 
 
 def test_the_newest_page_ends_with_the_newest_entry(site: ConsoleSite):
-    from tenancy import proofs
+    from tenancy.usecases import proofs
 
     for _ in range(30):  # each proof issued is an audit entry
         proofs.issue(site.uow(), tenant_name="acme", fabric_name="ib-east")
@@ -174,7 +174,7 @@ def test_the_newest_page_ends_with_the_newest_entry(site: ConsoleSite):
 
 
 def test_without_the_signing_key_the_entries_still_show(site: ConsoleSite):
-    from tenancy.settings import Settings
+    from tenancy.store.settings import Settings
 
     key_file = Settings(database_url=site.url).signing_key_path
     assert key_file is not None and key_file.exists()

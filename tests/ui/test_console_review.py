@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 
-from tenancy import tokens
-from tenancy.pagination import encode_cursor
 from tenancy.schemas import TokenCreate
+from tenancy.store.pagination import encode_cursor
+from tenancy.usecases import tokens
 from tests.builders import dump_database
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import csrf_of

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from tenancy import tokens
+from tenancy.usecases import tokens
 from tests.builders import FakeClock
 from tests.ui.console_site import ConsoleSite
 

@@ -21,8 +21,8 @@ from playwright.sync_api import Page, Route, expect
 
 from api.ui.pages.proof_claims import readable_claims, statement_of
 from policies.evidence.dsse import sign_envelope
-from tenancy import proofs, signing_keys
 from tenancy.schemas import ProofCreated
+from tenancy.usecases import proofs, signing_keys
 from tests.ui import evidence_site
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite

@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from api.ui.pages.fabrics import human_duration, pool_row, verdict_of
-from tenancy import deploy, deploy_sync
-from tenancy.monitoring import FabricState, PoolUse
 from tenancy.schemas import ReportCreate, TargetCreate
+from tenancy.usecases import deploy, deploy_sync
+from tenancy.usecases.monitoring import FabricState, PoolUse
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import sign_in as client_sign_in

@@ -12,11 +12,11 @@ from playwright.sync_api import Page, expect
 
 from api.ui import fabric_map_view as fv
 from api.ui.pages.fabric_map import NO_RAIL, detail_leaves, map_context
-from tenancy.allocations import allocate
-from tenancy.fabric_map import FREE, FabricLayout, LeafUse, PortUse, hca_index
-from tenancy.fabrics import create_fabric
 from tenancy.schemas import AllocationCreate, FabricCreate, PKeyRange
-from tenancy.topology import import_topology
+from tenancy.usecases.allocations import allocate
+from tenancy.usecases.fabric_map import FREE, FabricLayout, LeafUse, PortUse, hca_index
+from tenancy.usecases.fabrics import create_fabric
+from tenancy.usecases.topology import import_topology
 from tests.benchmarks.bench_scale import HCAS, LEAF_PORTS, ibnetdiscover_text
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite

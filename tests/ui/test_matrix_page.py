@@ -17,8 +17,8 @@ from api.ui import isolation_matrix as mx
 from policies.model import Owner
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Rule, Verdict
 from tenancy import technology
+from tenancy.record.snapshot import Snapshot
 from tenancy.schemas import VerificationView
-from tenancy.snapshot import Snapshot
 from tests.live_server import live_server
 from tests.ui.browser import PageGuard, screenshot
 from tests.ui.console_site import ConsoleSite
@@ -106,7 +106,7 @@ def violated(site: ConsoleSite, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
             rules=verdict.rules,
         )
 
-    monkeypatch.setattr("tenancy.cached_reads.verify_snapshot", with_violation)
+    monkeypatch.setattr("tenancy.gate.cached_reads.verify_snapshot", with_violation)
     with live_server(site.app()) as url:
         yield url
 

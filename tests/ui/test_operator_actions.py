@@ -14,9 +14,10 @@ import pytest
 from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
-from api.cli import DEMO_TOPOLOGY
-from tenancy import allocations, audit_log, nodes, shared_services, tenants
+from cli import DEMO_TOPOLOGY
+from tenancy.record import audit_log
 from tenancy.schemas import GrantCreate, NodePatch, ServiceCreate, TenantCreate
+from tenancy.usecases import allocations, nodes, shared_services, tenants
 from tests.builders import dump_database, uow_create_fabric
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite

@@ -17,9 +17,10 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from api.app import create_app
-from tenancy import shared_services, verdict_warmth
+from tenancy.gate import verdict_warmth
 from tenancy.schemas import GrantCreate
-from tenancy.settings import Settings
+from tenancy.store.settings import Settings
+from tenancy.usecases import shared_services
 from tests.ui.browser import screenshot
 from tests.ui.console_site import ConsoleSite
 from tests.ui.test_console_session import sign_in as client_sign_in

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
 from api.ui.usage_chart import chart_data, usage_window
-from tenancy import proofs
+from tenancy.usecases import proofs
 from tests.live_server import live_server
 from tests.ui.browser import screenshot
 from tests.ui.conftest import LiveConsole

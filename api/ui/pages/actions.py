@@ -30,9 +30,10 @@ from api.ui.flash import redirect_with_flash
 from api.ui.render import render
 from api.ui.session import CSRF_FIELD
 from policies.errors import ConflictError, IsolationViolationError, NotFoundError
-from tenancy import audit_log, fabrics, shared_services, tenants
-from tenancy.pagination import MAX_LIMIT
-from tenancy.uow import UnitOfWork
+from tenancy.record import audit_log
+from tenancy.store.pagination import MAX_LIMIT
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import fabrics, shared_services, tenants
 
 router = console_router()
 # The confirmation posts the audit log's length its what-if saw; the commit runs only if the

@@ -1,7 +1,7 @@
 """The audit log page (/ui/audit-log): entries, the latest signed checkpoint, inclusion checks.
 
 The entries and the checkpoint come from the use cases of GET /v1/audit/entries and GET
-/v1/audit/checkpoint (tenancy/audit_log.py); asking for the checkpoint signs one when the log
+/v1/audit/checkpoint (tenancy/record/audit_log.py); asking for the checkpoint signs one when the log
 has grown since the last, as the API does. Each entry has a "Check inclusion" button
 (static/audit-log.js): the browser verifies the checkpoint's C2SP signature with the published
 keys, recomputes the entry's leaf hash from the entry shown and walks the RFC 9162 inclusion
@@ -21,15 +21,16 @@ from api.ui.deps import ConsoleUow, console_router
 from api.ui.pages.proof_claims import keys_for_browser
 from api.ui.render import SECURITY_HEADERS, render
 from policies.errors import KeyUnavailableError
-from tenancy import audit_log, signing_keys
-from tenancy.pagination import encode_cursor
+from tenancy.record import audit_log
 from tenancy.schemas import CheckpointView
-from tenancy.uow import UnitOfWork
+from tenancy.store.pagination import encode_cursor
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import signing_keys
 
 router = console_router()
 
 PAGE_SIZE = 25
-MAX_INDEX = 10**18 - 1  # the most digits an audit-log cursor holds (tenancy/audit_log.py)
+MAX_INDEX = 10**18 - 1  # the most digits an audit-log cursor holds (tenancy/record/audit_log.py)
 
 
 @router.get("/audit-log")

@@ -27,10 +27,10 @@ from api.ui.pages.proof_claims import keys_for_browser, readable_claims, signer_
 from api.ui.render import SECURITY_HEADERS, render
 from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
 from policies.errors import ForbiddenError
-from tenancy import signing_keys, snapshot_history
-from tenancy.pagination import DEFAULT_LIMIT
 from tenancy.schemas import SNAPSHOT_DIGEST_PATTERN
-from tenancy.uow import Principal
+from tenancy.store.pagination import DEFAULT_LIMIT
+from tenancy.store.uow import Principal
+from tenancy.usecases import signing_keys, snapshot_history
 
 router = console_router()
 

@@ -1,7 +1,7 @@
 """The fabric map (/ui/fabrics/{fabric}/map): switches, leaves by rail, ports coloured by owner.
 
-Two aggregate reads (tenancy/fabric_map.py): host ports per leaf and owner, then port by port
-only for the leaves drawn in detail; no snapshot is loaded. api/ui/fabric_map_view.py decides
+Two aggregate reads (tenancy/usecases/fabric_map.py): host ports per leaf and owner, then port by
+port only for the leaves drawn in detail; no snapshot is loaded. api/ui/fabric_map_view.py decides
 what is drawn (port by port up to 64 leaves, else one cell per leaf with drill-downs).
 """
 
@@ -17,7 +17,8 @@ from api.deps import SLUG
 from api.ui import fabric_map_view as fv
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.render import render
-from tenancy.fabric_map import (
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.fabric_map import (
     FabricLayout,
     LeafUse,
     PortUse,
@@ -25,7 +26,6 @@ from tenancy.fabric_map import (
     leaf_use,
     tenant_ports,
 )
-from tenancy.uow import UnitOfWork
 
 router = console_router()
 

@@ -1,8 +1,8 @@
 """The fabrics overview (/ui, /ui/fabrics): per fabric its verdict, pools, nodes, deploy sync.
 
-It reads exactly what GET /metrics reads (tenancy/monitoring.py `service_state`): one read-only
-transaction of aggregate queries plus the read cache; it never loads a snapshot, verifies or
-renders, so it costs the same on a 100k-port fabric as on the demo. This module turns that
+It reads exactly what GET /metrics reads (tenancy/usecases/monitoring.py `service_state`): one
+read-only transaction of aggregate queries plus the read cache; it never loads a snapshot, verifies
+or renders, so it costs the same on a 100k-port fabric as on the demo. This module turns that
 state into what the template shows (labels, fractions, durations); the template draws it.
 """
 
@@ -18,8 +18,14 @@ from starlette.responses import Response
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.render import render
 from policies.node_state import NodeState
-from tenancy.monitoring import FabricState, PoolUse, ServiceState, TargetSync, service_state
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.monitoring import (
+    FabricState,
+    PoolUse,
+    ServiceState,
+    TargetSync,
+    service_state,
+)
 
 router = console_router()
 

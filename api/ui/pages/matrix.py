@@ -1,13 +1,13 @@
 """The isolation matrix (/ui/fabrics/{fabric}/matrix) and its counterexamples, the auditor's pages.
 
-Both read the verdict GET /v1/fabrics/{fabric}/verification serves (tenancy/cached_reads.py:
+Both read the verdict GET /v1/fabrics/{fabric}/verification serves (tenancy/gate/cached_reads.py:
 computed once per committed state, then cached), plus the fabric's owners (one small query);
 api/ui/isolation_matrix.py turns the verdict into cells.
 
 In the seconds after a change the current state's verdict is not cached yet (a whole
 verification: 3.5 s to 10 s on the 100k-port benchmark fabric, issue 15 item 4), so the pages
 show the newest cached verdict of an earlier state, under a banner naming both states
-(tenancy/shown_verdict.py), wake the verdict warmer, and poll `.../matrix/status` (static
+(tenancy/gate/shown_verdict.py), wake the verdict warmer, and poll `.../matrix/status` (static
 verdict-refresh.js) to reload once the current verdict is ready. Only a fabric with no cached
 verdict at all (the first load) is verified here.
 """
@@ -25,10 +25,10 @@ from starlette.responses import JSONResponse, Response
 from api.ui import isolation_matrix as mx
 from api.ui.deps import ConsoleUow, console_router
 from api.ui.render import render
-from tenancy import shown_verdict, verdict_warmth
-from tenancy.fabric_map import fabric_owners
+from tenancy.gate import shown_verdict, verdict_warmth
 from tenancy.schemas import VerificationView
-from tenancy.uow import UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.fabric_map import fabric_owners
 
 log = logging.getLogger(__name__)
 router = console_router()

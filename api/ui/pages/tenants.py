@@ -18,7 +18,7 @@ from api.ui.deps import ConsolePrincipal, ConsoleUow, console_router
 from api.ui.flash import render_with_flash
 from api.ui.tenant_page import may, tenant_page
 from policies.authz import GLOBAL_DOMAIN, Role
-from tenancy import tenants
+from tenancy.usecases import tenants
 
 router = console_router()
 PAGE_SIZE = 100

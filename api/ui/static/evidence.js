@@ -1,6 +1,6 @@
 // isofabric console: "Verify in the browser" for an isolation proof (a DSSE envelope).
 //
-// The steps are those of `isofabric proof verify` (api/cli/proofs.py) up to the subjects:
+// The steps are those of `isofabric proof verify` (cli/proofs.py) up to the subjects:
 // the envelope's form, the signing key among the service's published keys (/v1/keys), the
 // Ed25519 signature over the DSSE PAE, the in-toto Statement, then each subject artifact fetched
 // from this origin (the files of the proof's snapshot) and hashed with SHA-256. The claims'

@@ -2,7 +2,7 @@
 
 Also the agent token's fabric and target, and a draining node's snapshot. The history is
 backfilled from the audit log: every entry whose fabric digest differs from that fabric's
-previous one is a snapshot (the same rule `tenancy.snapshot_history.record` applies from now on).
+previous one is a snapshot (the same rule `tenancy.usecases.snapshot_history.record` applies from now on).
 
 Revision ID: 0013
 Revises: 0012

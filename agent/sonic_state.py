@@ -1,0 +1,53 @@
+"""What the SONiC leaf agent remembers between restarts: ``<state-dir>/isofabric-agent-sonic.json``.
+
+* ``sequence``: the highest manifest ``sequence`` applied (either phase) or found in place; a
+  manifest with a lower one is refused (a replay, or a stale server);
+* ``applied_digest``: the snapshot last applied in phase 2 (a rollback restores it: its report
+  names it as observed).
+
+Whether the leaf holds a snapshot is never taken from here: the agent reads CONFIG_DB and FRR.
+The file is written atomically; an unreadable one counts as empty.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agent.state import write_json_atomically
+
+SONIC_STATE_FILE = "isofabric-agent-sonic.json"
+
+
+@dataclass
+class SonicState:
+    """Everything in the state file."""
+
+    sequence: int | None = None
+    applied_digest: str | None = None
+
+
+def load_sonic_state(state_dir: Path) -> SonicState:
+    """The state in `state_dir`; an empty state when the file is absent or unreadable."""
+    try:
+        document = json.loads((state_dir / SONIC_STATE_FILE).read_text())
+        return SonicState(
+            sequence=_int_or_none(document.get("sequence")),
+            applied_digest=_str_or_none(document.get("applied_digest")),
+        )
+    except (OSError, ValueError, AttributeError):
+        return SonicState()
+
+
+def save_sonic_state(state_dir: Path, state: SonicState) -> None:
+    """Write the state file atomically."""
+    write_json_atomically(state_dir / SONIC_STATE_FILE, asdict(state))
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,7 +1,0 @@
-"""`isofabric agent`: deploy agents run on fabric hosts (defined in api/agent/command.py)."""
-
-from __future__ import annotations
-
-from api.agent.command import agent_app
-
-__all__ = ["agent_app"]

@@ -1,0 +1,68 @@
+"""`isofabric db upgrade|backup|restore`: migrate the database, copy it out and back in.
+
+Backup and restore use SQLite's online backup API on a SQLite database file; PostgreSQL has
+``pg_dump -Fc`` and ``pg_restore``. The key files are not in the database: back them up apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.options import DbOption, open_uow, settings_for
+
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOption = None) -> None:
+    """Create the database if it is missing, apply every migration, seed the QoS classes."""
+    open_uow(db, create=True)
+    typer.echo("database is at the latest schema")
+
+
+@db_app.command("backup")
+def db_backup(
+    file: Annotated[Path, typer.Argument(dir_okay=False, help="The backup file to create")],
+    db: DbOption = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists")] = False,
+) -> None:
+    """Copy the SQLite database into FILE (mode 0600), consistent even while the service runs.
+
+    FILE is a whole database on its own. The signing key, the keyring and the OpenSM secret are
+    not in it: back them up too, kept apart from it. PostgreSQL: use `pg_dump -Fc`.
+    """
+    from tenancy.store import backup
+
+    settings = settings_for(db)
+    copied = backup.backup(settings.database_url, file, replace=force)
+    typer.echo(f"backed up the database (schema revision {copied.revision}) to {copied.path}")
+    keys = (settings.signing_key_path, settings.keyring_path, settings.opensm_secret_path)
+    named = ", ".join(str(path) for path in keys if path is not None and path.exists())
+    if named:
+        typer.echo(f"not in the backup, back them up apart: {named}")
+
+
+@db_app.command("restore")
+def db_restore(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="A backup file")
+    ],
+    db: DbOption = None,
+) -> None:
+    """Replace the SQLite database with the backup FILE; stop the service first.
+
+    FILE must be an isofabric database this version knows; an older one needs
+    `isofabric db upgrade` afterwards. The key files are not in it. PostgreSQL: `pg_restore`.
+    """
+    from tenancy.store import backup
+
+    copied = backup.restore(settings_for(db).database_url, file)
+    typer.echo(f"restored {copied.path} from {file} (schema revision {copied.revision})")
+    if not copied.current:
+        typer.echo(
+            f"the database is at schema revision {copied.revision}, older than this version's "
+            f"{copied.head}: run `isofabric db upgrade`"
+        )

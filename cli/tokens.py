@@ -1,0 +1,115 @@
+"""`isofabric token create|list|revoke`: API tokens, minted and revoked on the database.
+
+With ``--url`` (or ``ISOFABRIC_URL``) the same commands go over REST (`cli.rest_counterparts`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli import rest_counterparts as rest
+from cli.client import JsonOption, LimitOption, TokenOption, UrlOption
+from cli.options import DbOption, open_uow
+
+token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args_is_help=True)
+
+
+@token_app.command("create")
+def token_create(
+    role: Annotated[
+        str,
+        typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer|agent"),
+    ],
+    name: Annotated[str, typer.Option("--name", help="A label for the token")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="The tenant (tenant roles only)")
+    ] = None,
+    fabric: Annotated[
+        str | None, typer.Option("--fabric", help="The fabric (agent role only)")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="The deploy target (agent role only)")
+    ] = None,
+    expires_in: Annotated[
+        int | None, typer.Option("--expires-in", help="Lifetime in seconds (default: none)")
+    ] = None,
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Mint an API token and print its secret (shown this once; only its hash is stored)."""
+    from datetime import UTC, datetime, timedelta
+
+    if rest.exclusive(url, db):
+        body = {"name": name, "role": role, "tenant": tenant, "fabric": fabric, "target": target}
+        rest.token_create(str(url), token, body, expires_in, as_json)
+        return
+
+    from pydantic import ValidationError
+
+    from tenancy.schemas import TokenCreate
+    from tenancy.usecases import tokens
+
+    expires_at = datetime.now(UTC) + timedelta(seconds=expires_in) if expires_in else None
+    try:
+        spec = TokenCreate.model_validate(
+            {
+                "name": name,
+                "role": role,
+                "tenant": tenant,
+                "fabric": fabric,
+                "target": target,
+                "expires_at": expires_at,
+            }
+        )
+    except ValidationError as error:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        typer.echo(f"error: invalid token request: {reasons}", err=True)
+        raise typer.Exit(2) from error
+    typer.echo(tokens.create_token(open_uow(db), spec=spec).token)
+
+
+@token_app.command("list")
+def token_list(
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+    limit: LimitOption = None,
+) -> None:
+    """Print every token (never its secret): JSON Lines; over REST a table, or --json."""
+    from tenancy.usecases import tokens
+
+    if rest.exclusive(url, db):
+        rest.token_list(str(url), token, as_json, limit)
+        return
+
+    uow, cursor = open_uow(db), None
+    while True:
+        page = tokens.list_tokens(uow, limit=1000, cursor=cursor)
+        for view in page.data:
+            typer.echo(view.model_dump_json())
+        if page.next is None:
+            return
+        cursor = page.next
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument()],
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Revoke a token by id."""
+    from tenancy.usecases import tokens
+
+    if rest.exclusive(url, db):
+        rest.token_revoke(str(url), token, token_id)
+        return
+
+    tokens.revoke_token(open_uow(db), token_id=token_id)
+    typer.echo(f"revoked {token_id}")

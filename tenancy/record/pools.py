@@ -1,0 +1,334 @@
+"""Race-free P_Key claims with quarantine.
+
+A claim is a `segment` row; the unique (fabric, kind, value) constraint is the backstop. Two
+processes that pick the same free key both INSERT it: the database lets one win, the loser's
+insert does nothing and it retries with a fresh view of the claimed keys (PostgreSQL READ
+COMMITTED sees the winner's row once it commits). Released keys stay claimed as ``quarantined``
+until the quarantine has passed, so a key is never handed to a new owner while old configs may
+still use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Integer,
+    Select,
+    String,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    literal,
+    update,
+)
+from sqlalchemy import select as core_select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.dml import ReturningInsert
+from sqlmodel import Session, col
+
+from policies.errors import ConflictError, PoolExhaustedError
+from policies.infiniband.model import format_pkey
+from tenancy import models as m
+from tenancy.models.columns import UtcDateTime
+from tenancy.store.db import expire_loaded
+from tenancy.store.tx_memo import memo
+from tenancy.store.uow import Tx
+
+MAX_CLAIM_ATTEMPTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """An identifier pool of a fabric: `kind` names the uniqueness scope, `purpose` the use."""
+
+    kind: str
+    purpose: str
+    first: int
+    last: int
+    label: str
+
+    def show(self, value: int) -> str:
+        """A value as messages write it: P_Keys in hex (``0x0101``), the rest in decimal."""
+        return format_pkey(value) if self.kind == "pkey" else str(value)
+
+
+def pkey_pool(fabric: m.Fabric) -> Pool:
+    """The InfiniBand fabric's P_Key range as a pool (one P_Key per tenant or service)."""
+    return Pool("pkey", "pkey", fabric.pkey_first, fabric.pkey_last, "P_Key")
+
+
+def claim_pkey(
+    tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
+) -> int:
+    """Claim the lowest free key of the fabric's range for a tenant or a service; the key.
+
+    Raises:
+        PoolExhaustedError: every key of the range is active or still quarantined.
+    """
+    return claim(tx, fabric, pkey_pool(fabric), tenant_id=tenant_id, service_id=service_id)
+
+
+def claim(
+    tx: Tx,
+    fabric: m.Fabric,
+    pool: Pool,
+    *,
+    tenant_id: int | None = None,
+    service_id: int | None = None,
+) -> int:
+    """Claim the lowest free value of `pool` on the fabric for a tenant or a service.
+
+    Returns the value claimed. Within one transaction, claims of the same pool resume after the
+    previous claim instead of rescanning the pool (the memo's ``pool_hints``); the value is
+    still the lowest free one.
+
+    Raises:
+        PoolExhaustedError: every value of the pool is active or still quarantined.
+        ConflictError: concurrent claims took every value tried (retry the request).
+    """
+    owner = {"tenant_id": tenant_id, "service_id": service_id, "peering_id": None}
+    return _claim(tx, fabric, pool, owner)
+
+
+def claim_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
+    """`claim` for an accepted peering (its own partition's P_Key on InfiniBand)."""
+    return _claim(
+        tx, fabric, pool, {"tenant_id": None, "service_id": None, "peering_id": peering_id}
+    )
+
+
+def _claim(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | None]) -> int:
+    """`claim` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``)."""
+    tenant_id = owner["tenant_id"]
+    assert tenant_id is None or isinstance(tenant_id, int)
+    fabric_id = m.pk(fabric)
+    tx.session.flush()  # the statements below bypass the ORM: pending releases must be rows
+    _expire_quarantine(tx, fabric_id)
+    hints = memo(tx.session, "pool_hints")
+    key = (fabric_id, pool.kind, pool.first, pool.last)
+    values = {"fabric": fabric_id, "kind": pool.kind, "last": pool.last, "purpose": pool.purpose}
+    values |= {**owner, "created_at": tx.now}
+    for _ in range(MAX_CLAIM_ATTEMPTS):
+        start = hints.get(key, pool.first)
+        statement = _CLAIM[_postgresql(tx)]
+        claimed = tx.session.connection().execute(statement, values | {"start": start}).scalar()
+        if claimed is not None:
+            hints[key] = claimed + 1  # every value up to it is held now
+            _note_claim(tx, fabric_id, tenant_id, pool.purpose, claimed)
+            return int(claimed)
+        # Nothing was inserted: the pool is exhausted, or a concurrent claim took the value
+        # (or this owner's slot) first, and the next attempt sees it taken.
+        free = lowest_free(tx.session, fabric_id, pool, start)
+        if free is None:
+            raise PoolExhaustedError(
+                f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
+                f"on fabric '{fabric.name}' (released values are quarantined for "
+                f"{tx.settings.pkey_quarantine_seconds} s)",
+                fabric=fabric.name,
+            )
+        hints[key] = free
+    raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
+
+
+def _postgresql(tx: Tx) -> bool:
+    return tx.session.get_bind().dialect.name == "postgresql"
+
+
+def _claim_statement(postgresql: bool) -> ReturningInsert[int]:
+    """`claim`'s one statement for a dialect, built once: insert the lowest free value.
+
+    ``INSERT ... SELECT`` of `lowest_free`'s value with ``ON CONFLICT DO NOTHING`` (no savepoint
+    around a failing insert): it inserts nothing when the pool is exhausted or a unique key
+    refuses the value, and on PostgreSQL it waits for a concurrent claim of the same value to
+    commit or roll back. Returns the value claimed.
+    """
+    free = _LOWEST_FREE.subquery("free").c[0]
+    row = core_select(
+        bindparam("fabric", type_=Integer()),
+        bindparam("kind", type_=String()),
+        free,
+        bindparam("purpose", type_=String()),
+        literal("active"),
+        bindparam("tenant_id", type_=Integer()),
+        bindparam("service_id", type_=Integer()),
+        bindparam("peering_id", type_=String()),
+        bindparam("created_at", type_=UtcDateTime()),
+    ).where(free.is_not(None), free <= bindparam("last"))
+    columns = ["fabric_id", "kind", "value", "purpose", "state", "tenant_id", "service_id"]
+    columns.append("peering_id")
+    insert = postgresql_insert if postgresql else sqlite_insert
+    statement = insert(m.Segment).from_select([*columns, "created_at"], row)
+    return statement.on_conflict_do_nothing().returning(col(m.Segment.value))
+
+
+def lowest_free(session: Session, fabric_id: int, pool: Pool, start: int) -> int | None:
+    """The pool's lowest value from `start` on that no segment of the fabric holds, or None.
+
+    One ordered pass over the claimed values from `start` on the (fabric, kind, value) unique
+    index: the first gap before a claimed value, else the value after the last claimed one.
+    The caller knows that every value below `start` is held (`start` is the pool's first
+    value, or one past an earlier claim of this transaction).
+    """
+    row = session.connection().execute(_LOWEST_FREE, _bounds(fabric_id, pool, start)).first()
+    value = None if row is None or row[0] is None else int(row[0])
+    return value if value is not None and value <= pool.last else None
+
+
+def _bounds(fabric_id: int, pool: Pool, start: int) -> dict[str, object]:
+    return {"fabric": fabric_id, "kind": pool.kind, "start": start, "last": pool.last}
+
+
+def _lowest_free_statement() -> Select[Any]:
+    """`lowest_free`'s query, built once (its parameters are bound per call).
+
+    First the count and the greatest of the claimed values in [start, last]: when they fill
+    [start, greatest] (the usual case: values are claimed lowest first) the answer is the one
+    after the greatest, from one pass over the index that only counts. Only when there is a gap
+    does a second pass look for the first one (the CASE evaluates it then only): the claimed
+    values in order, each with its predecessor (``start - 1`` for the first), a value more than
+    one above its predecessor having a gap below it. A window function rather than a NOT
+    EXISTS anti-join: its cost does not depend on the planner's statistics (a freshly
+    bulk-loaded table made PostgreSQL rescan the index per row).
+    """
+    value = col(m.Segment.value)
+    in_pool = (
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.kind) == bindparam("kind"),
+        value.between(bindparam("start"), bindparam("last")),
+    )
+    previous = func.lag(value, 1, bindparam("start") - 1).over(order_by=value)
+    ordered = core_select(value.label("value"), previous.label("previous")).where(*in_pool)
+    runs = ordered.subquery()
+    first_gap = core_select(func.min(runs.c.previous + 1)).where(runs.c.value > runs.c.previous + 1)
+    held = core_select(func.count(value).label("n"), func.max(value).label("top"))
+    counted = held.where(*in_pool).subquery()
+    free = case(
+        (counted.c.n == 0, bindparam("start")),
+        (counted.c.top - bindparam("start") + 1 == counted.c.n, counted.c.top + 1),
+        else_=first_gap.scalar_subquery(),
+    )
+    return core_select(free).select_from(counted)
+
+
+_LOWEST_FREE = _lowest_free_statement()
+_CLAIM = {flag: _claim_statement(flag) for flag in (False, True)}
+
+
+def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
+    """Delete the fabric's claims whose quarantine has passed (once per transaction and fabric).
+
+    The cutoff is fixed by the transaction's clock, so a second pass can only find what this
+    transaction released since the first (`release_segment` clears the memo); other
+    transactions release a fabric's segments only under its lock, which a claimer holds.
+    """
+    expired = memo(tx.session, "quarantine_expired")
+    if fabric_id in expired:
+        return
+    cutoff = tx.now - timedelta(seconds=tx.settings.pkey_quarantine_seconds)
+    result = tx.session.connection().execute(
+        delete(m.Segment).where(
+            col(m.Segment.fabric_id) == fabric_id,
+            col(m.Segment.state) == "quarantined",
+            col(m.Segment.released_at) <= cutoff,
+        )
+    )
+    expired[fabric_id] = True
+    if result.rowcount:
+        # Values below a pool's resume point may be free now.
+        memo(tx.session, "pool_hints").clear()
+
+
+def release_unused(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
+    """Quarantine every identifier the tenant holds on the fabric, if no allocation is left.
+
+    One prepared UPDATE, whose condition is that the tenant holds no unreleased allocation on
+    the fabric (the caller holds the fabric's lock: none can appear meanwhile).
+    """
+    memo(tx.session, "quarantine_expired").clear()  # see `release_segment`
+    _forget_holdings(tx)
+    tx.session.flush()  # a Core statement: pending segment changes first
+    values = {"fabric": fabric_id, "tenant": tenant_id, "now": tx.now}
+    released = [row[0] for row in tx.session.connection().execute(_QUARANTINE_UNUSED, values)]
+    expire_loaded(tx.session, m.Segment, released)
+
+
+def release_segment(tx: Tx, segment: m.Segment) -> None:
+    """Put a key into quarantine; it becomes claimable after the quarantine period."""
+    # With no quarantine the value is free again at this transaction's next claim.
+    memo(tx.session, "quarantine_expired").clear()
+    _forget_holdings(tx)
+    segment.state = "quarantined"
+    segment.released_at = tx.now
+    tx.session.add(segment)
+
+
+def held_values(
+    session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
+) -> dict[str, int]:
+    """The active identifiers an owner (a tenant or a service: one id) holds on a fabric.
+
+    By purpose: on InfiniBand that is ``{"pkey": <P_Key>}`` once the owner holds its partition.
+    """
+    if tenant_id is not None and tenant_id in memo(session, "new_owners"):
+        return dict(memo(session, "held_by_new").get((fabric_id, tenant_id), {}))
+    session.flush()  # a Core read: this transaction's pending claims and releases first
+    statement, owner = (
+        (_HELD_BY_SERVICE, service_id) if tenant_id is None else (_HELD_BY_TENANT, tenant_id)
+    )
+    rows = session.connection().execute(statement, {"fabric": fabric_id, "owner": owner})
+    return {purpose: int(value) for purpose, value in rows}
+
+
+def holds_nothing(session: Session, *, tenant_id: int) -> None:
+    """Say that this transaction created the tenant: it holds what this transaction claims.
+
+    `held_values` then answers from memory until any identifier is released in this
+    transaction (`_forget_holdings`).
+    """
+    memo(session, "new_owners")[tenant_id] = True
+
+
+def _note_claim(tx: Tx, fabric_id: int, tenant_id: int | None, purpose: str, value: int) -> None:
+    if tenant_id is not None and tenant_id in memo(tx.session, "new_owners"):
+        memo(tx.session, "held_by_new").setdefault((fabric_id, tenant_id), {})[purpose] = value
+
+
+def _forget_holdings(tx: Tx) -> None:
+    """A release: what this transaction knew of new tenants' holdings may be stale now."""
+    memo(tx.session, "new_owners").clear()
+    memo(tx.session, "held_by_new").clear()
+
+
+def _held_statement(owner: Any) -> Select[str, int]:
+    """`held_values`'s statement for one owner column, built once."""
+    return core_select(col(m.Segment.purpose), col(m.Segment.value)).where(
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.state) == "active",
+        col(owner) == bindparam("owner"),
+    )
+
+
+_HELD_BY_TENANT = _held_statement(m.Segment.tenant_id)
+_HELD_BY_SERVICE = _held_statement(m.Segment.service_id)
+_QUARANTINE_UNUSED = (
+    update(m.Segment)
+    .where(
+        col(m.Segment.fabric_id) == bindparam("fabric"),
+        col(m.Segment.tenant_id) == bindparam("tenant"),
+        col(m.Segment.state) == "active",
+        ~exists().where(
+            col(m.Allocation.tenant_id) == bindparam("tenant"),
+            col(m.Allocation.fabric_id) == bindparam("fabric"),
+            col(m.Allocation.released_at).is_(None),
+        ),
+    )
+    .values(state="quarantined", released_at=bindparam("now", type_=UtcDateTime()))
+    .returning(col(m.Segment.id))
+)

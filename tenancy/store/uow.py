@@ -1,0 +1,164 @@
+"""The unit of work every use case runs in: one transaction, one clock reading, the settings.
+
+A use case either commits everything it changed or nothing: any exception (including a refused,
+isolation-breaking change) rolls the whole transaction back. The first write transaction of a
+request with an Idempotency-Key also claims the key, so the claim commits with the change
+(tenancy/record/idempotency.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlmodel import Session
+
+from policies.errors import ConflictError, DatabaseUnavailableError
+from tenancy.record.idempotency import IdempotencyClaim, claim_key
+from tenancy.store.db import session_scope, storage_error_detail
+from tenancy.store.read_cache import ReadCache
+from tenancy.store.settings import Settings
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    """The production `Clock`: the current time, UTC-aware."""
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who asks: recorded with every mutation in the audit log."""
+
+    name: str
+    role: str
+    tenant: str | None = None
+    # The agent role only: the fabric and deploy target its token acts for.
+    fabric: str | None = None
+    target: str | None = None
+
+
+# The command line and in-process callers act as the operator of the local installation.
+SYSTEM = Principal("system", "operator")
+
+
+@dataclass(frozen=True, slots=True)
+class Tx:
+    """What a use case sees inside its transaction."""
+
+    session: Session
+    now: datetime
+    settings: Settings
+    principal: Principal = SYSTEM
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitOfWork:
+    """Factory of transactions; the clock is injectable so tests control time.
+
+    `idempotency` is the claim of a keyed request (api/idempotency.py): its first write
+    transaction inserts it before anything else. `reads` is the read cache of verdicts and
+    artifacts (tenancy/store/read_cache.py); the per-request copies of the app's unit of work share
+    it.
+    """
+
+    engine: Engine
+    settings: Settings
+    clock: Clock = system_clock
+    principal: Principal = SYSTEM
+    request_id: str | None = None
+    idempotency: IdempotencyClaim | None = None
+    # A what-if request (`?dry_run=true`): write transactions run, report, and roll back.
+    dry_run: bool = False
+    reads: ReadCache = field(default_factory=ReadCache, compare=False, repr=False)
+
+    @contextmanager
+    def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
+        """Open one transaction: it commits when the block exits and rolls back if it raises.
+
+        The clock is read once, so everything the use case stamps carries the same time.
+
+        Args:
+            read_only: for use cases that only read (authentication first): the transaction
+                takes no write lock, so it neither waits for a writer nor holds one up (on
+                SQLite every other transaction locks the database at BEGIN); PostgreSQL refuses
+                any write in it.
+
+        Raises:
+            ConflictError: the database refused a write on a constraint, typically because a
+                concurrent writer took the same name, node or key first; nothing was changed and
+                a retry may pass.
+            IdempotencyInProgressError: another request holds this request's Idempotency-Key.
+            DatabaseUnavailableError: the database did not answer or failed the transaction
+                operationally; whether it committed is unknown only if the commit itself failed.
+        """
+        # A what-if claims no Idempotency-Key, but its write transaction waits for the write lock
+        # like any other: a busy database is the same 503, not a 500.
+        rehearsal = self.dry_run and not read_only
+        claim = None if read_only or rehearsal else self._unclaimed()
+        with _storage_errors():
+            if rehearsal:
+                with self._rehearsal() as tx:
+                    yield tx
+                return
+            with session_scope(self.engine, read_only=read_only) as session:
+                tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+                if claim is not None:
+                    claim_key(tx, claim)
+                yield tx
+        if claim is not None:
+            claim.committed = True  # later transactions of the request must not claim it again
+
+    @contextmanager
+    def _rehearsal(self) -> Iterator[Tx]:
+        """A dry run's write transaction: the use case runs, then `DryRunDone` rolls it back.
+
+        What it did is reported (tenancy/gate/what_if.py); it claims no Idempotency-Key.
+        """
+        from tenancy.gate.what_if import rehearse  # the what-if module builds on this one
+
+        with session_scope(self.engine) as session:
+            tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+            with rehearse(tx):
+                yield tx
+
+    def _unclaimed(self) -> IdempotencyClaim | None:
+        claim = self.idempotency
+        return claim if claim is not None and not claim.committed else None
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """The database's failures in the block as domain errors: a lost race, an outage."""
+    try:
+        yield
+    except IntegrityError as error:
+        # The unique constraints are the backstop against concurrent writers: a request that
+        # lost such a race changed nothing and may simply be retried.
+        raise ConflictError(
+            "the request conflicts with a concurrent change (a name, node or key was taken "
+            "meanwhile); nothing was changed, retry it"
+        ) from error
+    except OperationalError as error:
+        # The database went away or refused the work (connection lost, server shutting down,
+        # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
+        if _write_in_read_only(error):
+            raise
+        raise DatabaseUnavailableError(
+            f"the database is unavailable: {storage_error_detail(error)}; retry later"
+        ) from error
+
+
+def _write_in_read_only(error: OperationalError) -> bool:
+    """SQLite's ``query_only`` refusing a write in a read-only transaction (tenancy/store/db.py).
+
+    PostgreSQL reports that as an InternalError; on SQLite it is an OperationalError, but a bug
+    in the caller, not an outage: it stays what it was.
+    """
+    return "attempt to write a readonly database" in str(error.orig)

@@ -1,0 +1,194 @@
+"""The fabric's sync status: which targets hold the desired snapshot and, on RoCE, its phase.
+
+On RoCE the service publishes the desired snapshot in two phases (`policies.roce.rollout`):
+phase 1 while a leaf that must remove access (its deployed snapshot's files have VLAN members
+or route-target imports the desired one's lack) has applied neither phase of it, then phase 2.
+Whether a leaf must remove access depends only on the two snapshots' files for it, so it is
+computed once per (deployed digest, desired digest, leaf) and kept in memory, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from policies.errors import IsofabricError
+from policies.model import FabricKind
+from policies.roce.ownership import OWNERSHIP_FILE
+from policies.roce.rollout import (
+    LeafFiles,
+    TargetProgress,
+    applied_phase,
+    fabric_phase,
+    removes_access,
+)
+from tenancy import models as m
+from tenancy.record.snapshot_log import latest
+from tenancy.schemas import PortMismatch, SyncTargetView, SyncView
+from tenancy.store.lookups import fabric_named
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import snapshot_history
+
+# (fabric id, deployed digest, desired digest, leaf) -> removes access. An entry is a few
+# dozen bytes; 64 leaves times a few hundred snapshot pairs fit.
+_CACHE_SIZE = 16_384
+_CacheKey = tuple[int, str, str, str]
+
+
+class _RemovalCache:
+    """A bounded, thread-safe LRU of `removes_access` answers (pure in the snapshots' files)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[_CacheKey, bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _CacheKey) -> bool | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: _CacheKey, value: bool) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_REMOVALS = _RemovalCache(_CACHE_SIZE)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What the sync status reads of a target, detached from the session."""
+
+    name: str
+    kind: str
+    deployed: str | None
+    state: str | None
+    reported_at: datetime | None
+    mismatches: str
+    phase: int | None
+    phase_digest: str | None
+
+
+def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
+    """Whether every target applied the fabric's current snapshot, and who is behind.
+
+    On RoCE also the phase published for it, each leaf's phase and whether it must remove
+    access first.
+
+    Raises:
+        NotFoundError: no fabric has this name.
+    """
+    fabric_id, kind, desired, targets = _read(uow, fabric_name)
+    views = [_target_view(uow, fabric_name, fabric_id, t, desired) for t in targets]
+    in_sync = bool(targets) and all(t.state == "applied" and t.deployed == desired for t in targets)
+    phase = None
+    if kind == FabricKind.ROCE:
+        phase = fabric_phase(TargetProgress(v.affected, v.phase) for v in views)
+    behind = [v.name for v in views if v.behind]
+    return SyncView(desired=desired, in_sync=in_sync, phase=phase, behind=behind, targets=views)
+
+
+def _read(uow: UnitOfWork, fabric_name: str) -> tuple[int, str, str, list[_Target]]:
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        newest = latest(tx.session, m.pk(fabric))
+        query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric.id)
+        rows = tx.session.exec(query.order_by(col(m.DeployTarget.name)))
+        targets = [
+            _Target(
+                r.name,
+                r.kind,
+                r.deployed,
+                r.state,
+                r.reported_at,
+                r.mismatches,
+                r.phase,
+                r.phase_digest,
+            )
+            for r in rows
+        ]
+        return m.pk(fabric), fabric.kind, newest.digest if newest is not None else "", targets
+
+
+def _target_view(
+    uow: UnitOfWork, fabric_name: str, fabric_id: int, target: _Target, desired: str
+) -> SyncTargetView:
+    sonic = target.kind == "sonic"
+    phase = None
+    if sonic:
+        phase = applied_phase(
+            desired=desired,
+            deployed=target.deployed,
+            phase=target.phase,
+            phase_digest=target.phase_digest,
+        )
+    return SyncTargetView(
+        name=target.name,
+        kind=target.kind,
+        deployed=target.deployed,
+        state=target.state,
+        reported_at=target.reported_at,
+        mismatches=[PortMismatch.model_validate(item) for item in json.loads(target.mismatches)],
+        phase=phase,
+        behind=target.deployed != desired,
+        affected=sonic and _affected(uow, fabric_name, fabric_id, target, desired),
+    )
+
+
+def _affected(
+    uow: UnitOfWork, fabric_name: str, fabric_id: int, target: _Target, desired: str
+) -> bool:
+    """Whether the leaf must remove access on its way from its deployed snapshot to `desired`.
+
+    A leaf that never deployed holds nothing to remove, nor does one that `desired` has no files
+    for (it left the topology: nothing is published for it, so it could never report phase 1).
+    When its deployed snapshot's files cannot be read (pruned, or from before ownership.json),
+    the answer is yes: phase 1 then waits for that leaf, which at worst delays phase 2, never
+    lets it come first.
+    """
+    if target.deployed is None or not desired or target.deployed == desired:
+        return False
+    key = (fabric_id, target.deployed, desired, target.name)
+    known = _REMOVALS.get(key)
+    if known is not None:
+        return known
+    wanted = _leaf_files(uow, fabric_name, desired, target.name)
+    if wanted is None:
+        return False
+    deployed = _leaf_files(uow, fabric_name, target.deployed, target.name)
+    if deployed is None:
+        return True
+    try:
+        answer = removes_access(deployed, wanted)
+    except IsofabricError:  # a malformed ownership.json: unknown, so assumed affected
+        return True
+    _REMOVALS.put(key, answer)
+    return answer
+
+
+def _leaf_files(uow: UnitOfWork, fabric_name: str, digest: str, leaf: str) -> LeafFiles | None:
+    """The leaf's three files of snapshot `digest`, or None if any cannot be read."""
+    paths = (
+        f"sonic/{leaf}/config_db.json",
+        f"frr/{leaf}/frr.conf",
+        f"sonic/{leaf}/{OWNERSHIP_FILE}",
+    )
+    try:
+        files = snapshot_history.snapshot_files(
+            uow, fabric_name=fabric_name, digest=digest, paths=paths
+        )
+    except IsofabricError:  # not retained, no such file, or the fabric does not verify now
+        return None
+    config_db, frr_conf, ownership = (f.content.decode() for f in files)
+    return LeafFiles(config_db=config_db, frr_conf=frr_conf, ownership=ownership)

@@ -1,0 +1,72 @@
+"""Is this server ready for traffic? The checks behind ``/readyz`` (issue 14, item 1).
+
+Ready means: the database answers, its schema is at this version's newest migration, and the
+keys are installed (the signing key file, the active key; the OpenSM secret). The liveness probe
+(``/healthz``) checks none of this: a server whose database is down stays alive and keeps
+retrying, and a load balancer only stops sending it traffic.
+"""
+
+from __future__ import annotations
+
+from policies.errors import NotReadyError
+from tenancy.schemas.health import ReadinessChecks, ReadinessView
+from tenancy.store.db import STORAGE_ERRORS, storage_error_detail
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import scheduler, signing_keys
+from tenancy.usecases.bootstrap import database_revision, head_revision, known_revisions
+
+
+def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessView:
+    """Check every readiness condition; the view lists the latest scheduled runs.
+
+    `database_error` is why this server could not prepare the database yet (it retries):
+    the database then counts as unreachable without being asked again.
+
+    Raises:
+        NotReadyError: naming each condition that does not hold (``not_ready``), and the key
+            files that are missing (``missing``), if any.
+    """
+    revision: str | None = None
+    if database_error is None:
+        try:
+            revision = database_revision(uow.engine)
+        except STORAGE_ERRORS as error:
+            database_error = storage_error_detail(error)
+    if database_error is not None:
+        raise NotReadyError(
+            f"not ready: database unreachable: {database_error}",
+            not_ready=[f"database unreachable: {database_error}"],
+        )
+    if revision != head_revision():
+        reason = _migration_reason(revision)
+        raise NotReadyError(f"not ready: {reason}", not_ready=[reason])
+    _require_keys(uow)
+    return ReadinessView(
+        status="ready",
+        checks=ReadinessChecks(
+            database="ok", migrations="ok", signing_key="ok", opensm_secret="ok"
+        ),
+        schema_revision=revision,
+        scheduled_jobs=scheduler.latest_runs(uow),
+    )
+
+
+def _migration_reason(revision: str | None) -> str:
+    head = head_revision()
+    if revision is not None and revision not in known_revisions():
+        return (
+            f"migrations not at head: the database is at revision {revision}, newer than this "
+            f"version knows (its newest is {head}): run the version that migrated it"
+        )
+    return (
+        f"migrations not at head: the database is at revision {revision or 'none'}, this "
+        f"version's newest is {head} (it migrates at start, or run `isofabric db upgrade`)"
+    )
+
+
+def _require_keys(uow: UnitOfWork) -> None:
+    problems = signing_keys.readiness(uow)
+    if problems:
+        reasons = [p.detail for p in problems]
+        missing = [name for p in problems for name in p.extensions.get("missing", [])]
+        raise NotReadyError("not ready: " + "; ".join(reasons), not_ready=reasons, missing=missing)

@@ -1,0 +1,271 @@
+"""Snapshot history: every committed, verified state of a fabric, and the artifacts kept for some.
+
+The rows come from `tenancy.record.snapshot_log`, written in every change's transaction: digest,
+time and audit index, a few dozen bytes per change. Artifact
+bytes are kept only for snapshots a deploy agent fetched (the signed manifest retains them, so
+the agent's by-digest downloads match what was signed) and only for the most recent
+`Settings.snapshot_retain` of those plus each target's current ones; unchanged files are stored
+once (content-addressed, zlib-compressed), since files carry no snapshot digest.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, col, select
+
+from policies.artifacts import Artifact
+from policies.errors import InvalidValueError, NotFoundError, NotRetainedError
+from policies.evidence.manifest import sign_manifest
+from tenancy import models as m
+from tenancy.gate import cached_reads
+from tenancy.record.snapshot_log import latest, newest_with
+from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
+from tenancy.store import key_store
+from tenancy.store.locks import lock_fabric
+from tenancy.store.lookups import fabric_named
+from tenancy.store.pagination import decode_cursor, next_cursor
+from tenancy.store.uow import Tx, UnitOfWork
+
+
+def list_snapshots(
+    uow: UnitOfWork, *, fabric_name: str, limit: int, cursor: str | None
+) -> Page[SnapshotView]:
+    """A page of the fabric's history, newest first."""
+    after = decode_cursor(cursor)
+    with uow.transaction(read_only=True) as tx:
+        fabric_id = m.pk(fabric_named(tx.session, fabric_name))
+        query = select(m.SnapshotRecord).where(m.SnapshotRecord.fabric_id == fabric_id)
+        total = tx.session.exec(select(func.count()).select_from(query.subquery())).one()
+        if after is not None:
+            query = query.where(col(m.SnapshotRecord.id) < _cursor_id(after))
+        rows = list(
+            tx.session.exec(query.order_by(col(m.SnapshotRecord.id).desc()).limit(limit + 1))
+        )
+        page = rows[:limit]
+        views = _views(tx.session, fabric_id, page)
+        keys = [str(row.id) for row in page]
+        return Page(data=views, count=int(total), next=next_cursor(keys, limit, len(rows) > limit))
+
+
+def _cursor_id(after: str) -> int:
+    """The history row id a cursor resumes after: ASCII digits that fit a BIGINT, else a 422."""
+    if not (after.isascii() and after.isdigit() and len(after) <= 18):
+        raise InvalidValueError("cursor is not valid", parameter="cursor")
+    return int(after)
+
+
+def _views(
+    session: Session, fabric_id: int, rows: Sequence[m.SnapshotRecord]
+) -> list[SnapshotView]:
+    newest = latest(session, fabric_id)
+    retained = set(_retained_digests(session, fabric_id))
+    targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
+    deployed: dict[str, list[str]] = {}
+    for target in targets:
+        if target.deployed is not None:
+            deployed.setdefault(target.deployed, []).append(target.name)
+    return [
+        SnapshotView(
+            digest=row.digest,
+            created_at=row.created_at,
+            audit_index=row.audit_index,
+            current=newest is not None and row.id == newest.id,
+            retained=row.digest in retained or (newest is not None and row.id == newest.id),
+            deployed_to=sorted(deployed.get(row.digest, [])),
+            policy_version=row.policy_version,
+        )
+        for row in rows
+    ]
+
+
+def _retained_digests(session: Session, fabric_id: int) -> list[str]:
+    """Digests with kept artifact bytes, most recently retained first."""
+    query = (
+        select(m.SnapshotFile.digest, func.max(m.SnapshotFile.id))
+        .where(m.SnapshotFile.fabric_id == fabric_id)
+        .group_by(col(m.SnapshotFile.digest))
+        .order_by(func.max(m.SnapshotFile.id).desc())
+    )
+    return [digest for digest, _ in session.exec(query)]
+
+
+def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
+    """The current artifacts' manifest as a DSSE envelope signed with the service's key.
+
+    The snapshot's artifact bytes are retained on first use (and again if they changed under
+    the same digest: the management keys in opensm.conf are settings, not state), so the files
+    the manifest binds stay downloadable by digest (`snapshot_artifact`) after the fabric moves on.
+    The files come from the read cache (tenancy/gate/cached_reads.py): an agent polling an unchanged
+    fabric renders nothing.
+
+    Raises:
+        KeyUnavailableError: the signing key is not installed (503).
+        IsolationViolationError: the fabric does not verify, so nothing is rendered.
+    """
+    digest, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        _, key = key_store.signer(tx.session, tx.settings)
+        newest = newest_with(tx.session, m.pk(fabric), digest)
+        sequence = newest.audit_index if newest is not None else 0
+        envelope = sign_manifest(fabric.name, digest, files, key, sequence=sequence)
+        kept = _kept_shas(tx.session, m.pk(fabric), digest)
+    if kept != {f.path: f.sha256 for f in files}:
+        with uow.transaction() as tx:
+            locked = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
+            _retain(tx, locked, digest, files)
+    return DSSEEnvelope.model_validate(envelope)
+
+
+def _files_of(session: Session, fabric_id: int, digest: str) -> list[m.SnapshotFile]:
+    query = select(m.SnapshotFile).where(
+        m.SnapshotFile.fabric_id == fabric_id, m.SnapshotFile.digest == digest
+    )
+    return list(session.exec(query))
+
+
+def _kept_shas(session: Session, fabric_id: int, digest: str) -> dict[str, str]:
+    return {row.path: row.sha256 for row in _files_of(session, fabric_id, digest)}
+
+
+def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) -> None:
+    fabric_id = m.pk(fabric)
+    if _kept_shas(tx.session, fabric_id, digest) == {f.path: f.sha256 for f in files}:
+        return  # a concurrent fetch kept them first
+    replaced = _files_of(tx.session, fabric_id, digest)  # the same state, other settings (keys)
+    for row in replaced:
+        tx.session.delete(row)
+    tx.session.flush()
+    _drop_unused_blobs(tx.session, {row.sha256 for row in replaced})
+    for artifact in files:
+        _store_blob(tx.session, artifact)
+        tx.session.add(
+            m.SnapshotFile(
+                fabric_id=fabric_id,
+                digest=digest,
+                path=artifact.path,
+                sha256=artifact.sha256,
+                retained_at=tx.now,
+            )
+        )
+    tx.session.flush()
+    _prune(tx.session, fabric_id, tx.settings.snapshot_retain)
+
+
+def _store_blob(session: Session, artifact: Artifact) -> None:
+    """Store the file's bytes once; another fabric's snapshot may be storing the same ones now.
+
+    INSERT … ON CONFLICT DO NOTHING (PostgreSQL and SQLite): two transactions that both find
+    the blob missing must not make one of them fail on the primary key.
+    """
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    values = {
+        "sha256": artifact.sha256,
+        "size": len(artifact.content),
+        "content": zlib.compress(artifact.content, 6),
+    }
+    session.execute(insert(m.ArtifactBlob).values(**values).on_conflict_do_nothing())
+
+
+def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
+    """Drop retained snapshots beyond the most recent `keep_recent`, except targets' own."""
+    targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
+    pinned = {d for t in targets for d in (t.deployed, t.digest) if d is not None}
+    stale = [d for d in _retained_digests(session, fabric_id)[keep_recent:] if d not in pinned]
+    if not stale:
+        return
+    rows = col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
+    dropped = set(session.exec(select(m.SnapshotFile.sha256).where(*rows)))
+    session.exec(delete(m.SnapshotFile).where(*rows))
+    _drop_unused_blobs(session, dropped)
+
+
+def _drop_unused_blobs(session: Session, shas: set[str]) -> None:
+    """Delete the blobs among `shas` that no retained file uses any more."""
+    if shas:
+        used = select(m.SnapshotFile.sha256)
+        unused = col(m.ArtifactBlob.sha256).in_(shas), col(m.ArtifactBlob.sha256).not_in(used)
+        session.exec(delete(m.ArtifactBlob).where(*unused))
+
+
+def snapshot_artifact(uow: UnitOfWork, *, fabric_name: str, digest: str, path: str) -> Artifact:
+    """One file of snapshot `digest`: from the kept bytes, or rendered if it is the current one.
+
+    Raises:
+        NotFoundError: the fabric never had that snapshot, or the snapshot has no such file.
+        NotRetainedError: the snapshot existed but its bytes were pruned (410).
+    """
+    return snapshot_files(uow, fabric_name=fabric_name, digest=digest, paths=[path])[0]
+
+
+def snapshot_files(
+    uow: UnitOfWork, *, fabric_name: str, digest: str, paths: Sequence[str]
+) -> list[Artifact]:
+    """Files `paths` of snapshot `digest`, in that order, read at once (`snapshot_artifact`).
+
+    Raises:
+        NotFoundError: the fabric never had that snapshot, or the snapshot lacks one of them.
+        NotRetainedError: the snapshot existed but its bytes were pruned (410).
+    """
+    with uow.transaction(read_only=True) as tx:
+        fabric = fabric_named(tx.session, fabric_name)
+        kept = _files_at(tx.session, m.pk(fabric), digest, paths)
+        if kept or _any_kept(tx.session, m.pk(fabric), digest):
+            return [_kept_artifact(tx.session, kept, fabric_name, path) for path in paths]
+        if newest_with(tx.session, m.pk(fabric), digest) is None:
+            raise NotFoundError(
+                f"fabric '{fabric_name}' has no snapshot {digest}",
+                resource="snapshot",
+                digest=digest,
+            )
+    current, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
+    if current != digest:
+        raise NotRetainedError(
+            f"the artifacts of snapshot {digest} of fabric '{fabric_name}' are no longer "
+            "retained (ISOFABRIC_SNAPSHOT_RETAIN)",
+            resource="snapshot",
+            digest=digest,
+        )
+    return [_named(files, fabric_name, path) for path in paths]
+
+
+def _files_at(
+    session: Session, fabric_id: int, digest: str, paths: Sequence[str]
+) -> list[m.SnapshotFile]:
+    query = select(m.SnapshotFile).where(
+        m.SnapshotFile.fabric_id == fabric_id,
+        m.SnapshotFile.digest == digest,
+        col(m.SnapshotFile.path).in_(paths),
+    )
+    return list(session.exec(query))
+
+
+def _any_kept(session: Session, fabric_id: int, digest: str) -> bool:
+    query = select(m.SnapshotFile.id).where(
+        m.SnapshotFile.fabric_id == fabric_id, m.SnapshotFile.digest == digest
+    )
+    return session.exec(query.limit(1)).first() is not None
+
+
+def _kept_artifact(
+    session: Session, kept: Sequence[m.SnapshotFile], fabric_name: str, path: str
+) -> Artifact:
+    for row in kept:
+        if row.path == path:
+            blob = session.get(m.ArtifactBlob, row.sha256)
+            if blob is not None:
+                return Artifact(path, zlib.decompress(blob.content))
+    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
+
+
+def _named(files: Sequence[Artifact], fabric_name: str, path: str) -> Artifact:
+    for artifact in files:
+        if artifact.path == path:
+            return artifact
+    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
