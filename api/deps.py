@@ -32,6 +32,7 @@ from policies.errors import (
     NotFoundError,
     UnsupportedMediaTypeError,
 )
+from tenancy.gate.what_if import rehearsing
 from tenancy.record.idempotency import IdempotencyClaim
 from tenancy.schemas import SLUG_PATTERN
 from tenancy.store.documents import unique_members
@@ -84,13 +85,13 @@ async def get_uow(request: Request) -> UnitOfWork:
     supplied = request.headers.get(REQUEST_ID_HEADER)
     request_id = request_id_of(request.scope) or choose_request_id(supplied)
     claim = request.scope.get(CLAIM_SCOPE_KEY)
-    return replace(
+    uow = replace(
         uow,
         principal=_principal(request),
         request_id=request_id,
-        idempotency=claim if isinstance(claim, IdempotencyClaim) else None,
-        dry_run=dry_run_requested(request),
+        first_write=claim if isinstance(claim, IdempotencyClaim) else None,
     )
+    return rehearsing(uow) if dry_run_requested(request) else uow
 
 
 Uow = Annotated[UnitOfWork, Depends(get_uow)]

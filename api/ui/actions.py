@@ -3,7 +3,7 @@
 Each action is one tenancy use case, the same one its /v1 route calls, run as the signed-in
 operator (same audit entries, same verify-before-commit). The console first shows what the
 change would do: the use case rehearsed exactly as ``?dry_run=true`` rehearses it
-(tenancy/store/uow.py `dry_run`, tenancy/gate/what_if.py), answering the same `DryRunView` (verdict,
+(tenancy/gate/what_if.py `rehearsing`), answering the same `DryRunView` (verdict,
 reachability delta, artifact changes), with nothing written. Then a POST performs it; a change
 that would break isolation is refused by the use case (IsolationViolationError, its
 counterexamples shown) and writes nothing.
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from policies.errors import InvalidValueError
-from tenancy.gate.what_if import DryRunDone
+from tenancy.gate.what_if import DryRunDone, rehearsing
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tenancy.schemas.what_if import DryRunView
 from tenancy.store.uow import UnitOfWork
@@ -165,7 +165,7 @@ def what_if(uow: UnitOfWork, change: Change) -> DryRunView:
         IsofabricError: any other refusal of the use case (a taken name, an unknown node).
     """
     try:
-        change.run(replace(uow, dry_run=True))
+        change.run(rehearsing(uow))
     except DryRunDone as done:
         if isinstance(done.answer, DryRunView):
             return done.answer

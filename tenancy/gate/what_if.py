@@ -14,7 +14,7 @@ import difflib
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from sqlalchemy.orm import SessionTransaction
@@ -25,7 +25,7 @@ from tenancy import models as m
 from tenancy.gate.change_batch import deferred_gate
 from tenancy.record.snapshot import load_snapshot
 from tenancy.schemas.what_if import ArtifactChange, DryRunView, FabricWhatIf, ReachabilityDelta
-from tenancy.store.uow import Tx
+from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.technology import render_snapshot, verify_snapshot
 
 T = TypeVar("T")
@@ -69,6 +69,16 @@ def rehearse(tx: Tx) -> Iterator[None]:
         yield
     fabrics = _report(tx, savepoint, [c.fabric for c in batch.fabrics.values()])
     raise DryRunDone(DryRunView(holds=all(f.holds for f in fabrics), fabrics=fabrics))
+
+
+def rehearsing(uow: UnitOfWork) -> UnitOfWork:
+    """`uow` for a what-if request: each of its write transactions is rehearsed (`rehearse`)."""
+    return replace(uow, rehearsal=rehearse)
+
+
+def committing(uow: UnitOfWork) -> UnitOfWork:
+    """`uow` whose write transactions commit (no rehearsal)."""
+    return replace(uow, rehearsal=None)
 
 
 def _report(tx: Tx, savepoint: SessionTransaction, fabrics: list[m.Fabric]) -> list[FabricWhatIf]:

@@ -12,7 +12,7 @@ A keyed request is named by (principal, method, path, key), its `IdempotencyClai
 
 The claim commits with the change. The unit of work of a keyed request carries its claim, and
 the first write transaction the request opens inserts it as a pending record (no status) before
-anything else (`claim_key`, called by `UnitOfWork.transaction`): the change and its claim commit
+anything else (`claim_key`, the unit of work's `first_write`): the change and its claim commit
 or roll back as one, so no crash leaves a change without its claim. A concurrent request with the
 same name inserts the same claim and meets the unique constraint: it waits for the first one's
 transaction (PostgreSQL: the index entry; SQLite: BEGIN IMMEDIATE) and then fails with
@@ -57,7 +57,7 @@ from policies.errors import ConflictError, IdempotencyInProgressError, Idempoten
 from tenancy import models as m
 from tenancy.store.settings import Settings
 
-if TYPE_CHECKING:  # tenancy.store.uow imports this module for `claim_key`
+if TYPE_CHECKING:
     from tenancy.store.uow import Tx, UnitOfWork
 
 log = logging.getLogger("isofabric")
@@ -72,7 +72,21 @@ class IdempotencyClaim:
     path: str
     key: str
     fingerprint: str
-    committed: bool = False  # set by the unit of work when the claiming transaction commits
+    committed: bool = False  # set when the claiming transaction commits
+
+    # The claim is the unit of work's `first_write` (tenancy/store/uow.py) of a keyed request.
+    @property
+    def done(self) -> bool:
+        """True once the claim has committed: later transactions of the request claim nothing."""
+        return self.committed
+
+    def write(self, tx: Tx) -> None:
+        """Insert the claim in the request's first write transaction (`claim_key`)."""
+        claim_key(tx, self)
+
+    def commit(self) -> None:
+        """The claiming transaction committed."""
+        self.committed = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +177,7 @@ def complete(uow: UnitOfWork, claim: IdempotencyClaim, outcome: Outcome) -> None
     """Record `outcome` for `claim` where the module's rules say so; then purge expired ones."""
     if not _recordable(claim, outcome.status):
         return
-    uow = replace(uow, idempotency=None)  # this transaction claims nothing
+    uow = replace(uow, first_write=None)  # this transaction claims nothing
     try:
         with uow.transaction() as tx:
             row = _live_row(tx.session, claim, tx.now - ttl(tx.settings))

@@ -84,7 +84,7 @@ def store(uow: UnitOfWork, key: ReadKey, entry: Entry, seal: bytes | None) -> No
     """
     try:
         # A separate write transaction, even inside a keyed request: no Idempotency-Key claim.
-        with dataclasses.replace(uow, idempotency=None).transaction() as tx:
+        with dataclasses.replace(uow, first_write=None).transaction() as tx:
             tx.session.execute(text(f"SET LOCAL lock_timeout = '{_LOCK_TIMEOUT}'"))
             newest = snapshot_log.latest(tx.session, key.fabric_id)
             if newest is None or newest.digest != key.digest:

@@ -1,24 +1,26 @@
 """The unit of work every use case runs in: one transaction, one clock reading, the settings.
 
 A use case either commits everything it changed or nothing: any exception (including a refused,
-isolation-breaking change) rolls the whole transaction back. The first write transaction of a
-request with an Idempotency-Key also claims the key, so the claim commits with the change
-(tenancy/record/idempotency.py).
+isolation-breaking change) rolls the whole transaction back. The unit of work knows no feature
+built on it: the layer that owns one registers it as a hook. A request's `first_write` runs at
+the start of its first write transaction and commits with it (an Idempotency-Key's claim,
+tenancy/record/idempotency.py); a `rehearsal` wraps every write transaction of a what-if request
+and rolls it back (tenancy/gate/what_if.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session
 
 from policies.errors import ConflictError, DatabaseUnavailableError
-from tenancy.record.idempotency import IdempotencyClaim, claim_key
 from tenancy.store.db import session_scope, storage_error_detail
 from tenancy.store.read_cache import ReadCache
 from tenancy.store.settings import Settings
@@ -58,14 +60,36 @@ class Tx:
     request_id: str | None = None
 
 
+class FirstWrite(Protocol):
+    """Work a request's first write transaction does before anything else, and only once.
+
+    It commits with that transaction or not at all; later transactions of the request skip it.
+    """
+
+    @property
+    def done(self) -> bool:
+        """True once a transaction that ran `write` has committed."""
+
+    def write(self, tx: Tx) -> None:
+        """Do the work inside `tx` (raising rolls the transaction back)."""
+
+    def commit(self) -> None:
+        """The transaction that ran `write` committed."""
+
+
+# Wraps a what-if request's write transaction: the block runs, is reported, and rolled back.
+Rehearsal = Callable[[Tx], AbstractContextManager[None]]
+
+
 @dataclass(frozen=True, slots=True)
 class UnitOfWork:
     """Factory of transactions; the clock is injectable so tests control time.
 
-    `idempotency` is the claim of a keyed request (api/idempotency.py): its first write
-    transaction inserts it before anything else. `reads` is the read cache of verdicts and
-    artifacts (tenancy/store/read_cache.py); the per-request copies of the app's unit of work share
-    it.
+    `first_write` is registered per request (the Idempotency-Key claim of a keyed request,
+    api/deps.py); `rehearsal` makes every write transaction a what-if that rolls back
+    (``?dry_run=true``; tenancy/gate/what_if.py). `reads` is the read cache of verdicts and
+    artifacts (tenancy/store/read_cache.py); the per-request copies of the app's unit of work
+    share it.
     """
 
     engine: Engine
@@ -73,10 +97,14 @@ class UnitOfWork:
     clock: Clock = system_clock
     principal: Principal = SYSTEM
     request_id: str | None = None
-    idempotency: IdempotencyClaim | None = None
-    # A what-if request (`?dry_run=true`): write transactions run, report, and roll back.
-    dry_run: bool = False
+    first_write: FirstWrite | None = None
+    rehearsal: Rehearsal | None = None
     reads: ReadCache = field(default_factory=ReadCache, compare=False, repr=False)
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether write transactions are rehearsed and rolled back (a what-if request)."""
+        return self.rehearsal is not None
 
     @contextmanager
     def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
@@ -98,39 +126,25 @@ class UnitOfWork:
             DatabaseUnavailableError: the database did not answer or failed the transaction
                 operationally; whether it committed is unknown only if the commit itself failed.
         """
-        # A what-if claims no Idempotency-Key, but its write transaction waits for the write lock
+        # A what-if runs no first-write work, but its write transaction waits for the write lock
         # like any other: a busy database is the same 503, not a 500.
-        rehearsal = self.dry_run and not read_only
-        claim = None if read_only or rehearsal else self._unclaimed()
-        with _storage_errors():
-            if rehearsal:
-                with self._rehearsal() as tx:
+        rehearsal = None if read_only else self.rehearsal
+        first = None if read_only or rehearsal is not None else self._pending_first_write()
+        with _storage_errors(), session_scope(self.engine, read_only=read_only) as session:
+            tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
+            if rehearsal is not None:
+                with rehearsal(tx):
                     yield tx
                 return
-            with session_scope(self.engine, read_only=read_only) as session:
-                tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
-                if claim is not None:
-                    claim_key(tx, claim)
-                yield tx
-        if claim is not None:
-            claim.committed = True  # later transactions of the request must not claim it again
+            if first is not None:
+                first.write(tx)
+            yield tx
+        if first is not None:
+            first.commit()  # later transactions of the request must not run it again
 
-    @contextmanager
-    def _rehearsal(self) -> Iterator[Tx]:
-        """A dry run's write transaction: the use case runs, then `DryRunDone` rolls it back.
-
-        What it did is reported (tenancy/gate/what_if.py); it claims no Idempotency-Key.
-        """
-        from tenancy.gate.what_if import rehearse  # the what-if module builds on this one
-
-        with session_scope(self.engine) as session:
-            tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
-            with rehearse(tx):
-                yield tx
-
-    def _unclaimed(self) -> IdempotencyClaim | None:
-        claim = self.idempotency
-        return claim if claim is not None and not claim.committed else None
+    def _pending_first_write(self) -> FirstWrite | None:
+        first = self.first_write
+        return first if first is not None and not first.done else None
 
 
 @contextmanager

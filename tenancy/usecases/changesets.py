@@ -11,7 +11,6 @@ onboards a thousand tenants in one request.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -19,7 +18,7 @@ from pydantic import BaseModel
 from policies.errors import IsofabricError
 from tenancy.gate.change_batch import ChangeBatch, deferred_gate
 from tenancy.gate.verification import close_batch
-from tenancy.gate.what_if import DryRunDone, preview
+from tenancy.gate.what_if import DryRunDone, committing, preview
 from tenancy.schemas import (
     AllocationCreate,
     AllocationView,
@@ -58,7 +57,7 @@ def apply_changeset(uow: UnitOfWork, *, spec: ChangeSetCreate) -> ChangeSetView:
             index), or `IsolationViolationError` from the final verification; nothing changed.
     """
     if spec.dry_run or uow.dry_run:  # the body's flag, or ?dry_run=true
-        return _dry_run(replace(uow, dry_run=False), spec)
+        return _dry_run(committing(uow), spec)
     with uow.transaction() as tx:
         with deferred_gate(tx, close_batch) as batch:
             results = [run_operation(tx, index, op) for index, op in enumerate(spec.operations)]

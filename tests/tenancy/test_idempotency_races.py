@@ -51,7 +51,7 @@ def allocate_one(key: str = "k") -> UseCase:
 
     def use_case(uow: UnitOfWork) -> Any:
         return allocations.allocate(
-            replace(uow, idempotency=claim(key)), tenant_name="acme", spec=spec
+            replace(uow, first_write=claim(key)), tenant_name="acme", spec=spec
         )
 
     return use_case

@@ -3,14 +3,13 @@ every quota, PATCH of a tenant, default grants; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
 from policies.errors import ConflictError, IsolationViolationError, NotFoundError
 from tenancy.gate import full_check
-from tenancy.gate.what_if import DryRunDone
+from tenancy.gate.what_if import DryRunDone, rehearsing
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
 from tenancy.schemas.changesets import ChangeSetCreate
 from tenancy.schemas.policy import PolicyDocument
@@ -181,7 +180,7 @@ def test_a_dry_run_patch_writes_nothing(uow, onboarded, db_dump):
     before = db_dump()
 
     with pytest.raises(DryRunDone) as done:
-        patch(dataclasses.replace(uow, dry_run=True), "acme", qos_class="silver")
+        patch(rehearsing(uow), "acme", qos_class="silver")
 
     assert isinstance(done.value.answer, DryRunView)
     assert [(f.fabric, f.holds) for f in done.value.answer.fabrics] == [(FABRIC, True)]

@@ -9,7 +9,7 @@ A scoped snapshot takes the peerings `widen` read for its context
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import Select, bindparam, or_, select
 from sqlalchemy.orm import aliased
@@ -18,15 +18,20 @@ from sqlmodel import Session, col
 from policies.policy import Peering
 from tenancy import models as m
 
-if TYPE_CHECKING:  # common.py imports this module (widen reads peerings)
-    from tenancy.record.snapshot.common import Context
-
 # An accepted peering and the P_Key of its partition (None on RoCE).
 KeyedPeering = tuple[Peering, int | None]
 
 
+class Scoped(Protocol):
+    """A scoped snapshot's context (`common.Context`) as the peering reads use it."""
+
+    @property
+    def peerings(self) -> tuple[KeyedPeering, ...]:
+        """The accepted peerings between the context's owners, resolved once."""
+
+
 def accepted(
-    session: Session, fabric: m.Fabric, context: Context | None = None
+    session: Session, fabric: m.Fabric, context: Scoped | None = None
 ) -> tuple[KeyedPeering, ...]:
     """The fabric's accepted peerings with their keys, or the context's (sorted)."""
     if context is not None:
@@ -36,7 +41,7 @@ def accepted(
 
 
 def peering_keys(
-    session: Session, fabric: m.Fabric, context: Context | None = None
+    session: Session, fabric: m.Fabric, context: Scoped | None = None
 ) -> dict[Peering, int]:
     """The P_Key of each accepted peering's partition (InfiniBand), whole fabric or context."""
     return {peering: key for peering, key in accepted(session, fabric, context) if key is not None}
