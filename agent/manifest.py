@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from policies.errors import InvalidValueError
 from policies.evidence import manifest as evidence_manifest
 from policies.evidence.audit_log import load_public_key
+from policies.evidence.keyring import keyring_keys, parse_keyring
 
 PAYLOAD_TYPE = evidence_manifest.MANIFEST_PAYLOAD_TYPE
 MANIFEST_TYPE = evidence_manifest.MANIFEST_TYPE
@@ -72,10 +73,8 @@ def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
     try:
         if text.lstrip().startswith("-----BEGIN"):
             keys = [load_public_key(text)]
-        else:  # the service's keyring format; imported here, the agent needs it rarely
-            from tenancy.store.key_store import keyring_keys, read_keyring
-
-            keys = list(keyring_keys(read_keyring(path)).values())
+        else:  # the service's keyring (policies/evidence/keyring.py)
+            keys = list(keyring_keys(parse_keyring(text, str(path))).values())
     except (ValueError, InvalidValueError) as error:  # cryptography raises ValueError
         raise ManifestError(
             f"{path}: not an Ed25519 public key PEM nor a keyring: {error}"

@@ -108,12 +108,13 @@ def _trusted_keys(pems: list[Path], keyring: Path | None) -> list[Ed25519PublicK
     """The keys given: each --key PEM, and the keyring's (the default one when no --key)."""
     from policies.errors import InvalidValueError
     from policies.evidence.audit_log import load_public_key
+    from policies.evidence.keyring import keyring_keys
     from tenancy.store import key_store
 
     keys = [load_public_key(path.read_text()) for path in pems]
     path = keyring or (None if pems else settings_for(None).keyring_path)
     if path is not None:
-        keys += key_store.keyring_keys(key_store.read_keyring(path)).values()
+        keys += keyring_keys(key_store.read_keyring(path)).values()
     if not keys:
         raise InvalidValueError("no trusted key: pass --keyring FILE or --key PEM")
     return keys

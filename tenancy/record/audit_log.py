@@ -22,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, NotFoundError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
+from policies.evidence.keyring import keyring_keys
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import models as m
@@ -314,7 +315,7 @@ def _keyring(settings: Settings, path: Path | None) -> dict[str, Ed25519PublicKe
             "`isofabric keys create` wrote, as you keep it) or --key PEM; the keys in the "
             "database are never trusted"
         )
-    return key_store.keyring_keys(key_store.read_keyring(path))
+    return keyring_keys(key_store.read_keyring(path))
 
 
 def _signer_names(notes: list[str]) -> set[str]:

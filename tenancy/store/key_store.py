@@ -18,10 +18,8 @@ to make two keys. A missing key is a `KeyUnavailableError` (503) naming the file
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -30,7 +28,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
-from policies.evidence.proofs import key_id
+from policies.evidence.keyring import KeyringEntry, parse_keyring
 from tenancy import models as m
 from tenancy.store.settings import Settings
 
@@ -187,24 +185,6 @@ def signer(session: Session, settings: Settings) -> tuple[str, Ed25519PrivateKey
 # --- the keyring --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class KeyringEntry:
-    """One trusted public key: its name (signed notes name their key), keyid and PEM."""
-
-    name: str
-    keyid: str
-    pem: str
-
-    @classmethod
-    def of(cls, name: str, public_pem_text: str) -> KeyringEntry:
-        """The entry for a named public key (the keyid is computed, never taken on trust)."""
-        return cls(name=name, keyid=key_id(load_public_key(public_pem_text)), pem=public_pem_text)
-
-    def line(self) -> str:
-        """The entry as one JSON Lines line (no newline)."""
-        return json.dumps({"name": self.name, "keyid": self.keyid, "pem": self.pem})
-
-
 def read_keyring(path: Path) -> list[KeyringEntry]:
     """Every entry of a keyring file, in file order.
 
@@ -214,22 +194,7 @@ def read_keyring(path: Path) -> list[KeyringEntry]:
     """
     if not path.is_file():
         raise InvalidValueError(f"no keyring at {path}")
-    entries = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.strip():
-            entries.append(_entry(line, path, number))
-    return entries
-
-
-def _entry(line: str, path: Path, number: int) -> KeyringEntry:
-    try:
-        document = json.loads(line)
-        return KeyringEntry.of(str(document["name"]), str(document["pem"]))
-    except (ValueError, KeyError, TypeError, InvalidValueError) as error:
-        raise InvalidValueError(
-            f"{path}, line {number}: not a keyring entry "
-            '({"name": ..., "pem": <Ed25519 public key PEM>})'
-        ) from error
+    return parse_keyring(path.read_text(), str(path))
 
 
 def append_to_keyring(path: Path, entries: list[KeyringEntry]) -> list[KeyringEntry]:
@@ -253,11 +218,6 @@ def append_to_keyring(path: Path, entries: list[KeyringEntry]) -> list[KeyringEn
         with path.open("a") as handle:
             handle.writelines(e.line() + "\n" for e in new)
     return new
-
-
-def keyring_keys(entries: list[KeyringEntry]) -> dict[str, Ed25519PublicKey]:
-    """Verifier keys by name, as `policies.evidence.audit_log.verify_log` takes them."""
-    return {e.name: load_public_key(e.pem) for e in entries}
 
 
 # --- the OpenSM secret --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
+from policies.evidence.keyring import KeyringEntry
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import models as m
 from tenancy.record import audit_log
@@ -251,11 +252,11 @@ def _keyring_name(keyring: Path, key: Ed25519PrivateKey) -> str | None:
     return next((e.name for e in key_store.read_keyring(keyring) if e.keyid == keyid), None)
 
 
-def _entry(row: m.SigningKey) -> key_store.KeyringEntry:
-    return key_store.KeyringEntry.of(row.name, row.public_pem)
+def _entry(row: m.SigningKey) -> KeyringEntry:
+    return KeyringEntry.of(row.name, row.public_pem)
 
 
-def _retired_entries(session: Session) -> list[key_store.KeyringEntry]:
+def _retired_entries(session: Session) -> list[KeyringEntry]:
     query = select(m.SigningKey).where(m.SigningKey.status == "retired")
     return [_entry(row) for row in session.exec(query.order_by(col(m.SigningKey.id)))]
 

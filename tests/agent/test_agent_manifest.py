@@ -11,7 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent.manifest import ManifestError, load_trusted_keys, verify_manifest
-from tenancy.store.key_store import KeyringEntry, public_pem
+from policies.evidence.keyring import KeyringEntry
+from tenancy.store.key_store import public_pem
 
 from .fakes import ACME, FABRIC, bundle, manifest_document, partitions, sign
 

@@ -23,6 +23,7 @@ from agent.command import agent_app
 from agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
 from agent.frr import FrrLeaf, FrrTools
 from agent.sonic import SonicAgent, SonicSettings
+from policies.evidence.keyring import keyring_keys
 from policies.roce.ownership import LeafOwnership
 from policies.roce.patch import owned_entries
 from tenancy.store import key_store
@@ -127,7 +128,7 @@ def leaves(
 def trusted_keys(client: Any) -> list[Any]:
     """The service's signing keys, as an operator pins them (its keyring)."""
     keyring = key_store.read_keyring(client.app.state.uow.settings.keyring_path)
-    return list(key_store.keyring_keys(keyring).values())
+    return list(keyring_keys(keyring).values())
 
 
 def draining(client: Any) -> list[str]:

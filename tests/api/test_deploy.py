@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from policies.errors import InvalidValueError
+from policies.evidence.keyring import keyring_keys
 from policies.evidence.manifest import verify_manifest
 from tenancy.store import key_store
 from tests.builders import (
@@ -32,7 +33,7 @@ FREE_NODE = "gpu0007"
 
 def trusted_keys(client: Any) -> list[Any]:
     path = client.app.state.uow.settings.keyring_path
-    return list(key_store.keyring_keys(key_store.read_keyring(path)).values())
+    return list(keyring_keys(key_store.read_keyring(path)).values())
 
 
 def signed_manifest(client: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
