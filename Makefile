@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Two installs: `make run` needs the runtime dependencies only; the test and lint targets add the
+# Two installs: `make run` needs the service's dependencies (the `server` extra; the base
+# distribution alone is the deploy agents' install); the test and lint targets add the
 # development toolchain (the `dev` extra, and pip itself inside the venv). The venv is created
 # without pip and the interpreter's own pip installs into it (`pip --python`): creating a venv
 # with pip and upgrading that pip took 7.5 s of the 25 s `make run` may take on a fresh clone.
@@ -19,7 +20,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) --no-compile -e .
+	$(PIP) --no-compile -e '.[server]'
 	touch $@
 
 $(STAMP): pyproject.toml | $(BIN)/python

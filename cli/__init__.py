@@ -6,6 +6,10 @@ Each command group is a module of this package; this module wires them into the 
 
 from __future__ import annotations
 
+from cli.requirements import require_server_packages
+
+require_server_packages()
+
 import typer
 
 from cli import (

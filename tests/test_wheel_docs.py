@@ -2,10 +2,8 @@
 
 Issue 14, item 5: the Swagger UI assets are package data, so a wheel built from this tree and
 installed anywhere serves /docs with nothing fetched from the internet. The test builds the wheel
-(no build isolation: setuptools of this venv, no index), installs it without dependencies into a
-new venv, lets that venv import the dependencies of this one (a .pth line placed after the new
-venv's own site-packages, so this project's editable finder, which only this venv's .pth files
-start, never shadows the wheel), starts its `isofabric serve` in an empty directory and loads
+and installs it without dependencies into a new venv that imports this one's (tests/wheel.py),
+starts its `isofabric serve` in an empty directory and loads
 /docs as a browser would: every URL the page uses is on the server and answers 200 with its
 media type, and neither the page nor the assets name a CDN.
 """
@@ -14,10 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
-import sysconfig
 import threading
 import time
 import urllib.request
@@ -33,49 +28,10 @@ from tests.docs_page import (
     is_same_origin,
     page_urls,
 )
+from tests.wheel import build_wheel, expose_everything, fresh_venv, run
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("api", "tenancy", "policies")
-SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
 START_TIMEOUT_SECONDS = 20
 LISTENING = re.compile(r"Uvicorn running on (http://127\.0\.0\.1:\d+)")
-
-
-def run(*args: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run(
-        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def build_wheel(tmp: Path) -> Path:
-    """A wheel of a copy of the work tree (the build writes build/ and egg-info beside it)."""
-    source = tmp / "source"
-    source.mkdir()
-    for path in ROOT.iterdir():
-        if path.is_file() and not path.name.startswith(".") and ".db" not in path.name:
-            shutil.copy2(path, source)
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, source / package, ignore=SKIPPED)
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-        "-q", "-w", tmp / "dist", source)  # fmt: skip
-    (wheel,) = (tmp / "dist").glob("isofabric-*.whl")
-    return wheel
-
-
-def fresh_venv(tmp: Path, wheel: Path) -> Path:
-    """A new venv holding the wheel, and this venv's dependencies after its own site-packages."""
-    venv = tmp / "venv"
-    run(sys.executable, "-m", "venv", "--without-pip", venv)
-    python = venv / "bin" / "python"
-    run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-        "--no-index", wheel)  # fmt: skip
-    purelib = run(
-        python, "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"
-    ).strip()
-    Path(purelib, "zz_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    return venv
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +39,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     """`isofabric serve` of a venv that has only the wheel of this project; yields (venv, URL)."""
     tmp = tmp_path_factory.mktemp("wheel")
     venv = fresh_venv(tmp, build_wheel(tmp))
+    expose_everything(venv)
     workdir = tmp / "empty"
     workdir.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(workdir), "LANG": "C.UTF-8"}

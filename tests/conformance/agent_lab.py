@@ -5,7 +5,7 @@
   agent token, and a ``bin`` directory of infiniband-diags wrappers that attach to ibsim
   (``LD_PRELOAD=libumad2sim.so``), so the agent itself runs without the preload, as on an SM
   host. The ``smpquery`` wrapper lies once, for one LID, when ``bin/lie-lid`` names it.
-* `run_agent` / `start_agent`: ``python -m api.agent opensm …`` against a service URL.
+* `run_agent` / `start_agent`: ``isofabric-agent opensm …`` against a service URL.
 * `TamperServer`: a small HTTP server playing a compromised or broken service.
 """
 
@@ -16,7 +16,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .harness import OpenSM, SimFabric, stop_process, wait_until
+from .harness import AGENT_SCRIPT, OpenSM, SimFabric, stop_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT = 120.0
@@ -147,7 +146,7 @@ class SmNode:
 
     def agent_argv(self, server: str, keyring: Path, *extra: str) -> list[str]:
         return [
-            *(sys.executable, "-m", "agent", "opensm", "--server", server),
+            *(AGENT_SCRIPT, "opensm", "--server", server),
             *("--fabric", self.fabric_name, "--target", self.name),
             *("--conf-dir", str(self.conf_dir), "--public-key", str(keyring)),
             *("--pid-file", str(self.pid_file), "--log-file", str(self.log)),

@@ -30,6 +30,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from pathlib import Path
 from policies.infiniband import opensm_conf
 
 DEFAULT_TIMEOUT = 30.0
+# The deploy agents' own console script, as a fabric host runs it (agent/command.py).
+AGENT_SCRIPT = str(Path(sys.executable).parent / "isofabric-agent")
 QUERY_TIMEOUT = 20.0
 POLL_INTERVAL = 0.05
 MAD_TIMEOUT_MS = 2000

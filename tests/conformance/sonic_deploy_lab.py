@@ -4,7 +4,7 @@
   runs, ``sync``, the signed target of a leaf, the model (`load_snapshot`), vxlanmgrd.
 * `LeafNode`: one leaf: its `Router` (namespace with zebra and bgpd), its CONFIG_DB (a database
   of the module's `RedisServer`), its ``sonic`` target and agent token, its state directory
-  (the agent's frr.conf and state). `LeafNode.agent_argv` is ``python -m api.agent sonic …``
+  (the agent's frr.conf and state). `LeafNode.agent_argv` is ``isofabric-agent sonic …``
   with the lab's vtysh/frr-reload wrappers and the leaf's pathspace.
 * `seed_config_db`: a switch as isofabric finds it: a rendered config_db.json plus keys and fields
   isofabric does not own (`FOREIGN`, `EXTRA_FIELDS`), written as ConfigDBConnector writes
@@ -45,6 +45,7 @@ from tenancy.store.settings import Settings
 from tenancy.store.uow import UnitOfWork
 from tests.builders import ROCE_FABRIC, ROCE_STORAGE_NODES, SERVICE, api_create_roce_fabric
 
+from .harness import AGENT_SCRIPT
 from .redis_server import RedisServer
 from .roce_lab import RoceLab, Router, apply_vxlanmgrd
 from .test_opensm_end_to_end import Api
@@ -191,7 +192,7 @@ class LeafNode:
             options["--config-db"] = self.config_db_url
         given = {e.split("=", 1)[0] for e in extra}
         argv = [a for name, value in options.items() if name not in given for a in (name, value)]
-        return [sys.executable, "-m", "agent", "sonic", *argv, "--once", *extra]
+        return [AGENT_SCRIPT, "sonic", *argv, "--once", *extra]
 
     def start_agent(
         self, server: str, keyring: Path, *extra: str, env: Mapping[str, str] | None = None

@@ -2,7 +2,7 @@
 
 One ibsim fat tree, one live service and one master OpenSM serve the whole module (a standby
 joins for the last two tests); the tests run in file order and each starts from a fabric in
-sync. The agent runs as a subprocess (``python -m api.agent opensm``) with infiniband-diags
+sync. The agent runs as a subprocess (``isofabric-agent opensm``) with infiniband-diags
 wrappers that attach to ibsim; the test starts OpenSM itself and writes its pid file. What the
 fabric enforces is read with smpquery, never taken from the agent's word.
 """

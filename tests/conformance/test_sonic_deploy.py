@@ -5,7 +5,7 @@ state), and runs its topology as the RoCE lab (roce_lab.py: leaf01, leaf02, spin
 network namespaces with zebra and bgpd, veth links named as SONiC ports). Each leaf is a
 ``sonic`` target with its own agent token, and its CONFIG_DB a database of the module's own
 ``redis-server`` (a Unix socket), seeded with the first rendered config_db.json plus keys and
-fields isofabric does not own. The agent runs as a subprocess (``python -m api.agent sonic
+fields isofabric does not own. The agent runs as a subprocess (``isofabric-agent sonic
 --once``, the lab's vtysh/frr-reload wrappers, the leaf's pathspace). Tests run in file order,
 each from the state the previous one left:
 
