@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 from api.ui.render import STATIC_DIR, TEMPLATES_DIR
-from tests.test_wheel_docs import ROOT, build_wheel
+from tests.wheel import ROOT, build_wheel
 
 
 def test_the_wheel_holds_every_console_template_and_static_file(tmp_path: Path):
