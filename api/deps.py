@@ -13,19 +13,13 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from api.access_rules import agent_scope_allows, decide, object_for
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.dry_run import dry_run_requested
 from api.idempotency import CLAIM_SCOPE_KEY
 from api.limits import HeavyWorkLimit, media_type
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
-from policies.authz import (
-    GLOBAL_DOMAIN,
-    Decision,
-    Role,
-    agent_scope_allows,
-    decide,
-    object_for,
-)
+from policies.authz import GLOBAL_DOMAIN, Decision, Role
 from policies.errors import (
     AuthenticationError,
     ForbiddenError,

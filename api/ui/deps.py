@@ -16,12 +16,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
+from api.access_rules import decide
 from api.deps import SLUG, hidden_tenant
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
 from api.ui.errors import ConsoleRoute
 from api.ui.render import SELF_SCOPED_PAGES, SESSION_STATE_KEY
 from api.ui.session import CSRF_FIELD, ConsoleSession, ConsoleSessions, csrf_matches
-from policies.authz import GLOBAL_DOMAIN, Decision, decide
+from policies.authz import GLOBAL_DOMAIN, Decision
 from policies.errors import ForbiddenError
 from tenancy.store.uow import Principal, UnitOfWork
 

@@ -19,8 +19,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from api.access_rules import decide
 from api.ui.session import CSRF_FIELD, ConsoleSession
-from policies.authz import GLOBAL_DOMAIN, Decision, decide
+from policies.authz import GLOBAL_DOMAIN, Decision
 
 PACKAGE_DIR = Path(__file__).parent
 TEMPLATES_DIR = PACKAGE_DIR / "templates"

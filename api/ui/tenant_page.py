@@ -13,10 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from api.access_rules import decide
 from api.deps import ListParams
 from api.routes import proofs as proof_routes
 from api.ui.usage_chart import usage_chart
-from policies.authz import Decision, Role, decide
+from policies.authz import Decision, Role
 from tenancy.gate import cached_reads
 from tenancy.schemas import (
     AllocationView,

@@ -14,8 +14,9 @@ import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from api.access_rules import decide
 from api.ui.deps import console_authorize
-from policies.authz import Decision, decide
+from policies.authz import Decision
 from tests.ui.console_site import ROLES, ConsoleSite
 from tests.ui.probes import GLOBAL_ACTION, TENANT_ACTION, Probes, install_probes
 from tests.ui.test_console_session import csrf_of, sign_in

@@ -20,12 +20,13 @@ from fastapi import Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from api.access_rules import decide, object_for
 from api.deps import ListParams
 from api.routes import proofs as proof_routes
 from api.ui.deps import ConsolePrincipal, ConsoleUow, console_router
 from api.ui.pages.proof_claims import keys_for_browser, readable_claims, signer_rows, statement_of
 from api.ui.render import SECURITY_HEADERS, render
-from policies.authz import GLOBAL_DOMAIN, Decision, decide, object_for
+from policies.authz import GLOBAL_DOMAIN, Decision
 from policies.errors import ForbiddenError
 from tenancy.schemas import SNAPSHOT_DIGEST_PATTERN
 from tenancy.store.pagination import DEFAULT_LIMIT

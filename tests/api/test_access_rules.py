@@ -1,17 +1,16 @@
-"""The RBAC-with-domains policy (pycasbin): decisions per role, domain and route."""
+"""The service's access rules under the engine's RBAC with domains: decisions per role and route."""
 
 from __future__ import annotations
 
 import pytest
 
+from api.access_rules import ROUTE_RULES, decide, object_for
 from policies.authz import (
     GLOBAL_DOMAIN,
     Decision,
     binding_domain,
     build_enforcer,
-    decide,
     domain_matches,
-    object_for,
 )
 
 TENANT = "/v1/tenants/{tenant}"
@@ -21,7 +20,7 @@ ARTIFACT = "/v1/fabrics/{fabric}/artifacts/{path:path}"
 
 
 def test_an_operator_bound_in_the_wildcard_domain_holds_its_role_in_every_tenant():
-    enforcer = build_enforcer("op", "operator", None)
+    enforcer = build_enforcer(ROUTE_RULES, "op", "operator", None)
 
     for tenant in ("acme", "globex", "never-heard-of"):
         assert enforcer.enforce("op", tenant, ALLOCATIONS, "POST")
@@ -34,13 +33,13 @@ def test_without_the_domain_matching_function_the_wildcard_binding_would_deny_op
     import casbin
     from casbin.persist.adapters import StringAdapter
 
-    from policies.authz import MODEL_TEXT, POLICY_TEXT
+    from policies.authz import MODEL_TEXT
 
-    policy = f"{POLICY_TEXT}\ng, op, operator, *"
+    policy = f"{ROUTE_RULES}\ng, op, operator, *"
     plain = casbin.Enforcer(casbin.Enforcer.new_model(text=MODEL_TEXT), StringAdapter(policy))
 
     assert not plain.enforce("op", "acme", TENANT, "GET")
-    assert build_enforcer("op", "operator", None).enforce("op", "acme", TENANT, "GET")
+    assert build_enforcer(ROUTE_RULES, "op", "operator", None).enforce("op", "acme", TENANT, "GET")
 
 
 def test_a_tenant_binding_holds_in_its_own_tenant_only():
