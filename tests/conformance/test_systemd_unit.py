@@ -59,5 +59,5 @@ def test_the_unit_reads_the_example_environment_file() -> None:
     names = [ln.split("=", 1)[0] for ln in env_file.splitlines() if ln and not ln.startswith("#")]
     assert "ISOFABRIC_DATABASE_URL" in names
     # Every name is a setting the service reads (a misspelt one would be ignored silently).
-    settings_source = (UNIT.parents[2] / "tenancy" / "settings.py").read_text()
+    settings_source = (UNIT.parents[2] / "tenancy" / "store" / "settings.py").read_text()
     assert [name for name in names if f'"{name}"' not in settings_source] == []
