@@ -1,4 +1,4 @@
-"""Verify one change from the part of the fabric it touches (issue 12's incremental verifier).
+"""Verify one change from the part of the fabric it touches: the incremental verifier.
 
 The commit gate hands over the owners and nodes a use case changed (`ChangeScope`). Every
 committed state is a verified one (the gate refuses the rest, and `FabricDigest.holds` records

@@ -74,7 +74,7 @@ def upgrade_digests(uow: UnitOfWork) -> list[str]:
     """Name each fabric's current state by its v2 digest, once, where the log still has v1.
 
     For every fabric whose newest history row carries a ``sha256:`` digest (written before
-    issue 12), verify the whole fabric and, if it holds, audit ``snapshot.digest-upgrade`` from
+    v2 digests), verify the whole fabric and, if it holds, audit ``snapshot.digest-upgrade`` from
     the old name to the new one: the audit chain, the snapshot history, deploy sync and the read
     cache then agree on the state's name. Idempotent, and safe for replicas starting together
     (each fabric under its lock). Returns the fabrics upgraded.

@@ -1,6 +1,6 @@
 """The verdict a reader shows now: the current state's if cached, else an earlier state's.
 
-A page (the console's isolation matrix, issue 15 item 4) must not wait for a whole
+A page (the console's isolation matrix) must not wait for a whole
 verification (3.5 s to 10 s on the 100k-port benchmark fabric) in the seconds after a change,
 while the verdict warmer (api/verdict_warmer.py) computes it. So when the current state's
 verdict is not cached, the newest cached verdict of an earlier state of the same fabric is

@@ -1,6 +1,6 @@
 """Which fabrics' current verdicts are not in the read cache, and computing one into it.
 
-The commit gate verifies a change incrementally (issue 12) and leaves no whole verdict in the
+The commit gate verifies a change incrementally and leaves no whole verdict in the
 read cache (tenancy/gate/cached_reads.py), so the first read of a changed fabric's verdict (GET
 verification, the console's matrix) would pay a whole verification. The API's warmer
 (api/verdict_warmer.py) calls these two functions off the request path so that readers find it

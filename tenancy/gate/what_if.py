@@ -1,4 +1,4 @@
-"""What-if (issue 12, item 4): what a change would do, computed in its transaction, never kept.
+"""What-if: what a change would do, computed in its transaction, never kept.
 
 `preview` runs a change inside a savepoint with the commit gate deferred, reads each touched
 fabric's pending state (verdict, reachability, artifacts), rolls the savepoint back, reads the
@@ -30,7 +30,7 @@ from tenancy.technology import render_snapshot, verify_snapshot
 
 T = TypeVar("T")
 
-# opensm.conf carries the subnet's management keys (reference/infiniband.md §4): a diff shows
+# opensm.conf carries the subnet's management keys (docs/facts/infiniband.md §4): a diff shows
 # that a key line changed, never its value.
 _SECRET_LINE = re.compile(r"^(\s*(?:m_key|sm_key|sa_key)\s+)\S+", re.MULTILINE)
 MAX_DIFF_LINES = 2_000

@@ -29,7 +29,7 @@ class SnapshotRecord(SQLModel, table=True):
     digest: str = Field(max_length=71)
     audit_index: int
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
-    # The policy version in force at this snapshot (issue 13; 0 is the built-in default).
+    # The policy version in force at this snapshot (0 is the built-in default).
     policy_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
@@ -83,7 +83,7 @@ class DeployTarget(SQLModel, table=True):
     applied_snapshot_id: int | None = None
     observed_snapshot_id: int | None = None
     observed_digest: str | None = Field(default=None, max_length=71)
-    # RoCE phased rollout (issue 16): the phase (1 or 2) of snapshot `phase_digest` it last
+    # RoCE phased rollout: the phase (1 or 2) of snapshot `phase_digest` it last
     # applied; phase 1 removes access only, so it does not make the target hold that digest.
     phase: int | None = None
     phase_digest: str | None = Field(default=None, max_length=71)

@@ -76,7 +76,7 @@ class Port(SQLModel, table=True):
 
     __table_args__ = (
         UniqueConstraint("fabric_id", "guid"),
-        # The ports on a leaf (issue 13): a change under a dedicated-leaf policy reads them.
+        # The ports on a leaf: a change under a dedicated-leaf policy reads them.
         Index("ix_port_fabric_switch_name", "fabric_id", "switch_name"),
     )
     id: int | None = Field(default=None, primary_key=True)

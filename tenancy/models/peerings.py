@@ -1,4 +1,4 @@
-"""Consented peerings between two tenants on one fabric (issue 13, item 4)."""
+"""Consented peerings between two tenants on one fabric."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The policy document's versions (issue 13): each PUT that changes the rules adds one."""
+"""The policy document's versions: each PUT that changes the rules adds one."""
 
 from __future__ import annotations
 

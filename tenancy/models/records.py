@@ -83,10 +83,10 @@ class ApiToken(SQLModel, table=True):
 
 
 class Proof(SQLModel, table=True):
-    """A signed isolation proof: a DSSE envelope over an in-toto Statement (issue 5).
+    """A signed isolation proof: a DSSE envelope over an in-toto Statement.
 
     `view` is whom it was issued for: ``full`` (operators, auditors) or ``tenant`` (other tenants
-    counted, not named); a tenant's roles read only ``tenant`` ones (issue 10, item 6).
+    counted, not named); a tenant's roles read only ``tenant`` ones.
     """
 
     __tablename__ = "proof"
@@ -99,7 +99,7 @@ class Proof(SQLModel, table=True):
 
 
 class UsageInterval(SQLModel, table=True):
-    """What a tenant held and when (issue 6), the input of usage metering.
+    """What a tenant held and when, the input of usage metering.
 
     One row per node of an allocation (with its port count) or per grant, opened and closed in the
     same transaction as the change.

@@ -1,4 +1,4 @@
-"""Runs of the jobs `serve` does on a schedule (issue 14): one row per job and period."""
+"""Runs of the jobs `serve` does on a schedule: one row per job and period."""
 
 from __future__ import annotations
 

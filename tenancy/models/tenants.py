@@ -25,7 +25,7 @@ class Tenant(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     billing_account: str = Field(default="", max_length=64)
     offboarded_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
-    # The tenant's own node quota across all fabrics (issue 13); None: its kind's quota applies.
+    # The tenant's own node quota across all fabrics; None: its kind's quota applies.
     max_nodes: int | None = None
 
 
@@ -74,7 +74,7 @@ class Segment(SQLModel, table=True):
     service_id: int | None = Field(default=None, foreign_key="service.id", index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     released_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
-    # An accepted InfiniBand peering's shared partition (issue 13); tenant and service are null.
+    # An accepted InfiniBand peering's shared partition; tenant and service are null.
     peering_id: str | None = Field(
         default=None, foreign_key="peering.id", index=True, max_length=36
     )

@@ -180,7 +180,7 @@ def _store_checkpoint(uow: UnitOfWork) -> m.AuditCheckpoint:
 
     Two replicas asked at once may both find none and both sign the same size: the size is the
     primary key, so the second insert fails (`ConflictError`) and is simply done again, which
-    then reads the first one's checkpoint (issue 14: one stored checkpoint per size, never a
+    then reads the first one's checkpoint (one stored checkpoint per size, never a
     409 or 500 for the loser). The log may have grown meanwhile: then it signs the new size.
     """
     for _attempt in range(CHECKPOINT_ATTEMPTS - 1):

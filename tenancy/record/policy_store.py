@@ -2,7 +2,7 @@
 
 No `policy_version` row means the built-in default (`DEFAULT_POLICY`, version 0), which
 reproduces the behaviour from before policies existed; each stored version is the canonical
-document of `Policy.document` (issue 13). Read the policy after taking the fabric locks a use
+document of `Policy.document`. Read the policy after taking the fabric locks a use
 case needs: a policy change holds every fabric's lock while it writes (tenancy/usecases/policy.py).
 """
 

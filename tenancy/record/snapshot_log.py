@@ -1,6 +1,6 @@
 """The fabric's snapshot log: one row per committed change of its digest (see SnapshotRecord).
 
-Each row names the policy version in force when it was committed (issue 13).
+Each row names the policy version in force when it was committed.
 
 Written by the commit gate in every change's own transaction, so the history holds exactly the
 committed, verified states; the same rule backfilled the log from the audit log (migration 0013).

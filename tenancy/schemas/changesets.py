@@ -1,4 +1,4 @@
-"""Change sets (issue 12, item 3): many operations applied and verified as one unit."""
+"""Change sets: many operations applied and verified as one unit."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def left_out(value: object) -> bool:
     """`exclude_if` of a member left out of the JSON when null (the other technology's).
 
     A field-level rule keeps the member's type in the OpenAPI document, where a model serializer
-    that drops nulls would make the whole view an untyped object (issue 14, item 5).
+    that drops nulls would make the whole view an untyped object.
     """
     return value is None
 

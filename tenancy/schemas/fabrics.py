@@ -68,7 +68,7 @@ class FabricCreate(Strict):
         default=PKeyRange(),
         description="P_Keys the service may hand out on this fabric (default 0x0001-0x7ffe)",
     )
-    # IBA: a P_Key table is at most 2048 blocks of 32 entries (reference/infiniband.md §2.3).
+    # IBA: a P_Key table is at most 2048 blocks of 32 entries (docs/facts/infiniband.md §2.3).
     pkeys_per_port: StrictInt = Field(
         default=128,
         ge=2,

@@ -1,4 +1,4 @@
-"""Operations: liveness, readiness and the runs of scheduled jobs (issue 14)."""
+"""Operations: liveness, readiness and the runs of scheduled jobs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The policy document (issue 13): per tenant kind and per shared service, as PUT and GET show it.
+"""The policy document: per tenant kind and per shared service, as PUT and GET show it.
 
 A PUT may omit any kind, any field of a kind and the services: what it omits takes the built-in
 default's value (`policies.policy.DEFAULT_POLICY`), so ``{}`` is the default policy. Responses

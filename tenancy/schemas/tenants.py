@@ -281,7 +281,7 @@ class RoceSegmentView(BaseModel):
 class TenantSummary(Strict):
     """What the billing role sees of a tenant: its name and billing account, nothing else.
 
-    See issues 4 and 6. Strict, so no fuller view ever validates as it.
+    Strict, so no fuller view ever validates as it.
     """
 
     name: str = Field(description="The tenant's name")

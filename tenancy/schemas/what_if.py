@@ -1,4 +1,4 @@
-"""What-if answers (issue 12, item 4): a change's verdict, reachability delta and file diffs."""
+"""What-if answers: a change's verdict, reachability delta and file diffs."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def parse_inventory(text: str, media_type: str) -> RoceInventory:
 
 
 def parse_policy(text: str, media_type: str) -> PolicyDocument:
-    """A policy document (issue 13) from JSON or YAML text.
+    """A policy document from JSON or YAML text.
 
     Raises:
         UnsupportedMediaTypeError: the body is neither JSON nor YAML (415).

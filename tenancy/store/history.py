@@ -1,7 +1,7 @@
 """Records that end stay for history: which of them a read sees.
 
 Releasing an allocation or revoking a grant stamps an end time (`released_at`, `revoked_at`) and
-keeps the row, so billing and audit can explain the past (issue 10, item 24). Reads default to the
+keeps the row, so billing and audit can explain the past. Reads default to the
 records still in force; ``?state=`` asks for the ended ones (``released`` / ``revoked``) or all.
 """
 

@@ -9,8 +9,8 @@ BEGIN IMMEDIATE (tenancy/store/db.py).
 
 The same write skew exists between a tenant's offboarding and whatever gives that tenant
 something (an allocation, a grant, a token, a proof): each checked the tenant's status in its
-own snapshot, so an allocation could commit after an offboarding that never saw it (issue 10,
-item 3). Those use cases lock the tenant's row (`lock_tenant`) and re-read its status under it.
+own snapshot, so an allocation could commit after an offboarding that never saw it. Those use
+cases lock the tenant's row (`lock_tenant`) and re-read its status under it.
 
 Lock order, the same in every transaction so that none waits in a cycle: the tenant row, then its
 quota lock, then the token lineage lock, then fabric locks in id order, then the audit log's lock
@@ -35,13 +35,13 @@ FABRIC_LOCK_CLASS = 0x4946
 # First key of a tenant's node quota lock ("QT"; the second is the tenant's id).
 TENANT_QUOTA_LOCK_CLASS = 0x5154
 # The one lock over the parent/child graph of API tokens ("TK"): minting a child and revoking
-# an ancestor must not interleave, or the child outlives its revoked parent (issue 10, item 7).
+# an ancestor must not interleave, or the child outlives its revoked parent.
 TOKEN_LINEAGE_LOCK = (0x544B, 0)
 # The policy document's lock ("PL"): a policy change and a fabric's creation do not interleave,
 # so two changes never take one version number and no new fabric misses a version.
 POLICY_LOCK = (0x504C, 0)
 # The migration lock ("MG"), a session lock held while a server migrates and seeds at start:
-# replicas started together otherwise both create `alembic_version` and one fails (issue 14).
+# replicas started together otherwise both create `alembic_version` and one fails.
 MIGRATION_LOCK = (0x4D47, 0)
 
 

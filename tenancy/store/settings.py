@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 DEFAULT_DATABASE_URL = "sqlite:///./isofabric.db"
 DEFAULT_QUARANTINE_SECONDS = 24 * 3600
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-# How long an Idempotency-Key is honoured; the API promises at least a day (issue 10, item 19).
+# How long an Idempotency-Key is honoured; the API promises at least a day.
 MIN_IDEMPOTENCY_TTL_HOURS = 24
 # Heavy requests (topology imports, config audits, observations, proofs) one principal may
 # have in flight at once; more are refused with 429 (api/limits.py).
@@ -21,7 +21,7 @@ DEFAULT_HEAVY_CONCURRENCY = 2
 # one): the most recently fetched ones (tenancy/usecases/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
 DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
-# A signed checkpoint of the audit log whenever it grew, at most this long after (issue 14).
+# A signed checkpoint of the audit log whenever it grew, at most this long after.
 DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 300
 MAX_JOB_INTERVAL_SECONDS = 7 * 24 * 3600
 # Who may read /metrics (it names every fabric): a token allowed by the RBAC policy, or anyone.

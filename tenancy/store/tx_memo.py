@@ -1,4 +1,4 @@
-"""What one transaction may remember between its statements (issue 12: cost per change).
+"""What one transaction may remember between its statements.
 
 A change set runs thousands of operations in one transaction, and each would otherwise look up
 the same fabric, take the same lock again, re-read the audit log's tail and rescan a pool from

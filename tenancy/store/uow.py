@@ -161,7 +161,7 @@ def _storage_errors() -> Iterator[None]:
         ) from error
     except OperationalError as error:
         # The database went away or refused the work (connection lost, server shutting down,
-        # SQLite busy past its timeout): a 503 the client may retry, not a 500 (issue 14).
+        # SQLite busy past its timeout): a 503 the client may retry, not a 500.
         if _write_in_read_only(error):
             raise
         raise DatabaseUnavailableError(

@@ -85,7 +85,7 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
 def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> AllocationView:
     """`allocate` inside the caller's transaction (a change set's operation)."""
     # The tenant's lock first (lock order): an offboarding cannot commit in between and
-    # leave the tenant with nodes it never saw (issue 10, item 3).
+    # leave the tenant with nodes it never saw.
     tenant = lock_active_tenant(tx.session, tenant_name)
     guard_quota(tx, tenant)  # before the fabric lock (lock order)
     fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
@@ -105,7 +105,7 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
         segment = ensure_segment(tx, fabric, tenant_id=m.pk(tenant))
         _insert_allocation(tx, allocation, nodes)
     usage.open_node_intervals(tx, tenant, fabric, nodes, allocation.id)
-    ensure_tenant_within_quota(tx, tenant)  # nodes held on every fabric (issue 13)
+    ensure_tenant_within_quota(tx, tenant)  # nodes held on every fabric
     commit_gate(
         tx,
         fabric,

@@ -29,7 +29,7 @@ def prepare_database(engine: Engine) -> None:
 
     On PostgreSQL the whole step holds a session advisory lock (`MIGRATION_LOCK`): two servers
     started at once on a fresh database would otherwise both create ``alembic_version`` and one
-    would fail on its unique key (issue 14). Whoever waited for the lock re-reads the revision
+    would fail on its unique key. Whoever waited for the lock re-reads the revision
     and finds the schema at head. SQLite serialises the two steps with BEGIN IMMEDIATE. The
     migration runs on one connection (in-memory SQLite has only one). A SQLite database file
     readable by others (created 0644 by earlier versions) is made 0600.

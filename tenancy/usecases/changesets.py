@@ -1,4 +1,4 @@
-"""Change sets (issue 12, item 3): up to 10,000 operations, applied and verified as one unit.
+"""Change sets: up to 10,000 operations, applied and verified as one unit.
 
 The operations run in order in one transaction, each through the same tenancy function as its
 own route (`*_in`), with the commit gate deferred (tenancy/gate/change_batch.py): every operation

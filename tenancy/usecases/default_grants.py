@@ -1,4 +1,4 @@
-"""Default grants (issue 13): services a tenant's kind gets on its first allocation on a fabric.
+"""Default grants: services a tenant's kind gets on its first allocation on a fabric.
 
 The policy names them per kind (`KindPolicy.default_grants`). On a tenant's first allocation on
 a fabric (it held no other there), each named service that exists on that fabric, whose

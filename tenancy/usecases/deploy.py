@@ -303,9 +303,9 @@ def _finish_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
 
     InfiniBand: every target must hold a snapshot at or after the node's release (a standby
     that takes over must not bring the old key back), and a master's read-back must have
-    matched one: what the fabric enforces is observed, never assumed from files alone (issue
-    11, item 6). RoCE: every leaf enforces its own part, so every leaf's read-back must have
-    matched one (issue 16: the host's ports are in no tenant VLAN of the read-back CONFIG_DB).
+    matched one: what the fabric enforces is observed, never assumed from files alone. RoCE:
+    every leaf enforces its own part, so every leaf's read-back must have matched one (the
+    host's ports are in no tenant VLAN of the read-back CONFIG_DB).
     """
     targets = _targets(tx.session, m.pk(fabric))
     if fabric.kind == FabricKind.ROCE:

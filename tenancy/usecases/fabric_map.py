@@ -1,7 +1,7 @@
 """Where each owner's ports are on a fabric: the console's fabric map and its matrix's owners.
 
 Read-only aggregate queries, one transaction each, never a snapshot load or a verification: the
-map of the 100k-port benchmark fabric (3,128 leaves) must load within 2 s (issue 15). The map
+map of the 100k-port benchmark fabric (3,128 leaves) must load within 2 s. The map
 reads the host ports per leaf grouped by owner (`leaf_use`), and only for the leaves it draws
 port by port, each port (`leaf_ports`). A node's owner is whoever holds it right now (its
 `NodeAssignment`: an allocation's tenant or a service); a port of a node nobody holds is free.

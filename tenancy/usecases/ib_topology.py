@@ -258,8 +258,7 @@ def _missing(
 
     A held node's port is removed all the same when it cannot be right: the import lists another
     GUID in its place (same host, HCA and port number), or its GUID can identify no port
-    (reserved, or a switch's). So a corrected import always replaces a bad record (issue 10,
-    item 5).
+    (reserved, or a switch's). So a corrected import always replaces a bad record.
     """
     held = keeps_ports(state)
     wrong = (node, hca, port_num) in corrected or guid in impossible

@@ -1,4 +1,4 @@
-"""A RoCE leaf's CONFIG_DB patch between two snapshots (issue 16, item 2).
+"""A RoCE leaf's CONFIG_DB patch between two snapshots.
 
 The artifacts route serves files by content; a patch depends on where the leaf starts, so it is
 computed from two snapshots' retained config_db.json of the leaf (`snapshot_artifact`) with the

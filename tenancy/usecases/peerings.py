@@ -1,4 +1,4 @@
-"""Use cases for consented peerings between two tenants on one fabric (issue 13, item 4).
+"""Use cases for consented peerings between two tenants on one fabric.
 
 A tenant (its tenant-admin or an operator) requests a peering with another tenant on a fabric;
 the peer (its tenant-admin or an operator) accepts it; either side ends it, which also withdraws

@@ -1,4 +1,4 @@
-"""Use cases for the policy document (issue 13): read it, change it verified, read its versions.
+"""Use cases for the policy document: read it, change it verified, read its versions.
 
 A change is verified like any other: the new version is written in the change's transaction,
 every fabric is verified whole under it (each under its lock) and the node quotas of every

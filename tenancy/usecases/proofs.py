@@ -1,4 +1,4 @@
-"""Isolation proofs (issue 5): issue, store and list DSSE-signed in-toto Statements.
+"""Isolation proofs: issue, store and list DSSE-signed in-toto Statements.
 
 Issuing verifies the fabric, renders its artifacts, states the tenant's endpoints, ownership,
 segments and reachable set, its accepted peerings as intended edges (a tenant view names those
@@ -72,7 +72,7 @@ def issue(
             not verify (`IsolationViolationError`).
     """
     with uow.transaction() as tx:
-        # Under the tenant's lock, like everything given to a tenant (issue 10, item 3).
+        # Under the tenant's lock, like everything given to a tenant.
         tenant = lock_active_tenant(tx.session, tenant_name)
         fabric = fabric_named(tx.session, fabric_name)
         snapshot = load_snapshot(tx.session, fabric)

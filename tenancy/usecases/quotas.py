@@ -1,4 +1,4 @@
-"""Node quotas (issue 13): the nodes a tenant holds across all fabrics, against its quota.
+"""Node quotas: the nodes a tenant holds across all fabrics, against its quota.
 
 A quota is the tenant's own `max_nodes` or else its kind's in the policy (`effective_quota`).
 It is not a per-fabric rule (a fabric's verdict depends on that fabric only), so the service

@@ -1,4 +1,4 @@
-"""Is this server ready for traffic? The checks behind ``/readyz`` (issue 14, item 1).
+"""Is this server ready for traffic? The checks behind ``/readyz``.
 
 Ready means: the database answers, its schema is at this version's newest migration, and the
 keys are installed (the signing key file, the active key; the OpenSM secret). The liveness probe

@@ -1,4 +1,4 @@
-"""Jobs `serve` runs on a schedule, each once per period across every replica (issue 14).
+"""Jobs `serve` runs on a schedule, each once per period across every replica.
 
 Time is cut into periods of a job's interval, aligned on the Unix epoch, so every replica
 computes the same period boundaries. A replica runs a job for a period only after inserting

@@ -1,7 +1,7 @@
 """Use cases for operator-owned shared services (e.g. storage) and the grants that open them.
 
 On InfiniBand a service has its own partition: service ports are full members, and the ports of
-every granted tenant become limited members (reference/infiniband.md §1.3), so granted tenants
+every granted tenant become limited members (docs/facts/infiniband.md §1.3), so granted tenants
 reach the service but still not each other.
 """
 
@@ -105,7 +105,7 @@ def grant_service(uow: UnitOfWork, *, tenant_name: str, spec: GrantCreate) -> Gr
 def grant_service_in(tx: Tx, *, tenant_name: str, spec: GrantCreate) -> GrantView:
     """`grant_service` inside the caller's transaction (a change set's operation)."""
     # The tenant's lock first (lock order): an offboarding cannot commit in between and
-    # leave the tenant with a grant it never saw (issue 10, item 3).
+    # leave the tenant with a grant it never saw.
     tenant = lock_active_tenant(tx.session, tenant_name)
     fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
     service = service_named(tx.session, fabric, spec.service)

@@ -1,4 +1,4 @@
-"""PATCH /v1/tenants/{tenant} (issue 13): an operator changes a tenant's quota, class or account.
+"""PATCH /v1/tenants/{tenant}: an operator changes a tenant's quota, class or account.
 
 Verified like any change: the tenant's new facts are checked against the policy (a QoS class
 its kind may not hold, a quota below what it holds: 409 with counterexamples), each fabric where

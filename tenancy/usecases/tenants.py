@@ -24,7 +24,7 @@ from tenancy.usecases.tokens import revoke_tenant_tokens
 # Seeded classes: SL 0 stays the default (unclassified and IPoIB-on-0x7fff traffic); each class
 # gets its own SL, hence its own VL, weighted in the low-priority VL arbitration table.
 # On RoCE: gold DSCP 26 -> TC 3 and silver DSCP 28 -> TC 4 lossless (PFC + ECN), bronze DSCP 10 ->
-# TC 1 lossy; ETS weights sum to 100 (reference/roce.md §2).
+# TC 1 lossy; ETS weights sum to 100 (docs/facts/roce.md §2).
 SEEDED_QOS_CLASSES = (
     QosClassCreate(
         name="gold",
@@ -232,14 +232,13 @@ def offboard_tenant_in(tx: Tx, *, name: str) -> TenantView:
     """`offboard_tenant` inside the caller's transaction (a change set's operation)."""
     # Exclusive: allocations, grants and tenant tokens in flight (they hold the lock shared)
     # commit first and are released below; later ones see the tenant offboarded. Without it
-    # they checked the status in their own snapshot and committed after this (issue 10,
-    # item 3).
+    # they checked the status in their own snapshot and committed after this.
     tenant = lock_tenant(tx.session, name, exclusive=True)
     if tenant.status == "offboarded":
         raise ConflictError(f"tenant '{name}' is already offboarded", name=name)
     lock_token_lineage(tx.session)  # before the fabrics' locks: the lock order
     release_tenant_everywhere(tx, tenant)
-    revoke_tenant_tokens(tx, tenant.name)  # its tokens stop working (issue 10, item 7)
+    revoke_tenant_tokens(tx, tenant.name)  # its tokens stop working
     tenant.status = "offboarded"
     tenant.offboarded_at = tx.now
     tx.session.add(tenant)

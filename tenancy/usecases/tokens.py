@@ -5,10 +5,9 @@ enough to store them: there is nothing to brute-force.
 
 A token minted by a request that authenticated with a token is that token's child, and never
 outlives it: its expiry is capped at its parent's and revoking a token revokes its descendants.
-Otherwise an expiring token, or one about to be revoked, could mint a lasting one (issue 10,
-item 7). Tokens minted with ISOFABRIC_ADMIN_TOKEN, in open mode or by the CLI have no parent. A
-tenant's tokens are revoked when it is offboarded, and no token of an offboarded tenant
-authenticates.
+Otherwise an expiring token, or one about to be revoked, could mint a lasting one. Tokens
+minted with ISOFABRIC_ADMIN_TOKEN, in open mode or by the CLI have no parent. A tenant's tokens
+are revoked when it is offboarded, and no token of an offboarded tenant authenticates.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
     with uow.transaction() as tx:
         if spec.tenant is not None:
             # Under the tenant's lock: an offboarding that revokes the tenant's tokens either
-            # sees this one or is seen by it (issue 10, item 3).
+            # sees this one or is seen by it.
             lock_active_tenant(tx.session, spec.tenant)
         if spec.fabric is not None and spec.target is not None:
             target_named(tx.session, fabric_named(tx.session, spec.fabric), spec.target)
@@ -230,7 +229,7 @@ def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
             return None
         if row.tenant is not None and not _tenant_active(tx.session, row.tenant):
             # Offboarding revokes the tenant's tokens; this also refuses those of tenants
-            # offboarded before it did (issue 10, item 7).
+            # offboarded before it did.
             return None
         if row.role == "agent" and not _target_exists(tx.session, row.fabric, row.target):
             return None  # its target was removed (and the token revoked with it)

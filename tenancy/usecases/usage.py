@@ -1,4 +1,4 @@
-"""Usage metering (issue 6): intervals recorded with every change, records computed on the fly.
+"""Usage metering: intervals recorded with every change, records computed on the fly.
 
 The records are computed from the intervals by the pure engine (policies/usage/).
 

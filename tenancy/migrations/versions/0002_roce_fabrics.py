@@ -114,7 +114,7 @@ def upgrade() -> None:
         batch_op.create_index('uq_segment_active_tenant', ['fabric_id', 'tenant_id', 'purpose'], unique=True, sqlite_where=sa.text("state = 'active' AND tenant_id IS NOT NULL"), postgresql_where=sa.text("state = 'active' AND tenant_id IS NOT NULL"))
 
     # ### end Alembic commands ###
-    # The seeded classes get their RoCE meaning (issue 3): gold DSCP 26 -> TC 3 lossless,
+    # The seeded classes get their RoCE meaning: gold DSCP 26 -> TC 3 lossless,
     # silver DSCP 28 -> TC 4 lossless, bronze DSCP 10 -> TC 1 lossy; ETS weights sum to 100.
     for name, dscp, tc, lossless, weight in SEEDED_ROCE:
         op.execute(

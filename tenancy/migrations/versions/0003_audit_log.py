@@ -1,4 +1,4 @@
-"""Audit log: tamper-evident record of every mutation (issue 4).
+"""Audit log: tamper-evident record of every mutation.
 
 Revision ID: 0003
 Revises: 0002

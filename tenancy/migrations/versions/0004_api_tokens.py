@@ -1,4 +1,4 @@
-"""API tokens: hashed secrets with role, tenant scope, expiry and revocation (issue 4).
+"""API tokens: hashed secrets with role, tenant scope, expiry and revocation.
 
 Revision ID: 0004
 Revises: 0003

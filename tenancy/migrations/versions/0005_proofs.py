@@ -1,4 +1,4 @@
-"""Isolation proofs: signed DSSE envelopes over in-toto statements (issue 5).
+"""Isolation proofs: signed DSSE envelopes over in-toto statements.
 
 Revision ID: 0005
 Revises: 0004

@@ -1,4 +1,4 @@
-"""Usage metering: tenants' billing accounts and usage intervals (issue 6).
+"""Usage metering: tenants' billing accounts and usage intervals.
 
 Revision ID: 0006
 Revises: 0005

@@ -1,4 +1,4 @@
-"""Node state: free, allocated, absent or draining; absent switches (issue 10, item 4).
+"""Node state: free, allocated, absent or draining; absent switches.
 
 Revision ID: 0007
 Revises: 0006

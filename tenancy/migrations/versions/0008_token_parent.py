@@ -1,4 +1,4 @@
-"""Token lineage: the token that minted each token (issue 10, item 7).
+"""Token lineage: the token that minted each token.
 
 Revision ID: 0008
 Revises: 0007

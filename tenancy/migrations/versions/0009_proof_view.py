@@ -1,4 +1,4 @@
-"""Proof views: whom each isolation proof was issued for (issue 10, item 6).
+"""Proof views: whom each isolation proof was issued for.
 
 Revision ID: 0009
 Revises: 0008

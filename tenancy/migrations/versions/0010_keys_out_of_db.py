@@ -1,4 +1,4 @@
-"""Keys out of the database: no private signing key, no OpenSM keys (issue 10, item 8).
+"""Keys out of the database: no private signing key, no OpenSM keys.
 
 The signing key's private half now lives in a key file (mode 0600) and the OpenSM keys derive
 from a secret file; the database keeps public keys only. A key whose private half sat in the

@@ -1,4 +1,4 @@
-"""Idempotency-Key records: a retried POST gets its first response (issue 10, item 19).
+"""Idempotency-Key records: a retried POST gets its first response.
 
 Revision ID: 0011
 Revises: 0010

@@ -1,4 +1,4 @@
-"""4-byte ASNs: roce_switch.asn is a BIGINT on PostgreSQL (issue 10, item 11).
+"""4-byte ASNs: roce_switch.asn is a BIGINT on PostgreSQL.
 
 A leaf's ASN may be any 4-byte ASN up to 4294967294 (RFC 6793, RFC 7300), e.g. the private
 4200000000-4294967294 (RFC 6996), which PostgreSQL's INTEGER cannot hold. SQLite's INTEGER holds

@@ -1,4 +1,4 @@
-"""Deployment (issue 11): snapshot history, retained artifacts, deploy targets and reports.
+"""Deployment: snapshot history, retained artifacts, deploy targets and reports.
 
 Also the agent token's fabric and target, and a draining node's snapshot. The history is
 backfilled from the audit log: every entry whose fabric digest differs from that fabric's

@@ -1,4 +1,4 @@
-"""Incremental v2 snapshot digest (issue 12): the fabric's LtHash state and its group hashes.
+"""Incremental v2 snapshot digest: the fabric's LtHash state and its group hashes.
 
 Empty at upgrade: the first change of each fabric after it (or `isofabric verify --full`)
 verifies the whole fabric once and fills both tables; from then on changes update them.

@@ -1,4 +1,4 @@
-"""Cached reads (issue 12, item 2): the shared read cache and an index for the newest snapshot.
+"""Cached reads: the shared read cache and an index for the newest snapshot.
 
 cached_read holds verdicts and rendered files for the other replicas (PostgreSQL; empty at
 upgrade, filled by the first read of each state). ix_snapshot_record_fabric_newest makes a

@@ -1,4 +1,4 @@
-"""Policies for internal and external operation (issue 13): the policy document's versions.
+"""Policies for internal and external operation: the policy document's versions.
 
 policy_version holds each version of the document (none at upgrade: the built-in default,
 version 0, is in force); tenant.max_nodes is a tenant's own node quota (null: its kind's);

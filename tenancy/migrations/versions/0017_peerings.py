@@ -1,4 +1,4 @@
-"""Consented peerings (issue 13, item 4): the peering table and the P_Keys peerings hold.
+"""Consented peerings: the peering table and the P_Keys peerings hold.
 
 peering holds each request between two tenants on a fabric and its fate (requested, accepted,
 ended; the row stays for history); one open peering per fabric and ordered pair.

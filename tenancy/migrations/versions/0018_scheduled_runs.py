@@ -1,4 +1,4 @@
-"""Scheduled jobs across replicas (issue 14, item 4): the scheduled_run table.
+"""Scheduled jobs across replicas: the scheduled_run table.
 
 One row per job and period; the unique key (job, period_start) lets one replica claim a period.
 

@@ -1,4 +1,4 @@
-"""RoCE phased rollout (issue 16, item 4): the phase of a deploy report and of its target.
+"""RoCE phased rollout: the phase of a deploy report and of its target.
 
 A report's `phase` (1: access removals only, 2: the whole snapshot; null for a whole
 deployment) and, on the target, the phase it last applied and of which snapshot.

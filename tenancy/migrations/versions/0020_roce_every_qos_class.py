@@ -1,4 +1,4 @@
-"""Every RoCE leaf carries every QoS class with RoCE parameters (issue 16, item 1).
+"""Every RoCE leaf carries every QoS class with RoCE parameters.
 
 A RoCE snapshot now holds those classes whether a segment uses them or not, and the v2 digest's
 ``fabric`` group holds every class (policies/roce/digest.py) instead of the unused ones. The

@@ -1,4 +1,4 @@
-"""The leaf neighbours of a change (issue 13): who else is cabled to the leaves it touches.
+"""The leaf neighbours of a change: who else is cabled to the leaves it touches.
 
 Under ``dedicated_leaf`` a change to a tenant can break the rule on any leaf its ports are cabled
 to, together with another tenant's port there (policies.policy_rules.dedicated_leaf_violations).

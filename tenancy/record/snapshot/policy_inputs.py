@@ -1,7 +1,7 @@
 """What a snapshot carries for the policy rules: the policy, tenant facts, accepted peerings.
 
 Every snapshot, whole or scoped, carries the policy in force and the facts (kind, QoS class, own
-quota) of every tenant that holds something in it: nodes, a segment or a grant (issue 13).
+quota) of every tenant that holds something in it: nodes, a segment or a grant.
 Under the built-in default (version 0) with no peering the rules need no facts and the digest
 holds none (existing digests must not move), so none are read: the default costs nothing.
 """
