@@ -1,6 +1,6 @@
 """FRR on a leaf: install an intended ``frr.conf``, reload it, read it back, reload the previous.
 
-Steps of `FrrLeaf.deploy` (reference/deploy.md, FRR): keep the previous file (``<name>.prev``)
+Steps of `FrrLeaf.deploy` (docs/facts/deploy.md, FRR): keep the previous file (``<name>.prev``)
 and write the intended one atomically (agent/install.py); when the intended file adds VRFs,
 first reload the installed file plus the new ``vrf`` blocks (`with_new_vrfs`: FRR 8.4's
 frr-reload.py otherwise sends a new ``vrf VrfN`` inside ``router bgp`` and the VRF loses its

@@ -1,4 +1,4 @@
-"""One cycle of the OpenSM deploy agent (issue 11, item 4); agent/loop.py repeats it.
+"""One cycle of the OpenSM deploy agent; agent/loop.py repeats it.
 
 A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than
 the installed manifest's is refused); nothing to do when every installed file has the manifest's

@@ -2,7 +2,7 @@
 
 A RoCE manifest lists every leaf's files; a leaf takes ``sonic/<leaf>/config_db.json``,
 ``sonic/<leaf>/ownership.json`` and, when it deploys FRR, ``frr/<leaf>/frr.conf``
-(`leaf_files`). The service publishes each snapshot in phases (issue 16, item 4):
+(`leaf_files`). The service publishes each snapshot in phases (policies/roce/rollout.py):
 
 * phase 1 removes access only: the owned VLAN_MEMBER keys the target lacks
   (`policies.roce.patch.access_removals`) and the route-target imports the target's frr.conf

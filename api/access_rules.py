@@ -17,14 +17,14 @@ _TENANT_READS = (
     r"^/v1/tenants/\{tenant\}(/(allocations|grants)(/\{(allocation_id|grant_id)\})?"
     r"|/reachability|/peerings|/peering-requests)?$"
 )
-# Consented peering (issue 13): a tenant-admin requests, accepts and ends its own tenant's.
+# Consented peering: a tenant-admin requests, accepts and ends its own tenant's.
 _PEERING_WRITES = (
     r"^/v1/tenants/\{tenant\}/(peerings(/\{peering_id\})?"
     r"|peering-requests/\{peering_id\}/accept)$"
 )
 # opensm.conf holds the subnet's management keys: never an auditor's, live or from history.
 _SECRET_FILES = r"^/v1/fabrics/\{fabric\}/(snapshots/\{digest\}/)?artifacts/(.*/)?opensm\.conf$"
-# A RoCE leaf's agent also reads its leaf's patch between two snapshots (issue 16).
+# A RoCE leaf's agent also reads its leaf's patch between two snapshots.
 _AGENT_READS = (
     r"^/v1/fabrics/\{fabric\}/(signed-manifest|sync|artifacts|artifacts/.+|targets/\{name\}"
     r"|snapshots|snapshots/\{digest\}/artifacts/.+|snapshots/\{digest\}/patches/\{leaf\})$"
@@ -36,7 +36,7 @@ _NOT_OPERATORS = ("auditor", "billing", "tenant-admin", "tenant-viewer", "agent"
 # `object_for`). No regex may contain a comma: the policy text is CSV.
 ROUTE_RULES = "\n".join(
     [
-        # The policy document (issue 13) is covered by these two rows: operators read and
+        # The policy document is covered by these two rows: operators read and
         # change it (/v1/policy, PATCH /v1/tenants/{tenant}), auditors read it and its versions.
         # Tenant roles and billing get no row for it: it is the operator's configuration (it
         # names internal services and the other kind's rules).
@@ -51,25 +51,25 @@ ROUTE_RULES = "\n".join(
         rf"p, tenant-admin, *, {_TENANT_READS}, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/tokens(/\{token_id\})?$, ^(GET|POST|DELETE)$, allow",
         rf"p, tenant-admin, *, {_PEERING_WRITES}, ^(POST|DELETE)$, allow",
-        # isolation proofs (issue 5): issuing changes nothing, so auditors may POST it too
+        # isolation proofs: issuing changes nothing, so auditors may POST it too
         r"p, auditor, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
         r"p, tenant-admin, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
         r"p, tenant-admin, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
         r"p, billing, *, ^/v1/keys$, ^GET$, allow",
-        # usage metering (issue 6): billing reads usage; operators and auditors read everything
+        # usage metering: billing reads usage; operators and auditors read everything
         r"p, billing, *, ^/v1/usage/(records|records\.csv|events)$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/keys$, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/keys$, ^GET$, allow",
-        # deploy agents (issue 11): read their fabric's files, post their target's reports;
+        # deploy agents: read their fabric's files, post their target's reports;
         # `agent_scope_allows` narrows both to the one fabric and target of the token
         rf"p, agent, *, {_AGENT_READS}, ^GET$, allow",
         r"p, agent, *, ^/v1/fabrics/\{fabric\}/targets/\{name\}/reports$, ^POST$, allow",
-        # /metrics (issue 14) names every fabric: the roles that read every fabric read it
+        # /metrics names every fabric: the roles that read every fabric read it
         # (ISOFABRIC_METRICS_ACCESS=open lets anyone, without this policy)
         r"p, operator, *, ^/metrics$, ^GET$, allow",
         r"p, auditor, *, ^/metrics$, ^GET$, allow",
-        # The console (issue 15): its route templates under /ui, the API's rules page by page.
+        # The console: its route templates under /ui, the API's rules page by page.
         # Fabric-wide pages (fabrics, matrix, map, evidence, audit log) are the operator's and
         # the auditor's; a tenant role sees its own tenant's pages (the domain is the path's
         # tenant: another tenant's is hidden, 404), billing the tenants; operator actions

@@ -2,7 +2,7 @@
 
 FastAPI's default /docs loads Swagger UI from cdn.jsdelivr.net and its favicon from
 fastapi.tiangolo.com, so on a management network without internet access (where fabric
-controllers live) the page stays blank (issue 14, item 5). Here the page refers only to this
+controllers live) the page stays blank. Here the page refers only to this
 server: /openapi.json, the assets under /docs/assets (package data, api/static/swagger-ui/) and
 the OAuth2 redirect page. ReDoc is not served: one UI is enough, and its standalone bundle would
 add 2.3 MB of package data.

@@ -1,4 +1,4 @@
-"""``?dry_run=true`` on mutating routes (issue 12, item 4): answer what the change would do.
+"""``?dry_run=true`` on mutating routes: answer what the change would do.
 
 The unit of work of such a request rehearses its write transaction (tenancy/store/uow.py): the use
 case runs, its effect on each fabric is computed (verdict, reachability delta, artifact diffs), and

@@ -1,4 +1,4 @@
-"""Liveness and readiness, and a server that outlives its database (issue 14, items 1 and 4).
+"""Liveness and readiness, and a server that outlives its database.
 
 ``/healthz`` answers on the event loop and never touches the database: a load balancer or an
 orchestrator learns that the process is alive. ``/readyz`` checks what taking traffic needs
@@ -80,7 +80,7 @@ def _prepare(uow: UnitOfWork) -> str | None:
     if error is not None:
         return error
     try:
-        upgrade_digests(uow)  # states logged before issue 12 get their v2 name, once
+        upgrade_digests(uow)  # states logged with a v1 digest get their v2 name, once
     except DatabaseUnavailableError as lost:  # gone again since the migration: retry it all
         return lost.detail
     return None
@@ -180,7 +180,7 @@ def _gated(path: str) -> bool:
     ),
 )
 async def healthz() -> HealthView:
-    """Liveness (async: no worker thread; issue 10, item 10)."""
+    """Liveness (async: no worker thread, so busy workers never delay it)."""
     return HealthView(status="ok")
 
 

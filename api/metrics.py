@@ -1,4 +1,4 @@
-"""``GET /metrics``: the Prometheus text exposition of the service (issue 14, item 2).
+"""``GET /metrics``: the Prometheus text exposition of the service.
 
 Each app has its own `CollectorRegistry` (never prometheus_client's process-global one: tests and
 embedders build many apps). Counted in this process: requests and their latency by method, route

@@ -99,7 +99,7 @@ class StateCollector(Collector):
         read_ok = _family("isofabric_state_read_ok")
         try:
             state = service_state(self.uow)
-        except Exception:  # a scrape must answer while the database is away (issue 14, item 4)
+        except Exception:  # a scrape must answer while the database is away
             log.exception("/metrics could not read the stored state")
             read_ok.add_metric([], 0)
             yield read_ok

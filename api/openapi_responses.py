@@ -2,7 +2,7 @@
 
 FastAPI documents its own validation errors as application/json 422 and nothing else; the
 handlers of api/problems.py answer every error, 4xx and 5xx, as application/problem+json, so
-the document says that instead (issue 14, item 5: type every response). The problem types
+the document says that instead, so every response is typed. The problem types
 themselves are listed at /problems and in the document's description.
 """
 

@@ -1,4 +1,4 @@
-"""Work `serve` runs on a schedule, once per period across every replica (issue 14).
+"""Work `serve` runs on a schedule, once per period across every replica.
 
 Each job of tenancy/usecases/scheduler.py (the full re-verification of every fabric, the audit log's
 checkpoint; an interval of 0 turns one off) gets a task that wakes at each period boundary (the

@@ -2,7 +2,7 @@
 
 FastAPI serializes a returned model on the event loop in one pydantic call, and a call into
 pydantic's Rust core holds the GIL until it returns: for a 100k-port topology import result
-(10 MB of JSON) that stopped every request for 120-200 ms (issue 10, item 10). `json_response`
+(10 MB of JSON) that stopped every request for 120-200 ms. `json_response`
 serializes in the handler's worker thread instead, long lists a thousand items at a time, so the
 event loop gets the GIL between pieces. The bytes are what FastAPI would send: the model's own
 serializer, field by field, by alias.

@@ -2,7 +2,7 @@
 
 After a change commits, the fabric's whole verdict is computed in the background, so that the
 next reader (the console's isolation matrix, GET verification) finds it in the read cache
-instead of paying a whole verification (issue 15, item 4: 3.45 s on the 100k-port benchmark
+instead of paying a whole verification (3.45 s on the 100k-port benchmark
 fabric).
 
 One worker thread per app, started and stopped by the app's lifespan. A committed mutation on
@@ -110,9 +110,9 @@ class VerdictWarmer:
     def _quiet(self) -> bool:
         """Wait until no change came for `debounce` seconds; False if stopping meanwhile.
 
-        While changes keep coming (a client's burst, issue 12's sustained load) nothing is
-        computed: a verdict would be stale before it was done, and computing it would take a
-        core and the interpreter's lock from the changes themselves.
+        While changes keep coming (a client's burst, or concurrent clients' sustained load)
+        nothing is computed: a verdict would be stale before it was done, and computing it would
+        take a core and the interpreter's lock from the changes themselves.
         """
         while not self._stop.is_set():
             self._wake.clear()  # a poke from here on restarts the wait or, later, sweeps again

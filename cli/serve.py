@@ -46,7 +46,7 @@ def serve(
     uow = application.state.uow
     database = database_state(application)
     if not database.prepared:
-        # It keeps serving (/healthz 200, /readyz and /v1 503) and retries (issue 14).
+        # It keeps serving (/healthz 200, /readyz and /v1 503) and retries (api/health.py).
         typer.echo(f"warning: the database does not answer yet: {database.error}", err=True)
     elif not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
         typer.echo(open_mode_warning(host), err=True)

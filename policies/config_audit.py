@@ -8,7 +8,7 @@ Three formats are audited: OpenSM's ``partitions.conf`` (InfiniBand), and a SONi
 * counterexamples: isolation violations the deployed file allows. For partitions.conf the
   deployed memberships replace the intended partitions in a copy of the snapshot (the database's
   port ownership is kept) and `verify_isolation` judges it; a file OpenSM would discard makes
-  every CA port a full member of 0x7fff, as OpenSM's fallback does (reference/infiniband.md
+  every CA port a full member of 0x7fff, as OpenSM's fallback does (docs/facts/infiniband.md
   §1.6). For config_db.json and frr.conf they are derived from the parsed facts: another owner's
   port in a segment's VLAN, or a route-target import that no grant backs.
 

@@ -140,7 +140,7 @@ class KeyUnavailableError(IsofabricError):
 class DatabaseUnavailableError(IsofabricError):
     """The database cannot be reached, or this server has not migrated it yet (503).
 
-    The server keeps running and retries (issue 14): a later request may succeed.
+    The server keeps running and retries: a later request may succeed.
     """
 
 

@@ -136,7 +136,7 @@ def keeps_ports(state: str) -> bool:
 
 
 def guards_its_ports(role: str, state: str) -> bool:
-    """True when the node's ports may not change host silently (issue 10, port identity).
+    """True when the node's ports may not change host silently (tenancy/record/port_identity.py).
 
     A held node (allocated or draining) has an owner whose isolation depends on its ports; a
     storage or management node serves everyone, whatever its state.

@@ -3,7 +3,7 @@
 A node's ports are cabled to leaf switches (InfiniBand: the switch each HCA port connects to;
 RoCE: each NIC's leaf); a multi-rail node reaches several leaves, and every one of them counts.
 Under `dedicated_leaf` no leaf one of a tenant's ports is cabled to may hold another tenant's
-port (issue 13; shared-service, management and free ports do not count), so a dedicated tenant
+port (shared-service, management and free ports do not count), so a dedicated tenant
 takes whole leaf groups: the nodes that share the same leaves. Placement keeps that rule for the
 tenant being placed and for every dedicated tenant already on the fabric, and `place` says why
 when it cannot.

@@ -48,7 +48,7 @@ class Rule(StrEnum):
     PKEY_OUT_OF_RANGE = "pkey-out-of-range"
     PKEY_DUPLICATE = "pkey-duplicate"
     UNKNOWN_MEMBER = "unknown-member-port"
-    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce.verify (reference/roce.md §7).
+    # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce.verify (docs/facts/roce.md §7).
     VNI_DUPLICATE = "vni-duplicate"
     VNI_OUT_OF_RANGE = "vni-out-of-range"
     VLAN_DUPLICATE = "vlan-duplicate"
@@ -67,7 +67,7 @@ class Rule(StrEnum):
     QOS_DSCP_DUPLICATE = "qos-dscp-duplicate"
     QOS_ETS_OVERCOMMIT = "qos-ets-overcommit"
     MTU_BUDGET = "mtu-budget"
-    # Policy rules (issue 13), evaluated on both technologies by policies.policy_rules.
+    # Policy rules, evaluated on both technologies by policies.policy_rules.
     DEDICATED_LEAF = "policy-dedicated-leaf"
     POLICY_QOS_CLASS = "policy-qos-class"
     SERVICE_VISIBILITY = "policy-service-visibility"

@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
 
 # Plain functions: FastAPI runs them in a worker thread, so parsing a large deployed file and
 # verifying the fabric never block the event loop; HEAVY_WORK caps them per principal, auditors
-# included (issue 10, item 10).
+# included (a read-only role could otherwise tie up every worker).
 @router.post(
     "/{fabric}/audits",
     response_model=ConfigAuditView,

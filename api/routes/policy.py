@@ -1,4 +1,4 @@
-"""Routes under /v1/policy: the internal/external operation policy and its versions (issue 13).
+"""Routes under /v1/policy: the internal/external operation policy and its versions.
 
 Operators read and change it; auditors read it and every version. Tenant roles and billing do
 not: the document is the operator's configuration (it names internal services and the other

@@ -1,7 +1,8 @@
-"""Isolation proofs (issue 5): issue, list and read them.
+"""Isolation proofs: issue, list and read them.
 
 Operators and auditors get full proofs; a tenant's roles get tenant views, which count the other
-members of a shared segment instead of naming them, and read no other view (issue 10, item 6).
+members of a shared segment instead of naming them, and read no other view: a tenant
+may not learn which other tenants share a service with it.
 """
 
 from __future__ import annotations

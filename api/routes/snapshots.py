@@ -1,6 +1,6 @@
 """Routes under /v1/fabrics/{fabric}: snapshot history, signed manifest, RoCE leaf patches.
 
-A leaf's patch is its CONFIG_DB change between two snapshots (issue 16).
+A leaf's patch is its CONFIG_DB change between two snapshots.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 # A plain function: FastAPI runs it in a worker thread, so parsing, verification and the
-# transaction of a 100k-port import never block the event loop (issue 10, item 10).
+# transaction of a 100k-port import never block the event loop.
 @router.put(
     "/{fabric}/topology",
     response_model=TopologyImportResult,

@@ -1,7 +1,7 @@
 """The claims of an isolation proof: what a tenant's ports reach, stated so a file can confirm it.
 
 `claims_for` dispatches on the snapshot's technology. Every reachability claim follows from the
-artifacts named as subjects (reference/ecosystem.md: in-toto statement in a DSSE envelope), so
+artifacts named as subjects (docs/facts/evidence.md: in-toto statement in a DSSE envelope), so
 `proof verify` can check it offline against those files. The policy in force and, on dedicated
 leaves, the topology the tenant's leaves rest on are `policies.evidence.policy_claims` (which
 says what of them the artifacts confirm). The view (`policies.evidence.proofs`, "Views") decides

@@ -1,4 +1,4 @@
-"""Accepted peerings in an isolation proof (issue 13, item 4): intended edges to consenting peers.
+"""Accepted peerings in an isolation proof: intended edges to consenting peers.
 
 Claim (a predicate member of ``…/isolation-proof/v1``, in both views): ``peerings``, the
 tenant's accepted peerings on the fabric that are on the wire, sorted:

@@ -1,4 +1,4 @@
-"""The policy in an isolation proof (issue 13): its version, and the dedicated-leaf topology.
+"""The policy in an isolation proof: its version, and the dedicated-leaf topology.
 
 Claims (predicate members added to ``…/isolation-proof/v1``, in both views):
 

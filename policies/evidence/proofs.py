@@ -3,7 +3,7 @@
 The envelope and Statement format (DSSE, in-toto, RFC 8785) is `policies.evidence.dsse`,
 re-exported here for callers that sign and verify proofs.
 
-Views (``predicate.view``, issue 10 item 6):
+Views (``predicate.view``):
 
 * ``"full"`` (operators, auditors; also a predicate without ``view``, issued before views):
   ``ownership`` and each segment's ``members`` name every member of each segment of the tenant.
@@ -32,7 +32,7 @@ may contain: the count proves that the tenant reaches no one it cannot see. On R
 VRF's imported route targets in every frr.conf subject must be its own plus those of the claimed
 services and peers, and its switch ports VLAN members in config_db.json; a RoCE proof names no
 tenant but it and its peers in either view, so its tenant view differs only in ``view``. Peering
-and policy claims (issue 13: `policies.evidence.peering_claims`, `.policy_claims`) are checked
+and policy claims (`policies.evidence.peering_claims`, `.policy_claims`) are checked
 last; a proof issued before them carries none and is checked as before. Pure: keys and time
 are passed in; every failure raises `policies.errors.InvalidValueError`.
 """

@@ -1,6 +1,6 @@
 """The partitions intent asks for on InfiniBand, derived from ownership and grants.
 
-The memberships follow reference/infiniband.md §1.3: a tenant's ports are full members of the
+The memberships follow docs/facts/infiniband.md §1.3: a tenant's ports are full members of the
 tenant's partition; a shared service's ports are full members of the service partition, and the
 ports of every tenant granted that service are limited members of it (limited talks only to full,
 so two granted tenants still cannot reach each other through the service partition). An accepted
@@ -69,7 +69,7 @@ def plan_partitions(
 
 
 def _peering_partition(owned: Mapping[Owner, list[int]], peering: Peering, pkey: int) -> Partition:
-    # reference/infiniband.md §1.3: full members reach each other, so both sides are full.
+    # docs/facts/infiniband.md §1.3: full members reach each other, so both sides are full.
     guids = {*owned.get(Owner.tenant(peering.a), ()), *owned.get(Owner.tenant(peering.b), ())}
     members = _members(guids, full=True)
     return Partition(pkey, Owner.tenant(peering.a), members, peering=peering)

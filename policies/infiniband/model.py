@@ -33,7 +33,7 @@ MAX_TENANT_PKEY = 0x7FFE
 MAX_PARTITION_NAME = 31
 
 
-# mlx5 HCAs expose 128 P_Key table entries (reference/infiniband.md §2.3).
+# mlx5 HCAs expose 128 P_Key table entries (docs/facts/infiniband.md §2.3).
 DEFAULT_PKEYS_PER_PORT = 128
 
 

@@ -2,7 +2,7 @@
 
 A collector (``isofabric collect ib``) reads every CA port's P_Key table with ``smpquery
 pkeys``. Each entry is a 16-bit P_Key: the low 15 bits name the partition, bit 15 is full
-membership (reference/infiniband.md §1.3). From those tables this module builds the snapshot the
+membership (docs/facts/infiniband.md §1.3). From those tables this module builds the snapshot the
 live fabric *is*: the intended snapshot's ownership (nodes, ports, grants) with partitions taken
 from the observed tables, so that `verify_isolation` finds every cross-owner reachability the
 tables allow. It also reports, per port, the keys intended but absent and present but not

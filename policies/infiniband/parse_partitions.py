@@ -4,7 +4,7 @@ The parser follows ``opensm/osm_prtn_config.c`` (linux-rdma/opensm, 3.3.23 and H
 the documentation: ``#`` comments run to the end of the physical line, statements end only at
 ``;``, only space, tab and newline are white space, keywords match by *prefix*, numbers are read
 with ``strtoul(.., 0)``, and the first error makes OpenSM discard the whole file and fall back to
-``Default=0x7fff : ALL=full`` (reference/infiniband.md §1.1, §1.2, §1.5, §1.6).
+``Default=0x7fff : ALL=full`` (docs/facts/infiniband.md §1.1, §1.2, §1.5, §1.6).
 
 It is pure (stdlib only, no I/O): `parse_partitions_conf` turns text into statements plus
 findings, `memberships` replays OpenSM's key allocation and merging on the explicit GUID members.
@@ -82,7 +82,7 @@ _ULONG_MAX = 2**64 - 1  # strtoul/strtoull saturate here (LP64 Linux)
 _UINT16_MAX = 0xFFFF
 _MAX_SL = 15
 _MAX_FLOW_LABEL = 0xFFFFF
-_MTU_CODES = range(1, 6)  # IBTA MTU codes 256..4096 (reference/infiniband.md §1.7)
+_MTU_CODES = range(1, 6)  # IBTA MTU codes 256..4096 (docs/facts/infiniband.md §1.7)
 _RATE_CODES = range(2, 25)  # IB_PATH_RECORD_RATE_2_5_GBS .. 1200 Gb/s (§1.7)
 _HEX_GUID = re.compile(r"0[xX][0-9a-fA-F]+")
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")

@@ -2,7 +2,7 @@
 
 Every output is a pure function of the snapshot (byte-identical for the same state) and carries
 no snapshot digest, so each file changes only when its own content does; it also avoids
-each construct on which OpenSM fails open or silently changes meaning (reference/infiniband.md
+each construct on which OpenSM fails open or silently changes meaning (docs/facts/infiniband.md
 §1.6, §3.4, §8): explicit keys only, ``0x`` GUIDs one per line, an explicit ``Default`` statement,
 no line over 4096 bytes, and ``any, pkey`` rather than ``ipoib, pkey`` in the QoS policy.
 """
@@ -28,7 +28,7 @@ DEFAULT_STATEMENT = "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SEL
 # SL used for anything no partition rule matches: IPoIB on 0x7fff and management traffic.
 DEFAULT_SL = 0
 # OpenSM 3.3: max_op_vls 4 = VL0-VL7 (the VLCap of current HCAs and of ibsim); qos_max_vls is
-# parsed but never used (reference/infiniband.md §3.1).
+# parsed but never used (docs/facts/infiniband.md §3.1).
 MAX_OP_VLS = 4
 DATA_VLS = 8
 # VL0 carries the default SL; it keeps a share of the low-priority table even if no class uses it.
@@ -140,7 +140,7 @@ def render_qos_policy(snapshot: IbSnapshot) -> str:
 
     Contract: ``default : <SL>`` plus one ``any, pkey 0x....  : <SL>`` line per partition that has
     a QoS class. Never ``ipoib, pkey``: OpenSM drops the whole policy when such a partition has
-    fewer than two full members (reference/infiniband.md §3.4).
+    fewer than two full members (docs/facts/infiniband.md §3.4).
     """
     qos = {q.name: q for q in snapshot.qos_classes}
     lines = [*_header(snapshot, "OpenSM QoS policy"), "qos-ulps", f"    default : {DEFAULT_SL}"]

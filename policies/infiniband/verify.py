@@ -1,6 +1,6 @@
 """InfiniBand isolation verification: the reachability the partitions allow, compared with intent.
 
-Semantics (reference/infiniband.md §1.3): two ports can communicate iff they share a partition
+Semantics (docs/facts/infiniband.md §1.3): two ports can communicate iff they share a partition
 (15-bit key) and at least one of them is a full member. Intent (DESIGN.md): every owner reaches
 itself and tenants reach the services they were granted; nothing else.
 """
@@ -271,7 +271,7 @@ def _unknown_members(index: _Index, partition: Partition) -> Iterator[Counterexa
 
 def _budget_violations(index: _Index) -> Iterator[Counterexample]:
     # OpenSM installs keys that do not fit the table in no defined order and logs only ERR 0512
-    # (reference/infiniband.md §2.3), so an over-budget port silently loses memberships.
+    # (docs/facts/infiniband.md §2.3), so an over-budget port silently loses memberships.
     budget = index.snapshot.fabric.pkeys_per_port
     counts: Counter[int] = Counter()
     for partition in index.snapshot.partitions:

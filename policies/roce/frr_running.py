@@ -5,7 +5,7 @@
 creates new VRFs before the target file is reloaded (its docstring says why).
 
 A reload with ``frr-reload.py`` is not trusted on its own: FRR has a record of reload bugs
-around VRFs and EVPN route targets (frr#13604, #17430, #6082; reference/deploy.md, FRR), so the
+around VRFs and EVPN route targets (frr#13604, #17430, #6082; docs/facts/deploy.md, FRR), so the
 agent reads ``vtysh -c 'show running-config'`` back and compares it with the file it deployed.
 
 Both texts are read as FRR writes them, nesting by indentation (one space per level: vtysh's

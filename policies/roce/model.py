@@ -3,7 +3,7 @@
 A tenant owns one VRF (named ``Vrf<l3vni>``) with its L3VNI, the L3VNI's own VLAN and tunnel map
 on every leaf where it has ports, and one L2 segment (VLAN + L2VNI) with an anycast gateway from
 its subnet. VLAN IDs are fabric-wide (the same ID on every leaf). Route targets are type 0
-``rt_asn:VNI``; RDs type 1 ``<loopback>:<rd_index>`` (reference/roce.md §1, §4, §7).
+``rt_asn:VNI``; RDs type 1 ``<loopback>:<rd_index>`` (docs/facts/roce.md §1, §4, §7).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class VrfSegment:
 
 @dataclass(frozen=True, slots=True)
 class RoceSettings:
-    """Fabric-wide pools and limits of a RoCE fabric (issue 3's `POST /v1/fabrics` fields)."""
+    """Fabric-wide pools and limits of a RoCE fabric (the fields of its `POST /v1/fabrics`)."""
 
     name: str
     vlan_first: int = 100

@@ -9,8 +9,8 @@ Drift items name what differs, each with the port's host and owner where there i
   uplink, a port without a host) on tenant VLANs only (the fabric's VLAN range, or a segment's);
 * ``vrf-unexpected`` / ``vrf-missing`` / ``vrf-vni``, ``tunnel-map-unexpected`` /
   ``tunnel-map-missing``, on tenant VRFs (``Vrf<n>`` or a VNI in the L3VNI range) and tunnel
-  maps (a VNI or VLAN in the fabric's ranges): whatever else is the operator's (issue 16's
-  "foreign" keys);
+  maps (a VNI or VLAN in the fabric's ranges): whatever else is the operator's (the
+  "foreign" keys of policies/roce/ownership.py);
 * ``port-qos``: a port whose PORT_QOS_MAP binding differs (a bronze host marking itself gold);
 * FRR, when observed: ``route-target-leak`` (a VRF imports a route target the model does not
   give it), ``route-target-import-missing``, ``frr-vrf-unexpected`` / ``frr-vrf-missing``,

@@ -1,6 +1,6 @@
 """A SONiC leaf's tenant state as read back, and as the model intends it, in one shape.
 
-Two sources per leaf (issue 16, item 5):
+Two sources per leaf:
 
 * CONFIG_DB tables (``{TABLE: {key: {field: value}}}``, as SONiC's ConfigDBConnector returns
   them and as `render_config_db` renders them): VLAN members by port, VRFs with their VNI,

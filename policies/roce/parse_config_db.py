@@ -1,6 +1,6 @@
 """Read a deployed SONiC leaf's ``config_db.json`` into what the RoCE engine audits, with findings.
 
-Only the tables the engine compares with its intent are kept (reference/roce.md §1, §2): the
+Only the tables the engine compares with its intent are kept (docs/facts/roce.md §1, §2): the
 hostname, VRFs, VLANs and members, VXLAN tunnel maps, VLAN interfaces, and the RoCE QoS tables
 (PORT_QOS_MAP, DSCP_TO_TC_MAP, SCHEDULER, QUEUE, WRED_PROFILE). Keys are read the way SONiC's
 daemons read them: ``|`` separates key parts, QUEUE and PORT_QOS_MAP keys may list ports with
@@ -396,7 +396,7 @@ def _qos_findings(parsed: ParsedConfigDb) -> Iterator[Finding]:
             continue
         yield from _pfc_findings(parsed, entry, queues)
         if entry.pfc_enable and entry.port not in parsed.pfc_watchdog_ports:
-            # reference/roce.md §7: PFC_WD on every PFC port (sonic-utilities pfcwd defaults).
+            # docs/facts/roce.md §7: PFC_WD on every PFC port (sonic-utilities pfcwd defaults).
             yield _warning(
                 "pfc-without-watchdog",
                 f"{entry.port} enables PFC on {','.join(map(str, entry.pfc_enable))} but has no "
@@ -406,7 +406,7 @@ def _qos_findings(parsed: ParsedConfigDb) -> Iterator[Finding]:
         cnp = queues.get((entry.port, CNP_TC))
         kind = parsed.schedulers.get(cnp.scheduler or "") if cnp else None
         if kind != "STRICT":
-            # reference/roce.md §2, §7: CNP (DSCP 48 -> TC 6) is scheduled strict priority.
+            # docs/facts/roce.md §2, §7: CNP (DSCP 48 -> TC 6) is scheduled strict priority.
             yield _warning(
                 "cnp-queue-not-strict",
                 f"CNP queue {CNP_TC} of {entry.port} is scheduled {kind or 'by default (WRR)'}, "
@@ -427,7 +427,7 @@ def _pfc_findings(
         queue = queues.get((entry.port, priority))
         profile = parsed.wred_profiles.get(queue.wred_profile or "") if queue else None
         if profile is None or not profile.green_enabled or profile.ecn not in _GREEN_ECN:
-            # reference/roce.md §7: WRED with wred_green_enable and ecn on every lossless queue.
+            # docs/facts/roce.md §7: WRED with wred_green_enable and ecn on every lossless queue.
             findings.append(
                 _warning(
                     "pfc-without-ecn",

@@ -8,7 +8,7 @@ Like vtysh, a command that does not belong to the current node is tried in the p
 lose lines; commands the parser does not model are skipped.
 
 Findings are facts about the file, not verdicts: whether an RT import is an approved leak is
-for the engine to judge. Both offline FRR checkers miss most of these (reference/roce.md §4):
+for the engine to judge. Both offline FRR checkers miss most of these (docs/facts/roce.md §4):
 ``vtysh -C`` checks grammar only and bgpd's dry run exits 0 even on ``% Malformed`` lines.
 
 Finding codes (stable):

@@ -2,7 +2,7 @@
 
 One file per leaf, a pure function of the snapshot (byte-identical for the same state) that carries
 no snapshot digest, so a change on another leaf leaves it byte-identical. It holds
-what isolation depends on, all explicit (reference/roce.md §4, §7):
+what isolation depends on, all explicit (docs/facts/roce.md §4, §7):
 
 * zebra ``vrf Vrf<l3vni>`` / ``vni <l3vni>`` only for segments with host ports on the leaf;
 * the default BGP instance: BGP unnumbered to the spines (peer-group FABRIC), the loopback and
@@ -33,7 +33,7 @@ sent after it land in the wrong node (so does a configured RD that bgpd ignores,
 ``FRR_CFG_DEFAULT_BOOL(BGP_EBGP_REQUIRES_POLICY, { .val_bool = false, .match_profile =
 "datacenter" }, ...)``), so it is never shown; frr-reload re-sent it, a new VRF's ``vrf VrfN``
 that followed was read inside ``router bgp`` as ``vrf-policy VrfN`` and its ``vni N`` at the
-top level (issue 16). tests/conformance/test_frr_reload.py reloads rendered files into running
+top level. tests/conformance/test_frr_reload.py reloads rendered files into running
 daemons and requires no delta. A reload that adds a VRF while it adds an RT import to an
 existing one still needs a first step that creates the new VRFs alone
 (`policies.roce.frr_running.with_new_vrfs`).

@@ -1,6 +1,6 @@
 """SONiC ``config_db.json`` for one leaf of a RoCE fabric: tenant VRFs/VLANs/VNIs and RoCE QoS.
 
-The output is the per-leaf document `config load` merges into CONFIG_DB (reference/roce.md §1,
+The output is the per-leaf document `config load` merges into CONFIG_DB (docs/facts/roce.md §1,
 §2). Every value is a string, as CONFIG_DB stores it; the document is YANG-valid against the
 pinned sonic-yang-models set (tests/conformance/test_sonic_yang.py runs yanglint on it).
 

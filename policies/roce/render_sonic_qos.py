@@ -1,6 +1,6 @@
 """The RoCE QoS part of a leaf's config_db.json: DSCP/TC/PFC maps, schedulers, WRED/ECN, buffers.
 
-reference/roce.md §2: one fabric-wide DSCP map on fabric ports, a per-class map on host ports,
+docs/facts/roce.md §2: one fabric-wide DSCP map on fabric ports, a per-class map on host ports,
 PFC and a lossless PG with a static headroom profile for lossless classes, and the PFC watchdog.
 """
 

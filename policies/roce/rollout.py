@@ -1,4 +1,4 @@
-"""Phased rollout of a RoCE fabric's desired snapshot across its leaves (issue 16, item 4).
+"""Phased rollout of a RoCE fabric's desired snapshot across its leaves.
 
 Agents pull independently, so a change is N deployments that land in any order. Access is
 removed before anything else changes: while some leaf still has to remove access (a port leaving

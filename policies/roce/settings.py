@@ -50,7 +50,7 @@ def mtu_problem(settings: RoceSettings) -> str | None:
     """Why the underlay cannot carry a host frame plus VXLAN overhead, or None when it can."""
     if settings.host_mtu < MIN_SWITCH_MTU:
         return f"host MTU {settings.host_mtu} is below {MIN_SWITCH_MTU} (sonic-port YANG)"
-    # VXLAN adds 50 bytes to every tenant frame; the underlay must carry it (reference/roce.md §7).
+    # VXLAN adds 50 bytes to every tenant frame; the underlay must carry it (docs/facts/roce.md §7).
     needed = settings.host_mtu + VXLAN_OVERHEAD
     if needed <= settings.underlay_mtu <= MAX_SWITCH_MTU:
         return None

@@ -1,6 +1,6 @@
 """RoCE isolation verification: the reachability an EVPN-VXLAN fabric allows, compared with intent.
 
-Semantics (reference/roce.md §1, §7; DESIGN.md "Isolation semantics"). Tenant VRFs are separate
+Semantics (docs/facts/roce.md §1, §7; DESIGN.md "Isolation semantics"). Tenant VRFs are separate
 routing tables, so two owners can communicate iff
 
 * one owner's VRF imports a route target of the other's VNIs (``rt_asn:VNI``, L3 or L2), or
@@ -66,7 +66,7 @@ def verify_roce(snapshot: RoceSnapshot, *, digest: str | None = None) -> Verdict
 
     Property: every pair of distinct owners that can communicate (a route-target import, a shared
     VNI or VLAN, a shared host port; see the module docstring) is allowed by intent, i.e. is a
-    tenant and a service it was granted. Also checked (reference/roce.md §7): identifiers unique
+    tenant and a service it was granted. Also checked (docs/facts/roce.md §7): identifiers unique
     and in range (VNI, VLAN, VRF name, RD), one owner per node and per host port, imports of
     route targets nobody owns, subnets disjoint and inside the pool, NICs on real leaf host ports,
     the QoS classes (PFC/ECN/CNP/DSCP/ETS) and the VXLAN MTU budget.
@@ -231,7 +231,7 @@ def _node_violations(index: RoceIndex) -> Iterator[Counterexample]:
 
 
 def _port_violations(index: RoceIndex) -> Iterator[Counterexample]:
-    # reference/roce.md §7: a host port belongs to one tenant. A node with two owners on its own
+    # docs/facts/roce.md §7: a host port belongs to one tenant. A node with two owners on its own
     # port is `node-shared`; here each NIC counts for its node's first owner only.
     for port, nics in _nics_by_port(index).items():
         first: dict[Owner, Nic] = {}

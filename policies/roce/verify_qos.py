@@ -1,4 +1,4 @@
-"""RoCE QoS classes and the VXLAN MTU budget: PFC, ECN, CNP, DSCP and ETS (reference/roce.md §2)."""
+"""RoCE QoS classes and the VXLAN MTU budget: PFC, ECN, CNP, DSCP, ETS (docs/facts/roce.md §2)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def qos_violations(classes: tuple[RoceQos, ...], max_lossless: int) -> Iterator[
     yield from _traffic_class_conflicts(classes)
     lossless_tcs = sorted({c.tc for c in classes if c.lossless})
     if len(lossless_tcs) > max_lossless:
-        # Every lossless priority reserves PFC headroom per port (reference/roce.md §2).
+        # Every lossless priority reserves PFC headroom per port (docs/facts/roce.md §2).
         yield _qos_example(
             Rule.QOS_LOSSLESS_LIMIT,
             f"{len(lossless_tcs)} lossless traffic classes {lossless_tcs} exceed the fabric's "
@@ -81,7 +81,7 @@ def _ecn_valid(qos: RoceQos) -> bool:
 
 
 def _cnp_conflicts(classes: Iterable[RoceQos]) -> Iterator[Counterexample]:
-    # RoCEv2 CNPs travel on DSCP 48 / TC 6, strict priority and lossy (reference/roce.md §2).
+    # RoCEv2 CNPs travel on DSCP 48 / TC 6, strict priority and lossy (docs/facts/roce.md §2).
     for qos in classes:
         if qos.dscp == CNP_DSCP or qos.tc == CNP_TC:
             yield _qos_example(

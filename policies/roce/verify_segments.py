@@ -1,6 +1,6 @@
 """RoCE segment identifiers: VNIs, VLANs, VRF names, RDs, route targets and subnets.
 
-Each generator yields counterexamples for one rule family of `verify_roce` (reference/roce.md §7).
+Each generator yields counterexamples for one rule family of `verify_roce` (docs/facts/roce.md §7).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def _identifier_uses(settings: RoceSettings, segments: Iterable[VrfSegment]) -> 
 
 def identifier_violations(index: RoceIndex) -> Iterator[Counterexample]:
     """Refute VNIs and VLANs that are out of range or used twice (VNIs across L2 and L3)."""
-    # VNIs are unique fabric-wide across L2 and L3; VLAN IDs are fabric-wide (reference/roce.md §7).
+    # VNIs are unique fabric-wide across L2 and L3; VLAN IDs are fabric-wide
+    # (docs/facts/roce.md §7).
     seen: dict[tuple[bool, int], tuple[VrfSegment, str]] = {}
     for segment, label, value, allowed in _identifier_uses(index.settings, index.snapshot.segments):
         is_vni = label.endswith("VNI")
@@ -93,7 +94,7 @@ def vrf_violations(index: RoceIndex) -> Iterator[Counterexample]:
 def rd_violations(index: RoceIndex) -> Iterator[Counterexample]:
     """Refute RD indexes outside 2 bytes or shared by two VRFs."""
     # Every leaf derives the RD <loopback>:<rd_index>, so one index per VRF fabric-wide keeps the
-    # RD unique per VRF on each leaf (reference/roce.md §7).
+    # RD unique per VRF on each leaf (docs/facts/roce.md §7).
     seen: dict[int, VrfSegment] = {}
     for segment in index.snapshot.segments:
         if not 0 <= segment.rd_index <= MAX_RD_INDEX:

@@ -321,7 +321,8 @@ def _record_id(
 
     The key is hashed as a compact JSON array (billing_account, tenant, fabric, resource_type,
     qos_class, service or "", granularity, period_start in RFC 3339), which is unambiguous even
-    when a name contains a separator. 36 characters keeps within Stripe/Lago's 100 (6.3 item 4).
+    when a name contains a separator. 36 characters stay within the 100 that Stripe and Lago accept
+    for an event identifier.
     """
     billing_account, tenant, fabric, resource_type, qos_class, service, _ = key
     material = [

@@ -5,7 +5,7 @@ computed once per committed state, then cached), plus the fabric's owners (one s
 api/ui/isolation_matrix.py turns the verdict into cells.
 
 In the seconds after a change the current state's verdict is not cached yet (a whole
-verification: 3.5 s to 10 s on the 100k-port benchmark fabric, issue 15 item 4), so the pages
+verification: 3.5 s to 10 s on the 100k-port benchmark fabric), so the pages
 show the newest cached verdict of an earlier state, under a banner naming both states
 (tenancy/gate/shown_verdict.py), wake the verdict warmer, and poll `.../matrix/status` (static
 verdict-refresh.js) to reload once the current verdict is ready. Only a fabric with no cached
