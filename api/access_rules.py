@@ -96,8 +96,10 @@ def decide(
     return decide_under(ROUTE_RULES, subject, role, tenant, domain, obj, act)
 
 
-def agent_scope_allows(fabric: str | None, target: str | None, path_params: dict[str, str]) -> bool:
-    """Whether an agent scoped to (`fabric`, `target`) may touch the request's path parameters.
+def agent_scope_allows(
+    fabric: str | None, deploy_target: str | None, path_params: dict[str, str]
+) -> bool:
+    """Whether an agent scoped to (`fabric`, `deploy_target`) may use the path parameters.
 
     The policy rows say which routes an agent may use; this says on which fabric and target: its
     own only (a RoCE leaf's target is named after its leaf, and reads its own leaf's files,
@@ -107,9 +109,9 @@ def agent_scope_allows(fabric: str | None, target: str | None, path_params: dict
     if fabric is None or path_params.get("fabric") != fabric:
         return False
     leaf = _leaf_of_file(path_params.get("path", ""))
-    if leaf is not None and leaf != target:
+    if leaf is not None and leaf != deploy_target:
         return False
-    return all(path_params.get(key, target) == target for key in ("name", "leaf"))
+    return all(path_params.get(key, deploy_target) == deploy_target for key in ("name", "leaf"))
 
 
 # The RoCE bundle's per-leaf directories (policies/roce/bundle.py).

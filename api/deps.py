@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from api.access_rules import agent_scope_allows, decide, object_for
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.dry_run import dry_run_requested
-from api.idempotency import CLAIM_SCOPE_KEY
+from api.idempotency import KEYED_REQUEST_SCOPE_KEY
 from api.limits import HeavyWorkLimit, media_type
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
 from policies.authz import GLOBAL_DOMAIN, Decision, Role
@@ -27,7 +27,7 @@ from policies.errors import (
     UnsupportedMediaTypeError,
 )
 from tenancy.gate.what_if import rehearsing
-from tenancy.record.idempotency import IdempotencyClaim
+from tenancy.record.idempotency import KeyedRequest
 from tenancy.schemas import SLUG_PATTERN
 from tenancy.store.documents import unique_members
 from tenancy.store.pagination import DEFAULT_LIMIT, MAX_LIMIT
@@ -72,18 +72,18 @@ CurrentPrincipal = Annotated[Principal, Depends(get_principal)]
 async def get_uow(request: Request) -> UnitOfWork:
     """The app's unit of work for this request.
 
-    It carries the principal, the request id, the Idempotency-Key claim, and whether the request
-    is a dry run (api/dry_run.py).
+    It carries the principal, the request id, the Idempotency-Key reservation, and whether the
+    request is a dry run (api/dry_run.py).
     """
     uow: UnitOfWork = request.app.state.uow
     supplied = request.headers.get(REQUEST_ID_HEADER)
     request_id = request_id_of(request.scope) or choose_request_id(supplied)
-    claim = request.scope.get(CLAIM_SCOPE_KEY)
+    keyed = request.scope.get(KEYED_REQUEST_SCOPE_KEY)
     uow = replace(
         uow,
         principal=_principal(request),
         request_id=request_id,
-        first_write=claim if isinstance(claim, IdempotencyClaim) else None,
+        first_write=keyed if isinstance(keyed, KeyedRequest) else None,
     )
     return rehearsing(uow) if dry_run_requested(request) else uow
 
@@ -161,10 +161,10 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
         raise ForbiddenError(f"role '{principal.role}' may not {request.method} {route.path}")
     params = {k: str(v) for k, v in request.path_params.items()}
     if principal.role == Role.AGENT and not agent_scope_allows(
-        principal.fabric, principal.target, params
+        principal.fabric, principal.deploy_target, params
     ):
         raise ForbiddenError(
-            f"this agent token acts for target '{principal.target}' of fabric "
+            f"this agent token acts for target '{principal.deploy_target}' of fabric "
             f"'{principal.fabric}' only"
         )
 

@@ -11,7 +11,7 @@ A client names a request with ``Idempotency-Key: <1 to 255 printable ASCII chara
   token id; the secret is never stored;
 - a dry run (``?dry_run=true``) is served as if it had no key: never recorded nor replayed.
 
-The storage, the claim that commits with the change, and which responses are recorded are
+The storage, the reservation that commits with the change, and which responses are recorded are
 tenancy/record/idempotency.py's. This middleware runs inside authentication (it needs the principal)
 and the body size limit (it reads the body), looks the key up before the request runs, and
 records the response before sending it, so a client holding a response finds it recorded.
@@ -37,13 +37,13 @@ from api.limits import media_type
 from api.problems import domain_problem, problem_response
 from policies.errors import InvalidValueError, IsofabricError, SecretNotReplayedError
 from tenancy.record import idempotency
-from tenancy.record.idempotency import IdempotencyClaim, Outcome
+from tenancy.record.idempotency import KeyedRequest, Outcome
 from tenancy.store.uow import Principal, UnitOfWork
 from tenancy.usecases import tokens
 
 log = logging.getLogger("isofabric.api")
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
-CLAIM_SCOPE_KEY = "isofabric.idempotency"
+KEYED_REQUEST_SCOPE_KEY = "isofabric.idempotency"
 KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
 # The record's path column; no resource's path is this long, so such a request fails anyway.
 MAX_PATH = 512
@@ -75,10 +75,10 @@ class IdempotencyKeys:
 
     def __init__(self, app: ASGIApp, uow: UnitOfWork) -> None:
         self.app = app
-        self.uow = uow  # the app's own: it carries no claim
+        self.uow = uow  # the app's own: it carries no reservation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer from the record when there is one; else run the request with its claim."""
+        """Answer from the record when there is one; else run the request with its reservation."""
         key = _idempotency_key(scope)
         if key is None:
             await self.app(scope, receive, send)
@@ -87,38 +87,38 @@ class IdempotencyKeys:
         if isinstance(prepared, Response):
             await prepared(scope, receive, send)
             return
-        claim, body = prepared
-        scope[CLAIM_SCOPE_KEY] = claim  # the unit of work picks it up (api/deps.py)
+        keyed, body = prepared
+        scope[KEYED_REQUEST_SCOPE_KEY] = keyed  # the unit of work picks it up (api/deps.py)
         captured = _Captured()
         await self.app(scope, _replaying(body, receive), captured.send)
-        await self._record(claim, captured)
+        await self._record(keyed, captured)
         await captured.forward(send)
 
     async def _prepare(
         self, request: Request, key: str, receive: Receive
-    ) -> tuple[IdempotencyClaim, bytes] | Response:
-        """The request's claim and body, or the response that answers it without running it."""
+    ) -> tuple[KeyedRequest, bytes] | Response:
+        """The keyed request and its body, or the response that answers it without running it."""
         try:
             _check_key(key)
             body = await _read_body(receive)
-            claim = _claim(request, key, body)
-            outcome = await run_in_threadpool(idempotency.find, self.uow, claim)
-            return (claim, body) if outcome is None else _replay(claim, outcome)
+            keyed = _keyed_request(request, key, body)
+            outcome = await run_in_threadpool(idempotency.find, self.uow, keyed)
+            return (keyed, body) if outcome is None else _replay(keyed, outcome)
         except IsofabricError as error:
             return domain_problem(request, error)
         except StarletteHTTPException as error:  # 413 from the body size limit
             return problem_response(request, error.status_code, detail=str(error.detail))
 
-    async def _record(self, claim: IdempotencyClaim, captured: _Captured) -> None:
+    async def _record(self, keyed: KeyedRequest, captured: _Captured) -> None:
         if captured.start is None:
             return
-        outcome = _recorded(claim.path, captured.status, captured.headers, bytes(captured.body))
+        outcome = _recorded(keyed.path, captured.status, captured.headers, bytes(captured.body))
         try:
-            await run_in_threadpool(idempotency.complete, self.uow, claim, outcome)
+            await run_in_threadpool(idempotency.complete, self.uow, keyed, outcome)
         except Exception:
-            # The client must get its answer whatever happens to the record; a claim that
+            # The client must get its answer whatever happens to the record; a reservation that
             # committed stays pending, so a retry gets 409 rather than a second change.
-            log.exception("could not record the response to %s %s", claim.method, claim.path)
+            log.exception("could not record the response to %s %s", keyed.method, keyed.path)
 
 
 def _idempotency_key(scope: Scope) -> str | None:
@@ -144,10 +144,10 @@ def _check_key(key: str) -> None:
         )
 
 
-def _claim(request: Request, key: str, body: bytes) -> IdempotencyClaim:
+def _keyed_request(request: Request, key: str, body: bytes) -> KeyedRequest:
     principal = request.scope[PRINCIPAL_SCOPE_KEY]
     query = request.query_params.multi_items()
-    return IdempotencyClaim(
+    return KeyedRequest(
         principal=principal_key(principal),
         method=request.method,
         path=request.scope["path"],  # as `_idempotency_key` measured it
@@ -182,19 +182,19 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def _replay(claim: IdempotencyClaim, outcome: Outcome) -> Response:
+def _replay(keyed: KeyedRequest, outcome: Outcome) -> Response:
     if outcome.secret_withheld:
-        raise _secret_not_replayed(claim, outcome)
+        raise _secret_not_replayed(keyed, outcome)
     headers = {**outcome.headers, REPLAYED_MARK: "true"}
     return Response(outcome.body, status_code=outcome.status, headers=headers)
 
 
-def _secret_not_replayed(claim: IdempotencyClaim, outcome: Outcome) -> SecretNotReplayedError:
-    secret = SECRET_RESPONSES.get(claim.path, SecretMember("", "resource"))
+def _secret_not_replayed(keyed: KeyedRequest, outcome: Outcome) -> SecretNotReplayedError:
+    secret = SECRET_RESPONSES.get(keyed.path, SecretMember("", "resource"))
     document = _json_object(outcome.body) or {}
     resource_id = document.get("id")
     return SecretNotReplayedError(
-        f"the first request with {IDEMPOTENCY_KEY_HEADER} '{claim.key}' created "
+        f"the first request with {IDEMPOTENCY_KEY_HEADER} '{keyed.key}' created "
         f"{secret.resource} '{resource_id}'; its secret is shown only once and is not kept, so "
         f"the response is not replayed: use the secret received then, or revoke the "
         f"{secret.resource} and create another",

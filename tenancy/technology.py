@@ -28,7 +28,7 @@ from policies.roce.verify import verify_roce
 from policies.verdict import Verdict
 from tenancy import models as m
 from tenancy.record import vrf_segments as roce
-from tenancy.record.pools import Pool, claim_pkey, held_values, pkey_pool
+from tenancy.record.pools import Pool, held_values, pkey_pool, take_pkey
 from tenancy.record.snapshot import Snapshot
 from tenancy.record.subnet_manager import subnet_manager_keys
 from tenancy.schemas import RoceSegmentView, SegmentView
@@ -110,7 +110,7 @@ def _ensure_partition(
     owner = {"tenant_id": tenant_id, "service_id": service_id}
     pkey = held_values(tx.session, m.pk(fabric), **owner).get("pkey")
     if pkey is None:
-        pkey = claim_pkey(tx, fabric, **owner)
+        pkey = take_pkey(tx, fabric, **owner)
     return SegmentView(pkey=format_pkey(pkey))
 
 

@@ -483,7 +483,7 @@ def uow_create_roce_fabric(
     the tenancy use cases."""
     spec = RoceFabricCreate.model_validate({**ROCE_FABRIC_SPEC, **settings})
     fabrics.create_fabric(uow, spec=spec)
-    topology.import_roce_inventory(
+    topology.import_roce_topology(
         uow,
         fabric_name=spec.name,
         inventory=RoceInventory.model_validate(

@@ -1,6 +1,6 @@
 """Idempotency-Key records: a retried POST gets its first response and changes nothing more.
 
-A keyed request is named by (principal, method, path, key), its `IdempotencyClaim`:
+A keyed request is named by (principal, method, path, key), its `KeyedRequest`:
 
 - principal: the token's id (``token:<id>``; ``admin-token``; ``anonymous`` in open mode), so
   another token using the same key makes another request;
@@ -10,32 +10,33 @@ A keyed request is named by (principal, method, path, key), its `IdempotencyClai
 - the request's fingerprint (`fingerprint`: media type, query, canonical JSON body) is kept
   beside the name: the same key with another fingerprint is refused (422), never replayed.
 
-The claim commits with the change. The unit of work of a keyed request carries its claim, and
-the first write transaction the request opens inserts it as a pending record (no status) before
-anything else (`claim_key`, the unit of work's `first_write`): the change and its claim commit
-or roll back as one, so no crash leaves a change without its claim. A concurrent request with the
-same name inserts the same claim and meets the unique constraint: it waits for the first one's
-transaction (PostgreSQL: the index entry; SQLite: BEGIN IMMEDIATE) and then fails with
-`IdempotencyInProgressError` (409) having changed nothing; retried, it gets the replay. The api
-layer (api/idempotency.py) looks the name up before running a request, and completes the record
-with the response (`complete`) before sending it, so a client holding a response finds it kept.
+The reservation commits with the change. The unit of work of a keyed request carries its
+reservation, and the first write transaction the request opens inserts it as a pending record (no
+status) before anything else (`reserve_key`, the unit of work's `first_write`): the change and its
+reservation commit or roll back as one, so no crash leaves a change without its reservation. A
+concurrent request with the same name inserts the same reservation and meets the unique constraint:
+it waits for the first one's transaction (PostgreSQL: the index entry; SQLite: BEGIN IMMEDIATE) and
+then fails with `IdempotencyInProgressError` (409) having changed nothing; retried, it gets the
+replay. The api layer (api/idempotency.py) looks the name up before running a request, and completes
+the record with the response (`complete`) before sending it, so a client holding a response finds it
+kept.
 
 What is recorded (`complete`):
 
-- a response to a request whose claim committed, unless it is a 5xx: the request's transaction
+- a response to a request whose reservation committed, unless it is a 5xx: the request's transaction
   committed, so its answer is final (a 4xx there comes after a read, e.g. a config audit that
   does not parse) and is replayed like a 2xx;
-- a 2xx response to a request that committed no claim (it opened no write transaction);
+- a 2xx response to a request that committed no reservation (it opened no write transaction);
 - never a refusal that rolled back (4xx): it changed nothing, so a retry simply runs again and
   may pass (a 409 "retry it" after a concurrent writer, a 404 for a tenant onboarded meanwhile).
   Stripe replays those; pinning a transient refusal for a day would help no client;
-- never a 5xx: if its claim committed, the change may have happened, so the record stays
+- never a 5xx: if its reservation committed, the change may have happened, so the record stays
   pending and retries get 409 until it expires, rather than a second change;
 - never a secret (the api layer drops it and sets `secret_withheld`), never a dry run (the api
-  layer gives dry runs no claim).
+  layer gives dry runs no reservation).
 
 Records expire after ``Settings.idempotency_ttl_hours`` (at least 24): an expired record is
-ignored, replaced by a new claim of its name, and purged whenever another record is completed.
+ignored, replaced by a new reservation of its name, and purged whenever another record is completed.
 """
 
 from __future__ import annotations
@@ -64,28 +65,28 @@ log = logging.getLogger("isofabric")
 
 
 @dataclass(slots=True)
-class IdempotencyClaim:
-    """A keyed request: its name, its fingerprint, and whether its claim has committed."""
+class KeyedRequest:
+    """A keyed request: its name, its fingerprint, and whether its reservation has committed."""
 
     principal: str
     method: str
     path: str
     key: str
     fingerprint: str
-    committed: bool = False  # set when the claiming transaction commits
+    committed: bool = False  # set when the reserving transaction commits
 
-    # The claim is the unit of work's `first_write` (tenancy/store/uow.py) of a keyed request.
+    # The reservation is the unit of work's `first_write` (tenancy/store/uow.py) of a keyed request.
     @property
     def done(self) -> bool:
-        """True once the claim has committed: later transactions of the request claim nothing."""
+        """True once the reservation has committed: later transactions reserve nothing."""
         return self.committed
 
     def write(self, tx: Tx) -> None:
-        """Insert the claim in the request's first write transaction (`claim_key`)."""
-        claim_key(tx, self)
+        """Insert the reservation in the request's first write transaction (`reserve_key`)."""
+        reserve_key(tx, self)
 
     def commit(self) -> None:
-        """The claiming transaction committed."""
+        """The reserving transaction committed."""
         self.committed = True
 
 
@@ -121,39 +122,39 @@ def _canonical(media_type: str, body: bytes) -> bytes:
         return body  # not JSON the service would accept either: the bytes are the request
 
 
-def find(uow: UnitOfWork, claim: IdempotencyClaim) -> Outcome | None:
-    """The recorded response to `claim`'s name, or None when there is none (or it expired).
+def find(uow: UnitOfWork, keyed: KeyedRequest) -> Outcome | None:
+    """The recorded response to `keyed`'s name, or None when there is none (or it expired).
 
     Raises:
         IdempotencyKeyReusedError: the key named a request with another fingerprint.
-        IdempotencyInProgressError: the request that claimed the key has no response yet.
+        IdempotencyInProgressError: the request that reserved the key has no response yet.
     """
     with uow.transaction(read_only=True) as tx:
-        row = _live_row(tx.session, claim, tx.now - ttl(tx.settings))
+        row = _live_row(tx.session, keyed, tx.now - ttl(tx.settings))
     if row is None:
         return None
-    if row.fingerprint != claim.fingerprint:
+    if row.fingerprint != keyed.fingerprint:
         raise IdempotencyKeyReusedError(
-            f"Idempotency-Key '{claim.key}' was used for another request to {claim.method} "
-            f"{claim.path} (another body or query); use a new key for a new request"
+            f"Idempotency-Key '{keyed.key}' was used for another request to {keyed.method} "
+            f"{keyed.path} (another body or query); use a new key for a new request"
         )
     if row.status is None:
-        raise in_progress(claim)
+        raise in_progress(keyed)
     return Outcome(
         row.status, row.body or b"", json.loads(row.headers or "{}"), row.secret_withheld
     )
 
 
-def in_progress(claim: IdempotencyClaim) -> IdempotencyInProgressError:
-    """The error for a key claimed by a request that has no recorded response."""
+def in_progress(keyed: KeyedRequest) -> IdempotencyInProgressError:
+    """The error for a key reserved by a request that has no recorded response."""
     return IdempotencyInProgressError(
-        f"a request with Idempotency-Key '{claim.key}' is in progress (or failed after it "
+        f"a request with Idempotency-Key '{keyed.key}' is in progress (or failed after it "
         "committed): nothing was done; retry later to get its response"
     )
 
 
-def claim_key(tx: Tx, claim: IdempotencyClaim) -> None:
-    """Insert `claim` as a pending record in `tx`, the first write transaction of its request.
+def reserve_key(tx: Tx, keyed: KeyedRequest) -> None:
+    """Insert `keyed` as a pending record in `tx`, the first write transaction of its request.
 
     An expired record of the same name is deleted first.
 
@@ -163,28 +164,28 @@ def claim_key(tx: Tx, claim: IdempotencyClaim) -> None:
     cutoff = tx.now - ttl(tx.settings)
     tx.session.execute(
         delete(m.IdempotencyRecord).where(
-            *_named(claim), col(m.IdempotencyRecord.created_at) < cutoff
+            *_named(keyed), col(m.IdempotencyRecord.created_at) < cutoff
         )
     )
-    tx.session.add(_record(claim, tx))
+    tx.session.add(_record(keyed, tx))
     try:
         tx.session.flush()
     except IntegrityError as error:
-        raise in_progress(claim) from error
+        raise in_progress(keyed) from error
 
 
-def complete(uow: UnitOfWork, claim: IdempotencyClaim, outcome: Outcome) -> None:
-    """Record `outcome` for `claim` where the module's rules say so; then purge expired ones."""
-    if not _recordable(claim, outcome.status):
+def complete(uow: UnitOfWork, keyed: KeyedRequest, outcome: Outcome) -> None:
+    """Record `outcome` for `keyed` where the module's rules say so; then purge expired ones."""
+    if not _recordable(keyed, outcome.status):
         return
-    uow = replace(uow, first_write=None)  # this transaction claims nothing
+    uow = replace(uow, first_write=None)  # this transaction reserves nothing
     try:
         with uow.transaction() as tx:
-            row = _live_row(tx.session, claim, tx.now - ttl(tx.settings))
+            row = _live_row(tx.session, keyed, tx.now - ttl(tx.settings))
             if row is None:
-                row = _record(claim, tx)
-            elif row.status is not None or not claim.committed:
-                return  # another request's record (it claimed the name meanwhile)
+                row = _record(keyed, tx)
+            elif row.status is not None or not keyed.committed:
+                return  # another request's record (it reserved the name meanwhile)
             _fill(row, outcome)
             tx.session.add(row)
     except ConflictError:
@@ -212,38 +213,38 @@ def ttl(settings: Settings) -> timedelta:
     return timedelta(hours=settings.idempotency_ttl_hours)
 
 
-def _recordable(claim: IdempotencyClaim, status: int) -> bool:
+def _recordable(keyed: KeyedRequest, status: int) -> bool:
     if status >= 500:
         return False
-    return claim.committed or 200 <= status < 300
+    return keyed.committed or 200 <= status < 300
 
 
-def _named(claim: IdempotencyClaim) -> tuple[Any, ...]:
+def _named(keyed: KeyedRequest) -> tuple[Any, ...]:
     record = m.IdempotencyRecord
     return (
-        col(record.principal) == claim.principal,
-        col(record.method) == claim.method,
-        col(record.path) == claim.path,
-        col(record.key) == claim.key,
+        col(record.principal) == keyed.principal,
+        col(record.method) == keyed.method,
+        col(record.path) == keyed.path,
+        col(record.key) == keyed.key,
     )
 
 
 def _live_row(
-    session: Session, claim: IdempotencyClaim, cutoff: datetime
+    session: Session, keyed: KeyedRequest, cutoff: datetime
 ) -> m.IdempotencyRecord | None:
     query = select(m.IdempotencyRecord).where(
-        *_named(claim), col(m.IdempotencyRecord.created_at) >= cutoff
+        *_named(keyed), col(m.IdempotencyRecord.created_at) >= cutoff
     )
     return session.exec(query).first()
 
 
-def _record(claim: IdempotencyClaim, tx: Tx) -> m.IdempotencyRecord:
+def _record(keyed: KeyedRequest, tx: Tx) -> m.IdempotencyRecord:
     return m.IdempotencyRecord(
-        principal=claim.principal,
-        method=claim.method,
-        path=claim.path,
-        key=claim.key,
-        fingerprint=claim.fingerprint,
+        principal=keyed.principal,
+        method=keyed.method,
+        path=keyed.path,
+        key=keyed.key,
+        fingerprint=keyed.fingerprint,
         created_at=tx.now,
     )
 

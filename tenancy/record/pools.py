@@ -1,9 +1,9 @@
-"""Race-free P_Key claims with quarantine.
+"""Identifier pools: the lowest free value of a range, taken race-free, with quarantine.
 
-A claim is a `segment` row; the unique (fabric, kind, value) constraint is the backstop. Two
-processes that pick the same free key both INSERT it: the database lets one win, the loser's
-insert does nothing and it retries with a fresh view of the claimed keys (PostgreSQL READ
-COMMITTED sees the winner's row once it commits). Released keys stay claimed as ``quarantined``
+A taken value is a `segment` row; the unique (fabric, kind, value) constraint is the backstop.
+Two processes that pick the same free key both INSERT it: the database lets one win, the loser's
+insert does nothing and it retries with a fresh view of the taken keys (PostgreSQL READ
+COMMITTED sees the winner's row once it commits). Released keys stay held as ``quarantined``
 until the quarantine has passed, so a key is never handed to a new owner while old configs may
 still use it.
 """
@@ -41,7 +41,7 @@ from tenancy.store.db import expire_loaded
 from tenancy.store.tx_memo import memo
 from tenancy.store.uow import Tx
 
-MAX_CLAIM_ATTEMPTS = 20
+MAX_TAKE_ATTEMPTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +64,18 @@ def pkey_pool(fabric: m.Fabric) -> Pool:
     return Pool("pkey", "pkey", fabric.pkey_first, fabric.pkey_last, "P_Key")
 
 
-def claim_pkey(
+def take_pkey(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> int:
-    """Claim the lowest free key of the fabric's range for a tenant or a service; the key.
+    """Take the lowest free key of the fabric's range for a tenant or a service; the key.
 
     Raises:
         PoolExhaustedError: every key of the range is active or still quarantined.
     """
-    return claim(tx, fabric, pkey_pool(fabric), tenant_id=tenant_id, service_id=service_id)
+    return take(tx, fabric, pkey_pool(fabric), tenant_id=tenant_id, service_id=service_id)
 
 
-def claim(
+def take(
     tx: Tx,
     fabric: m.Fabric,
     pool: Pool,
@@ -83,29 +83,29 @@ def claim(
     tenant_id: int | None = None,
     service_id: int | None = None,
 ) -> int:
-    """Claim the lowest free value of `pool` on the fabric for a tenant or a service.
+    """Take the lowest free value of `pool` on the fabric for a tenant or a service.
 
-    Returns the value claimed. Within one transaction, claims of the same pool resume after the
-    previous claim instead of rescanning the pool (the memo's ``pool_hints``); the value is
+    Returns the value taken. Within one transaction, takes of the same pool resume after the
+    previous take instead of rescanning the pool (the memo's ``pool_hints``); the value is
     still the lowest free one.
 
     Raises:
         PoolExhaustedError: every value of the pool is active or still quarantined.
-        ConflictError: concurrent claims took every value tried (retry the request).
+        ConflictError: concurrent requests took every value tried (retry the request).
     """
     owner = {"tenant_id": tenant_id, "service_id": service_id, "peering_id": None}
-    return _claim(tx, fabric, pool, owner)
+    return _take(tx, fabric, pool, owner)
 
 
-def claim_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
-    """`claim` for an accepted peering (its own partition's P_Key on InfiniBand)."""
-    return _claim(
+def take_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
+    """`take` for an accepted peering (its own partition's P_Key on InfiniBand)."""
+    return _take(
         tx, fabric, pool, {"tenant_id": None, "service_id": None, "peering_id": peering_id}
     )
 
 
-def _claim(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | None]) -> int:
-    """`claim` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``)."""
+def _take(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | None]) -> int:
+    """`take` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``)."""
     tenant_id = owner["tenant_id"]
     assert tenant_id is None or isinstance(tenant_id, int)
     fabric_id = m.pk(fabric)
@@ -115,15 +115,15 @@ def _claim(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str |
     key = (fabric_id, pool.kind, pool.first, pool.last)
     values = {"fabric": fabric_id, "kind": pool.kind, "last": pool.last, "purpose": pool.purpose}
     values |= {**owner, "created_at": tx.now}
-    for _ in range(MAX_CLAIM_ATTEMPTS):
+    for _ in range(MAX_TAKE_ATTEMPTS):
         start = hints.get(key, pool.first)
-        statement = _CLAIM[_postgresql(tx)]
-        claimed = tx.session.connection().execute(statement, values | {"start": start}).scalar()
-        if claimed is not None:
-            hints[key] = claimed + 1  # every value up to it is held now
-            _note_claim(tx, fabric_id, tenant_id, pool.purpose, claimed)
-            return int(claimed)
-        # Nothing was inserted: the pool is exhausted, or a concurrent claim took the value
+        statement = _TAKE[_postgresql(tx)]
+        taken = tx.session.connection().execute(statement, values | {"start": start}).scalar()
+        if taken is not None:
+            hints[key] = taken + 1  # every value up to it is held now
+            _note_taken(tx, fabric_id, tenant_id, pool.purpose, taken)
+            return int(taken)
+        # Nothing was inserted: the pool is exhausted, or a concurrent take took the value
         # (or this owner's slot) first, and the next attempt sees it taken.
         free = lowest_free(tx.session, fabric_id, pool, start)
         if free is None:
@@ -134,20 +134,20 @@ def _claim(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str |
                 fabric=fabric.name,
             )
         hints[key] = free
-    raise ConflictError(f"could not claim a {pool.label} under contention; retry the request")
+    raise ConflictError(f"could not take a {pool.label} under contention; retry the request")
 
 
 def _postgresql(tx: Tx) -> bool:
     return tx.session.get_bind().dialect.name == "postgresql"
 
 
-def _claim_statement(postgresql: bool) -> ReturningInsert[int]:
-    """`claim`'s one statement for a dialect, built once: insert the lowest free value.
+def _take_statement(postgresql: bool) -> ReturningInsert[int]:
+    """`take`'s one statement for a dialect, built once: insert the lowest free value.
 
     ``INSERT ... SELECT`` of `lowest_free`'s value with ``ON CONFLICT DO NOTHING`` (no savepoint
     around a failing insert): it inserts nothing when the pool is exhausted or a unique key
-    refuses the value, and on PostgreSQL it waits for a concurrent claim of the same value to
-    commit or roll back. Returns the value claimed.
+    refuses the value, and on PostgreSQL it waits for a concurrent take of the same value to
+    commit or roll back. Returns the value taken.
     """
     free = _LOWEST_FREE.subquery("free").c[0]
     row = core_select(
@@ -171,10 +171,10 @@ def _claim_statement(postgresql: bool) -> ReturningInsert[int]:
 def lowest_free(session: Session, fabric_id: int, pool: Pool, start: int) -> int | None:
     """The pool's lowest value from `start` on that no segment of the fabric holds, or None.
 
-    One ordered pass over the claimed values from `start` on the (fabric, kind, value) unique
-    index: the first gap before a claimed value, else the value after the last claimed one.
+    One ordered pass over the taken values from `start` on the (fabric, kind, value) unique
+    index: the first gap before a taken value, else the value after the last taken one.
     The caller knows that every value below `start` is held (`start` is the pool's first
-    value, or one past an earlier claim of this transaction).
+    value, or one past an earlier take of this transaction).
     """
     row = session.connection().execute(_LOWEST_FREE, _bounds(fabric_id, pool, start)).first()
     value = None if row is None or row[0] is None else int(row[0])
@@ -188,10 +188,10 @@ def _bounds(fabric_id: int, pool: Pool, start: int) -> dict[str, object]:
 def _lowest_free_statement() -> Select[Any]:
     """`lowest_free`'s query, built once (its parameters are bound per call).
 
-    First the count and the greatest of the claimed values in [start, last]: when they fill
-    [start, greatest] (the usual case: values are claimed lowest first) the answer is the one
+    First the count and the greatest of the taken values in [start, last]: when they fill
+    [start, greatest] (the usual case: values are taken lowest first) the answer is the one
     after the greatest, from one pass over the index that only counts. Only when there is a gap
-    does a second pass look for the first one (the CASE evaluates it then only): the claimed
+    does a second pass look for the first one (the CASE evaluates it then only): the taken
     values in order, each with its predecessor (``start - 1`` for the first), a value more than
     one above its predecessor having a gap below it. A window function rather than a NOT
     EXISTS anti-join: its cost does not depend on the planner's statistics (a freshly
@@ -218,15 +218,15 @@ def _lowest_free_statement() -> Select[Any]:
 
 
 _LOWEST_FREE = _lowest_free_statement()
-_CLAIM = {flag: _claim_statement(flag) for flag in (False, True)}
+_TAKE = {flag: _take_statement(flag) for flag in (False, True)}
 
 
 def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
-    """Delete the fabric's claims whose quarantine has passed (once per transaction and fabric).
+    """Delete the fabric's quarantined values whose quarantine has passed, once per transaction.
 
     The cutoff is fixed by the transaction's clock, so a second pass can only find what this
     transaction released since the first (`release_segment` clears the memo); other
-    transactions release a fabric's segments only under its lock, which a claimer holds.
+    transactions release a fabric's segments only under its lock, which a taker holds.
     """
     expired = memo(tx.session, "quarantine_expired")
     if fabric_id in expired:
@@ -260,8 +260,8 @@ def release_unused(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
 
 
 def release_segment(tx: Tx, segment: m.Segment) -> None:
-    """Put a key into quarantine; it becomes claimable after the quarantine period."""
-    # With no quarantine the value is free again at this transaction's next claim.
+    """Put a key into quarantine; it becomes free after the quarantine period."""
+    # With no quarantine the value is free again at this transaction's next take.
     memo(tx.session, "quarantine_expired").clear()
     _forget_holdings(tx)
     segment.state = "quarantined"
@@ -278,7 +278,7 @@ def held_values(
     """
     if tenant_id is not None and tenant_id in memo(session, "new_owners"):
         return dict(memo(session, "held_by_new").get((fabric_id, tenant_id), {}))
-    session.flush()  # a Core read: this transaction's pending claims and releases first
+    session.flush()  # a Core read: this transaction's pending takes and releases first
     statement, owner = (
         (_HELD_BY_SERVICE, service_id) if tenant_id is None else (_HELD_BY_TENANT, tenant_id)
     )
@@ -287,7 +287,7 @@ def held_values(
 
 
 def holds_nothing(session: Session, *, tenant_id: int) -> None:
-    """Say that this transaction created the tenant: it holds what this transaction claims.
+    """Say that this transaction created the tenant: it holds what this transaction takes.
 
     `held_values` then answers from memory until any identifier is released in this
     transaction (`_forget_holdings`).
@@ -295,7 +295,7 @@ def holds_nothing(session: Session, *, tenant_id: int) -> None:
     memo(session, "new_owners")[tenant_id] = True
 
 
-def _note_claim(tx: Tx, fabric_id: int, tenant_id: int | None, purpose: str, value: int) -> None:
+def _note_taken(tx: Tx, fabric_id: int, tenant_id: int | None, purpose: str, value: int) -> None:
     if tenant_id is not None and tenant_id in memo(tx.session, "new_owners"):
         memo(tx.session, "held_by_new").setdefault((fabric_id, tenant_id), {})[purpose] = value
 

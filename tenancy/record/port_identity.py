@@ -1,8 +1,8 @@
-"""Port identity across topology imports: the one rule for a known port that claims another place.
+"""Port identity across topology imports: the one rule for a known port that moved.
 
 A port is identified by its GUID on InfiniBand, and on RoCE by the (node, NIC) cabled to a switch
-port; what an import says about it (a NodeDescription, an inventory line) is a claim, which a
-host's root or a careless operator can get wrong. A known port that now claims another host, or
+port; what an import says about it (a NodeDescription, an inventory line) is an assertion, which a
+host's root or a careless operator can get wrong. A known port that now appears on another host, or
 on RoCE a NIC re-cabled to another switch port, moves only when no host involved guards its
 ports (`policies.node_state.guards_its_ports`: held, storage or management). Otherwise the whole
 import is refused with `PortMovedError` naming each refused move; applied moves are reported.
@@ -25,7 +25,7 @@ from tenancy.store.db import fetch_all
 
 @dataclass(frozen=True, slots=True)
 class Move:
-    """`port` claims `target` where the record has `source`; `hosts` are the hosts involved."""
+    """`port` appears at `target` where the record has `source`; `hosts` are the hosts involved."""
 
     port: str
     source: str
@@ -75,25 +75,25 @@ def _guarded_hosts(session: Session, fabric_id: int) -> set[str]:
 def ib_moves(hosts: Iterable[tuple[str, str, str]]) -> list[Move]:
     """Known port GUIDs whose NodeDescription now names another host.
 
-    `hosts` holds (port GUID, recorded host, host the import claims) for known ports.
+    `hosts` holds (port GUID, recorded host, host the import reports) for known ports.
     """
     return [Move(guid, was, now, (was, now)) for guid, was, now in hosts if was != now]
 
 
 def roce_moves(session: Session, fabric_id: int, inventory: RoceInventory) -> list[Move]:
-    """Known NICs re-cabled to another switch port, and switch ports claimed by another host."""
-    claims = {
+    """Known NICs re-cabled to another switch port, and switch ports another host now reports."""
+    reported = {
         (n.name, nic.name): f"{nic.switch}:{nic.port}" for n in inventory.nodes for nic in n.nics
     }
-    claimants = {end: node for (node, _), end in claims.items()}
+    reporters = {end: node for (node, _), end in reported.items()}
     moves = []
     for node, nic, end in _cabled_nics(session, fabric_id):
-        claimed = claims.get((node, nic))
-        if claimed is not None and claimed != end:
-            moves.append(Move(f"{node}/{nic}", end, claimed, (node,)))
-        claimant = claimants.get(end)
-        if claimant is not None and claimant != node:
-            moves.append(Move(end, node, claimant, (node, claimant)))
+        now = reported.get((node, nic))
+        if now is not None and now != end:
+            moves.append(Move(f"{node}/{nic}", end, now, (node,)))
+        reporter = reporters.get(end)
+        if reporter is not None and reporter != node:
+            moves.append(Move(end, node, reporter, (node, reporter)))
     return moves
 
 

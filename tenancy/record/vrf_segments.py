@@ -19,7 +19,7 @@ from policies.roce.model import (
 )
 from policies.roce.settings import check_roce_settings
 from tenancy import models as m
-from tenancy.record.pools import Pool, claim, held_values
+from tenancy.record.pools import Pool, held_values, take
 from tenancy.schemas import IntRange, RoceFabricCreate, RoceFabricSettingsView, RoceSegmentView
 from tenancy.store.uow import Tx
 
@@ -124,7 +124,7 @@ def claim_vrf_segment(
     """
     owner = {"tenant_id": tenant_id, "service_id": service_id}
     return {
-        pool.purpose: claim(tx, fabric, pool, **owner)
+        pool.purpose: take(tx, fabric, pool, **owner)
         for pool in _pools(settings_row(tx.session, fabric))
     }
 

@@ -3,7 +3,7 @@
 A use case either commits everything it changed or nothing: any exception (including a refused,
 isolation-breaking change) rolls the whole transaction back. The unit of work knows no feature
 built on it: the layer that owns one registers it as a hook. A request's `first_write` runs at
-the start of its first write transaction and commits with it (an Idempotency-Key's claim,
+the start of its first write transaction and commits with it (an Idempotency-Key's reservation,
 tenancy/record/idempotency.py); a `rehearsal` wraps every write transaction of a what-if request
 and rolls it back (tenancy/gate/what_if.py).
 """
@@ -42,7 +42,7 @@ class Principal:
     tenant: str | None = None
     # The agent role only: the fabric and deploy target its token acts for.
     fabric: str | None = None
-    target: str | None = None
+    deploy_target: str | None = None
 
 
 # The command line and in-process callers act as the operator of the local installation.
@@ -85,7 +85,7 @@ Rehearsal = Callable[[Tx], AbstractContextManager[None]]
 class UnitOfWork:
     """Factory of transactions; the clock is injectable so tests control time.
 
-    `first_write` is registered per request (the Idempotency-Key claim of a keyed request,
+    `first_write` is registered per request (the Idempotency-Key reservation of a keyed request,
     api/deps.py); `rehearsal` makes every write transaction a what-if that rolls back
     (``?dry_run=true``; tenancy/gate/what_if.py). `reads` is the read cache of verdicts and
     artifacts (tenancy/store/read_cache.py); the per-request copies of the app's unit of work

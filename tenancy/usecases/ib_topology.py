@@ -1,7 +1,7 @@
 """InfiniBand topology reconcile: the fabric's switches, nodes and ports against a discovery.
 
 The rules are tenancy/usecases/topology.py's; this module makes their cost proportional to what
-changed. The file's claims are keyed as the records are (`Discovery`) before the write lock is
+changed. The file's ports are keyed as the records are (`Discovery`) before the write lock is
 taken. Under it, one bulk read of the ports (plain tuples) is compared with them: an unchanged file
 writes nothing. Otherwise only the differences are read further and written, each kind of
 change in one executemany (tenancy/store/bulk.py), never through per-row ORM objects.
@@ -31,7 +31,7 @@ from tenancy.store.bulk import execute_many, insert_rows
 from tenancy.store.db import fetch_all
 from tenancy.usecases.fabrics import count_where
 
-# A port's place, recorded or claimed: (host, HCA, port number, switch GUID, switch name, switch
+# A port's place, recorded or discovered: (host, HCA, port number, switch GUID, switch name, switch
 # port); the switch fields are None for a port that is not cabled to a switch.
 Place = tuple[str, str, int, str | None, str | None, int | None]
 # A switch's record: (name, ports, absent).
@@ -46,7 +46,7 @@ GUIDS_PER_QUERY = 500
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
-    """What an ibnetdiscover file claims, keyed as the records are (GUIDs formatted)."""
+    """What an ibnetdiscover file reports, keyed as the records are (GUIDs formatted)."""
 
     switches: dict[str, SwitchValues]
     ports: dict[str, Place]
@@ -54,7 +54,7 @@ class Discovery:
 
 
 def discovery_of(topology: DiscoveredTopology) -> Discovery:
-    """Key the parsed file's claims (pure: run it before the write lock)."""
+    """Key the parsed file's ports (pure: run it before the write lock)."""
     guid = format_guid
     switches = {guid(s.guid): (s.name, s.ports, False) for s in topology.switches}
     # One comprehension, with no call per port but the GUIDs' formatting (a helper function
@@ -118,7 +118,7 @@ def reconcile(session: Session, fabric_id: int, discovery: Discovery) -> Outcome
     """Write the difference between the fabric's records and `discovery`; report it.
 
     Raises:
-        PortMovedError: a known port GUID claims another host while either host guards its
+        PortMovedError: a known port GUID appears on another host while either host guards its
             ports; checked before anything is written.
     """
     plan = _Plan.of(_recorded_ports(session, fabric_id), discovery.ports)
@@ -163,30 +163,30 @@ def _recorded_ports(session: Session, fabric_id: int) -> dict[str, Place]:
 class _Plan:
     """What differs, by port GUID: added (`new`), moved or re-cabled (`changed`), `gone`.
 
-    Each list is sorted; `recorded` and `claimed` hold each side's places by GUID.
+    Each list is sorted; `recorded` and `discovered` hold each side's places by GUID.
     """
 
     recorded: dict[str, Place]
-    claimed: dict[str, Place]
+    discovered: dict[str, Place]
     new: list[str]
     changed: list[str]
     gone: list[str]
 
     @classmethod
-    def of(cls, recorded: dict[str, Place], claimed: dict[str, Place]) -> _Plan | None:
+    def of(cls, recorded: dict[str, Place], discovered: dict[str, Place]) -> _Plan | None:
         """The plan from both sides' places by GUID; None when they are equal."""
-        if _same(recorded, claimed):
+        if _same(recorded, discovered):
             return None
-        new = [guid for guid in claimed if guid not in recorded]
-        changed = [g for g, place in claimed.items() if recorded.get(g, place) != place]
-        gone = [guid for guid in recorded if guid not in claimed]
+        new = [guid for guid in discovered if guid not in recorded]
+        changed = [g for g, place in discovered.items() if recorded.get(g, place) != place]
+        gone = [guid for guid in recorded if guid not in discovered]
         for guids in (new, changed, gone):
             guids.sort()  # GUID strings alone: a first import's 100k sort in some 35 ms
-        return cls(recorded, claimed, new, changed, gone)
+        return cls(recorded, discovered, new, changed, gone)
 
     def settle_moves(self, session: Session, fabric_id: int) -> list[PortMove]:
         """The moves to apply (`tenancy.record.port_identity`'s rule); PortMovedError if refused."""
-        hosts = [(guid, self.recorded[guid][0], self.claimed[guid][0]) for guid in self.changed]
+        hosts = [(guid, self.recorded[guid][0], self.discovered[guid][0]) for guid in self.changed]
         return settle_moves(session, fabric_id, ib_moves(hosts))
 
     def apply(
@@ -197,7 +197,7 @@ class _Plan:
 
     def write(self, session: Session, fabric_id: int) -> list[Added]:
         """Insert the new ports, update the changed ones; the added (guid, node, hca, port)."""
-        places = [self.claimed[guid] for guid in self.new]
+        places = [self.discovered[guid] for guid in self.new]
         node_ids = _ensure_nodes(session, fabric_id, {p[0] for p in places} | self._movers())
         inserts = [
             (fabric_id, guid, node_ids[p[0]], *p[1:])
@@ -207,13 +207,13 @@ class _Plan:
         ids = _port_ids(session, fabric_id, self.changed)
         updates = [
             (node_ids[p[0]], *p[1:], ids[guid][0])
-            for guid, p in ((guid, self.claimed[guid]) for guid in self.changed)
+            for guid, p in ((guid, self.discovered[guid]) for guid in self.changed)
         ]
         execute_many(session, _UPDATE_PORT, _UPDATE_PARAMS, updates)
         return [(guid, p[0], p[1], p[2]) for guid, p in zip(self.new, places, strict=True)]
 
     def _movers(self) -> set[str]:
-        return {self.claimed[guid][0] for guid in self.changed}
+        return {self.discovered[guid][0] for guid in self.changed}
 
     def drop_missing(
         self, session: Session, fabric_id: int, impossible: Collection[str]
@@ -222,7 +222,7 @@ class _Plan:
         if not self.gone:
             return []
         ids = _port_ids(session, fabric_id, self.gone)
-        corrected = {place[:3] for place in self.claimed.values()}
+        corrected = {place[:3] for place in self.discovered.values()}
         missing, doomed = [], []
         for guid in self.gone:
             port_id, state = ids[guid]
@@ -234,15 +234,15 @@ class _Plan:
         return missing
 
 
-def _same(recorded: dict[str, Place], claimed: dict[str, Place]) -> bool:
-    """``recorded == claimed``, compared in a Python loop.
+def _same(recorded: dict[str, Place], discovered: dict[str, Place]) -> bool:
+    """``recorded == discovered``, compared in a Python loop.
 
     As one C call, the 100k lookups hold the GIL for up to 80 ms on a busy machine; a loop lets
     a server's event loop run meanwhile.
     """
-    if len(recorded) != len(claimed):
+    if len(recorded) != len(discovered):
         return False
-    return all(recorded.get(guid) == place for guid, place in claimed.items())
+    return all(recorded.get(guid) == place for guid, place in discovered.items())
 
 
 def _missing(

@@ -37,7 +37,7 @@ from tenancy import models as m
 from tenancy.gate.change_check import ChangeScope
 from tenancy.gate.verification import commit_gate
 from tenancy.record.policy_store import current_policy
-from tenancy.record.pools import claim_for_peering, release_segment
+from tenancy.record.pools import release_segment, take_for_peering
 from tenancy.schemas import Page, SegmentView
 from tenancy.schemas.peerings import PeeringCreate, PeeringState, PeeringView
 from tenancy.store.locks import lock_active_tenant, lock_fabric, lock_tenant
@@ -173,7 +173,7 @@ def _accept(tx: Tx, fabric: m.Fabric, peering: m.Peering) -> None:
     tx.session.flush()
     pool = technology_of(fabric.kind).peering_pool
     if pool is not None:
-        claim_for_peering(tx, fabric, pool(fabric), peering_id=peering.id)
+        take_for_peering(tx, fabric, pool(fabric), peering_id=peering.id)
 
 
 def _request_to(session: Session, tenant: m.Tenant, peering_id: str) -> m.Peering:

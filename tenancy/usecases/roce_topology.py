@@ -83,7 +83,9 @@ def _unique(what: str, values: Iterable[str]) -> None:
         raise InvalidValueError(f"duplicate {what}: {', '.join(twice)}")
 
 
-def reconcile_inventory(tx: Tx, fabric: m.Fabric, inventory: RoceInventory) -> TopologyImportResult:
+def reconcile_roce_topology(
+    tx: Tx, fabric: m.Fabric, inventory: RoceInventory
+) -> TopologyImportResult:
     """Write a validated inventory to the fabric; returns counts, added, missing and moved NICs.
 
     Raises:

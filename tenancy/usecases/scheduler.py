@@ -3,8 +3,8 @@
 Time is cut into periods of a job's interval, aligned on the Unix epoch, so every replica
 computes the same period boundaries. A replica runs a job for a period only after inserting
 its `scheduled_run` row: the unique key (job, period_start) admits one row, so of several
-replicas on one database exactly one claims each period (on PostgreSQL the loser's insert waits
-for the winner's commit, then inserts nothing; SQLite serialises writers). The claim commits
+replicas on one database exactly one takes each period (on PostgreSQL the loser's insert waits
+for the winner's commit, then inserts nothing; SQLite serialises writers). The taken period commits
 before the job runs, so a job that fails (or a replica that dies) still leaves its row; the
 period is not run again (at most once per period: the jobs are periodic checks, the next period
 repeats them).
@@ -35,7 +35,7 @@ from tenancy.record import audit_log
 from tenancy.schemas.health import ScheduledRunView
 from tenancy.store.uow import UnitOfWork
 
-# Runs older than this are deleted when a job claims a period: the table stays small (one
+# Runs older than this are deleted when a job takes a period: the table stays small (one
 # row per job and period: 288 a day for a 5-minute checkpoint).
 RUN_RETENTION = timedelta(days=7)
 DETAIL_LIMIT = 1024  # the column's length
@@ -83,22 +83,22 @@ def period_start(now: datetime, interval_seconds: int) -> datetime:
 
 
 def run_once(uow: UnitOfWork, job: Job, replica: str) -> ScheduledRunView | None:
-    """Claim the current period of `job` and run it; None when another replica claimed it.
+    """Take the current period of `job` and run it; None when another replica took it.
 
     The job's failure is recorded (outcome ``failed``, the error's message) and re-raised.
     """
-    claimed = _claim(uow, job, replica)
-    if claimed is None:
+    run_id = _take_period(uow, job, replica)
+    if run_id is None:
         return None
     try:
         summary = job.work(uow)
     except Exception as error:
-        _finish(uow, claimed, "failed", f"{type(error).__name__}: {error}")
+        _finish(uow, run_id, "failed", f"{type(error).__name__}: {error}")
         raise
-    return _finish(uow, claimed, "ok", summary)
+    return _finish(uow, run_id, "ok", summary)
 
 
-def _claim(uow: UnitOfWork, job: Job, replica: str) -> int | None:
+def _take_period(uow: UnitOfWork, job: Job, replica: str) -> int | None:
     """Insert the period's row unless it exists (ON CONFLICT DO NOTHING); its id, or None.
 
     On PostgreSQL a replica inserting at the same moment waits for the first one's commit and
@@ -119,12 +119,12 @@ def _claim(uow: UnitOfWork, job: Job, replica: str) -> int | None:
             "started_at": tx.now,
             "outcome": "running",
         }
-        claim = _CLAIM[tx.session.get_bind().dialect.name == "postgresql"]
-        run_id: int | None = tx.session.connection().execute(claim, values).scalar()
+        statement = _TAKE_PERIOD[tx.session.get_bind().dialect.name == "postgresql"]
+        run_id: int | None = tx.session.connection().execute(statement, values).scalar()
         return run_id
 
 
-def _claim_statement(postgresql: bool) -> ReturningInsert[int | None]:
+def _take_period_statement(postgresql: bool) -> ReturningInsert[int | None]:
     insert = postgresql_insert if postgresql else sqlite_insert
     return (
         insert(m.ScheduledRun)
@@ -133,7 +133,7 @@ def _claim_statement(postgresql: bool) -> ReturningInsert[int | None]:
     )
 
 
-_CLAIM = {flag: _claim_statement(flag) for flag in (False, True)}
+_TAKE_PERIOD = {flag: _take_period_statement(flag) for flag in (False, True)}
 
 
 def _finish(uow: UnitOfWork, run_id: int, outcome: str, detail: str) -> ScheduledRunView:

@@ -5,7 +5,7 @@ kept (and reported) so that an allocation never loses ports silently. A known po
 claims another host moves only under the rule of `tenancy.record.port_identity`. Nodes and switches
 are never deleted: those an import no longer lists are kept, marked absent, until one lists them
 again. The InfiniBand reconcile is tenancy/usecases/ib_topology.py (its cost follows what changed),
-RoCE's tenancy/usecases/roce_inventory.py.
+RoCE's tenancy/usecases/roce_topology.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
 from tenancy.technology import require_kind, technology_of
 from tenancy.usecases.ib_topology import discovery_of, reconcile
-from tenancy.usecases.roce_inventory import reconcile_inventory, validate_inventory
+from tenancy.usecases.roce_topology import reconcile_roce_topology, validate_inventory
 
 
 def import_document(
@@ -43,11 +43,11 @@ def import_document(
         )
     if technology.kind is FabricKind.ROCE:
         inventory = parse_inventory(text, media_type)
-        return import_roce_inventory(uow, fabric_name=fabric_name, inventory=inventory)
+        return import_roce_topology(uow, fabric_name=fabric_name, inventory=inventory)
     return import_topology(uow, fabric_name=fabric_name, text=text)
 
 
-def import_roce_inventory(
+def import_roce_topology(
     uow: UnitOfWork, *, fabric_name: str, inventory: RoceInventory
 ) -> TopologyImportResult:
     """Reconcile a RoCE fabric with an inventory document; verified before commit.
@@ -61,7 +61,7 @@ def import_roce_inventory(
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         require_kind(fabric, FabricKind.ROCE, "PUT ibnetdiscover output as text/plain")
-        result = reconcile_inventory(tx, fabric, inventory)
+        result = reconcile_roce_topology(tx, fabric, inventory)
         commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
         return result
 

@@ -114,7 +114,7 @@ def roce(roce_onboarded: RoceOnboarded) -> RoceOnboarded:
 
 def without_link_ids(dump: Dump) -> Dump:
     """The dump with roce_link rows as (fabric, a port, b port): links are replaced on every
-    import (tenancy/usecases/roce_inventory.py), so their ids change (on PostgreSQL) though nothing
+    import (tenancy/usecases/roce_topology.py), so their ids change (on PostgreSQL) though nothing
     else does."""
     return {**dump, "roce_link": sorted(row[1:] for row in dump["roce_link"])}
 

@@ -34,7 +34,7 @@ from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import signing_keys, tokens
 from tenancy.usecases.bootstrap import prepare_database
 from tenancy.usecases.fabrics import create_fabric
-from tenancy.usecases.topology import import_roce_inventory, import_topology
+from tenancy.usecases.topology import import_roce_topology, import_topology
 from tests.benchmarks import bench_roce
 from tests.benchmarks.bench_scale import (
     HCAS,
@@ -94,7 +94,7 @@ def build(url: str, keys: Path) -> tuple[dict[str, str], str, str]:
         inventory = RoceInventory.model_validate(bench_roce.inventory_document())
         measure(
             "setup: import roce-64",
-            lambda: import_roce_inventory(uow, fabric_name=ROCE, inventory=inventory),
+            lambda: import_roce_topology(uow, fabric_name=ROCE, inventory=inventory),
         )
         measure(
             "setup: 500 tenants on roce-64",

@@ -41,7 +41,7 @@ from tenancy.store.settings import Settings
 from tenancy.store.uow import UnitOfWork
 from tenancy.usecases.bootstrap import prepare_database
 from tenancy.usecases.fabrics import create_fabric
-from tenancy.usecases.topology import import_roce_inventory
+from tenancy.usecases.topology import import_roce_topology
 from tests.benchmarks.timing import measure, print_peak_rss
 
 RAILS, LEAVES_PER_RAIL, NODES = 8, 8, 2_048
@@ -230,7 +230,7 @@ def main() -> None:
         )
         result = measure(
             "import inventory (16k NICs)",
-            lambda: import_roce_inventory(uow, fabric_name="bench", inventory=inventory),
+            lambda: import_roce_topology(uow, fabric_name="bench", inventory=inventory),
         )
         print(
             f"  {result.switches} switches, {len(inventory.links)} links, {result.nodes} nodes, "

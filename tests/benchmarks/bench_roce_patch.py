@@ -32,7 +32,7 @@ from tenancy.store.settings import Settings
 from tenancy.store.uow import UnitOfWork
 from tenancy.usecases.bootstrap import prepare_database
 from tenancy.usecases.fabrics import create_fabric
-from tenancy.usecases.topology import import_roce_inventory
+from tenancy.usecases.topology import import_roce_topology
 from tests.benchmarks.bench_roce import inventory_document, populate
 from tests.benchmarks.timing import measure, print_peak_rss
 
@@ -46,7 +46,7 @@ def bench_snapshot() -> RoceSnapshot:
         uow = UnitOfWork(engine, Settings(database_url=url))
         create_fabric(uow, spec=RoceFabricCreate(name="bench", kind="roce"))
         inventory = RoceInventory.model_validate(inventory_document())
-        import_roce_inventory(uow, fabric_name="bench", inventory=inventory)
+        import_roce_topology(uow, fabric_name="bench", inventory=inventory)
         populate(uow)
         with uow.transaction(read_only=True) as tx:
             fabric = tx.session.exec(select(m.Fabric)).scalars().one()  # type: ignore[call-overload]

@@ -21,7 +21,7 @@ from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import deploy, deploy_sync, snapshot_history, tenants
 from tenancy.usecases.bootstrap import prepare_database
 from tenancy.usecases.fabrics import create_fabric
-from tenancy.usecases.topology import import_roce_inventory
+from tenancy.usecases.topology import import_roce_topology
 from tests.benchmarks.bench_roce import inventory_document, populate
 from tests.benchmarks.timing import measure, print_peak_rss
 from tests.keys import key_settings, register_key
@@ -34,11 +34,11 @@ def deployed_fabric(uow: UnitOfWork) -> list[str]:
     create_fabric(uow, spec=RoceFabricCreate(name=FABRIC, kind="roce"))
     document = inventory_document()
     inventory = RoceInventory.model_validate(document)
-    import_roce_inventory(uow, fabric_name=FABRIC, inventory=inventory)
+    import_roce_topology(uow, fabric_name=FABRIC, inventory=inventory)
     populate(uow)
     # populate bulk-inserts rows: importing the same inventory again records the populated state
     # (a topology import rebuilds the fabric's digest from the whole snapshot)
-    import_roce_inventory(uow, fabric_name=FABRIC, inventory=inventory)
+    import_roce_topology(uow, fabric_name=FABRIC, inventory=inventory)
     leaves = [s["name"] for s in document["switches"] if s["role"] == "leaf"]
     for leaf in leaves:
         deploy.put_target(uow, fabric_name=FABRIC, name=leaf, spec=TargetCreate(kind="sonic"))

@@ -68,7 +68,7 @@ SegmentRows = Callable[[int, int, datetime, int | None, int | None], list[dict[s
 def pkey_rows(
     fabric_id: int, index: int, now: datetime, tenant_id: int | None, service_id: int | None
 ) -> list[dict[str, Any]]:
-    """The partition row `claim_pkey` claims for the `index`-th owner: the lowest free P_Key."""
+    """The partition row `take_pkey` claims for the `index`-th owner: the lowest free P_Key."""
     return [
         {
             "fabric_id": fabric_id,

@@ -42,7 +42,7 @@ from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import signing_keys, tokens
 from tenancy.usecases.bootstrap import prepare_database
 from tenancy.usecases.fabrics import create_fabric
-from tenancy.usecases.topology import import_roce_inventory, import_topology
+from tenancy.usecases.topology import import_roce_topology, import_topology
 from tests.benchmarks import bench_roce
 from tests.benchmarks.bench_scale import HCAS, ibnetdiscover_text, populate
 from tests.benchmarks.timing import measure
@@ -195,7 +195,7 @@ def _build_roce(uow: UnitOfWork, label: str) -> None:
         inventory = RoceInventory.model_validate(documents[shape.name])
         measure(
             f"setup: import {shape.name} ({label})",
-            lambda: import_roce_inventory(uow, fabric_name=shape.name, inventory=inventory),  # noqa: B023
+            lambda: import_roce_topology(uow, fabric_name=shape.name, inventory=inventory),  # noqa: B023
         )
         _populate(uow, shape, label, segments=bench_roce.segment_rows)
 

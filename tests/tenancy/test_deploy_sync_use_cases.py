@@ -47,7 +47,7 @@ def build(uow: UnitOfWork) -> str:
     returns acme's grant id."""
     fabrics.create_fabric(uow, spec=RoceFabricCreate.model_validate(ROCE_FABRIC_SPEC))
     inventory = RoceInventory.model_validate(three_leaf_inventory())
-    topology.import_roce_inventory(uow, fabric_name=ROCE_FABRIC, inventory=inventory)
+    topology.import_roce_topology(uow, fabric_name=ROCE_FABRIC, inventory=inventory)
     spec = ServiceCreate(name=SERVICE, nodes=list(ROCE_STORAGE_NODES))
     shared_services.create_service(uow, fabric_name=ROCE_FABRIC, spec=spec)
     for tenant, nodes in (("acme", ["gpu0001"]), ("globex", ["gpu0005"])):

@@ -1,10 +1,10 @@
-"""Two requests with the same Idempotency-Key at once: the claim commits with the change, so
+"""Two requests with the same Idempotency-Key at once: the reservation commits with the change, so
 exactly one of them changes anything (issue 10, item 19).
 
 The interleaving is `race`'s (tests/tenancy/test_races.py): the second request starts while the
 first is about to commit, so it has passed the api layer's look-up without seeing the first's
-claim. It must then wait for the first on the claim's unique constraint and fail with 409
-idempotency-in-progress, leaving nothing behind; a retry after that gets the replay.
+reservation. It must then wait for the first on the reservation's unique constraint and fail with
+409 idempotency-in-progress, leaving nothing behind; a retry after that gets the replay.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from policies.errors import IdempotencyInProgressError
 from tenancy.record import idempotency
-from tenancy.record.idempotency import IdempotencyClaim
+from tenancy.record.idempotency import KeyedRequest
 from tenancy.schemas import AllocationCreate
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
@@ -42,8 +42,8 @@ def shared(shared_url: str) -> Iterator[tuple[str, Engine]]:
         engine.dispose()
 
 
-def claim(key: str = "k") -> IdempotencyClaim:
-    return IdempotencyClaim("token:t-1", "POST", PATH, key, "f" * 64)
+def keyed(key: str = "k") -> KeyedRequest:
+    return KeyedRequest("token:t-1", "POST", PATH, key, "f" * 64)
 
 
 def allocate_one(key: str = "k") -> UseCase:
@@ -51,7 +51,7 @@ def allocate_one(key: str = "k") -> UseCase:
 
     def use_case(uow: UnitOfWork) -> Any:
         return allocations.allocate(
-            replace(uow, first_write=claim(key)), tenant_name="acme", spec=spec
+            replace(uow, first_write=keyed(key)), tenant_name="acme", spec=spec
         )
 
     return use_case
@@ -89,11 +89,11 @@ def test_the_loser_of_the_race_gets_the_replay_once_the_winner_is_recorded(share
     url, engine = shared
     uow = UnitOfWork(engine, Settings(database_url=url), FakeClock())
     winner, _ = race(url, allocate_one(), allocate_one())
-    won = claim()
+    won = keyed()
     won.committed = True
     body = winner.value.model_dump_json().encode()
     idempotency.complete(uow, won, idempotency.Outcome(201, body, {}))
 
-    replay = idempotency.find(uow, claim())
+    replay = idempotency.find(uow, keyed())
 
     assert replay is not None and (replay.status, replay.body) == (201, body)

@@ -41,7 +41,7 @@ def ib_import(uow: UnitOfWork, text: str) -> TopologyImportResult:
 
 
 def roce_import(uow: UnitOfWork, document: dict[str, Any]) -> TopologyImportResult:
-    return topology.import_roce_inventory(
+    return topology.import_roce_topology(
         uow, fabric_name=ROCE_FABRIC, inventory=RoceInventory.model_validate(document)
     )
 

@@ -169,7 +169,7 @@ def test_a_port_the_record_and_the_import_agree_on_is_no_move(uow, onboarded):
 
 
 def roce_import(uow: UnitOfWork, document: dict[str, Any]) -> TopologyImportResult:
-    return topology.import_roce_inventory(
+    return topology.import_roce_topology(
         uow, fabric_name=ROCE_FABRIC, inventory=RoceInventory.model_validate(document)
     )
 

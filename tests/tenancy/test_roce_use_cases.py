@@ -25,7 +25,7 @@ from tests.builders import ROCE_FABRIC_SPEC, roce_inventory, rows
 def create_roce_fabric(uow: UnitOfWork, name: str = "roce-west", **overrides: Any) -> None:
     spec = RoceFabricCreate.model_validate({**ROCE_FABRIC_SPEC, "name": name, **overrides})
     fabrics.create_fabric(uow, spec=spec)
-    topology.import_roce_inventory(
+    topology.import_roce_topology(
         uow, fabric_name=name, inventory=RoceInventory.model_validate(roce_inventory())
     )
 
