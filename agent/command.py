@@ -70,45 +70,51 @@ IntervalOption = Annotated[
 ]
 
 
+# The OpenSM agent's own options.
+TargetOption = Annotated[str, typer.Option("--target", help="This SM host's target name")]
+ConfDirOption = Annotated[
+    Path,
+    typer.Option("--conf-dir", help="Where OpenSM reads its files", exists=True, file_okay=False),
+]
+LogFileOption = Annotated[Path, typer.Option("--log-file", help="OpenSM's log file")]
+PidFileOption = Annotated[Path | None, typer.Option("--pid-file", help="OpenSM's pid file")]
+SystemdUnitOption = Annotated[
+    str | None, typer.Option("--systemd-unit", help="OpenSM's unit, e.g. opensm@0x1234")
+]
+MinIntervalOption = Annotated[
+    float, typer.Option("--min-interval", help="At most one apply per this many seconds", min=0)
+]
+PlanOption = Annotated[bool, typer.Option("--plan", help="Print what would change; do nothing")]
+FullOption = Annotated[bool, typer.Option("--full", help="Read back every CA port")]
+SampleOption = Annotated[int, typer.Option("--sample", help="Unchanged ports read back", min=0)]
+SweepTimeoutOption = Annotated[
+    float, typer.Option("--sweep-timeout", help="Seconds to wait for SUBNET UP", callback=_positive)
+]
+ConcurrencyOption = Annotated[
+    int,
+    typer.Option("--concurrency", help="smpquery processes at once", min=1, max=MAX_CONCURRENCY),
+]
+
+
 @agent_app.command("opensm")
 def opensm(
     server: ServerOption,
     fabric: FabricOption,
-    target: Annotated[str, typer.Option("--target", help="This SM host's target name")],
-    conf_dir: Annotated[
-        Path,
-        typer.Option(
-            "--conf-dir", help="Where OpenSM reads its files", exists=True, file_okay=False
-        ),
-    ],
+    target: TargetOption,
+    conf_dir: ConfDirOption,
     public_key: PublicKeyOption,
-    log_file: Annotated[Path, typer.Option("--log-file", help="OpenSM's log file")],
+    log_file: LogFileOption,
     token: TokenOption = None,
-    pid_file: Annotated[Path | None, typer.Option("--pid-file", help="OpenSM's pid file")] = None,
-    systemd_unit: Annotated[
-        str | None, typer.Option("--systemd-unit", help="OpenSM's unit, e.g. opensm@0x1234")
-    ] = None,
+    pid_file: PidFileOption = None,
+    systemd_unit: SystemdUnitOption = None,
     once: OnceOption = False,
     interval: IntervalOption = None,
-    min_interval: Annotated[
-        float,
-        typer.Option("--min-interval", help="At most one apply per this many seconds", min=0),
-    ] = 5.0,
-    plan: Annotated[
-        bool, typer.Option("--plan", help="Print what would change; do nothing")
-    ] = False,
-    full: Annotated[bool, typer.Option("--full", help="Read back every CA port")] = False,
-    sample: Annotated[int, typer.Option("--sample", help="Unchanged ports read back", min=0)] = 16,
-    sweep_timeout: Annotated[
-        float,
-        typer.Option("--sweep-timeout", help="Seconds to wait for SUBNET UP", callback=_positive),
-    ] = 60.0,
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            "--concurrency", help="smpquery processes at once", min=1, max=MAX_CONCURRENCY
-        ),
-    ] = 4,
+    min_interval: MinIntervalOption = 5.0,
+    plan: PlanOption = False,
+    full: FullOption = False,
+    sample: SampleOption = 16,
+    sweep_timeout: SweepTimeoutOption = 60.0,
+    concurrency: ConcurrencyOption = 4,
 ) -> None:
     """Deploy the fabric's signed OpenSM files on this host, verify them, report the outcome."""
     from agent.client import ServerClient

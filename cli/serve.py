@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +11,9 @@ from api.request_log import LogFormat, configure_logging
 from cli.errors import REPORTED, detail_of
 from cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
 from tenancy.usecases import tokens
+
+if TYPE_CHECKING:
+    from tenancy.store.uow import UnitOfWork
 
 
 def serve(
@@ -36,7 +39,6 @@ def serve(
 
     from api.app import create_app
     from api.health import database_state
-    from tenancy.usecases.demo import load_demo
 
     uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
     if demo:
@@ -50,19 +52,8 @@ def serve(
         typer.echo(f"warning: the database does not answer yet: {database.error}", err=True)
     elif not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
         typer.echo(open_mode_warning(host), err=True)
-    if (
-        demo
-        and database.prepared
-        and load_demo(
-            uow,
-            topology_text=DEMO_TOPOLOGY.read_text(),
-            roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
-        )
-    ):
-        typer.echo(
-            "loaded demo data: fabrics ib-east (InfiniBand) and roce-west (RoCE), "
-            "tenants acme, research, globex"
-        )
+    if demo and database.prepared:
+        _load_demo(uow)
     typer.echo(
         f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs;"
         f" console: http://{host}:{port}/ui)"
@@ -75,6 +66,18 @@ def serve(
     # Stopped (the lifespan checkpointed the log): close the connections, and SQLite removes
     # the empty -wal and -shm files.
     uow.engine.dispose()
+
+
+def _load_demo(uow: UnitOfWork) -> None:
+    """Load the demo fabrics and tenants unless the database already has them."""
+    from tenancy.usecases.demo import load_demo
+
+    topology, inventory = DEMO_TOPOLOGY.read_text(), DEMO_ROCE_INVENTORY.read_text()
+    if load_demo(uow, topology_text=topology, roce_inventory_text=inventory):
+        typer.echo(
+            "loaded demo data: fabrics ib-east (InfiniBand) and roce-west (RoCE), "
+            "tenants acme, research, globex"
+        )
 
 
 def create_demo_keys(db: str | None) -> None:

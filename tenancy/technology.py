@@ -127,7 +127,7 @@ def _ensure_vrf_segment(
     owner = {"tenant_id": tenant_id, "service_id": service_id}
     values = roce.owned_values(tx.session, fabric, **owner)
     if not roce.has_vrf_segment(values):
-        values = roce.claim_vrf_segment(tx, fabric, **owner)
+        values = roce.take_vrf_segment(tx, fabric, **owner)
     view = roce.vrf_segment_view(tx.session, fabric, values)
     return view if view is not None else SegmentView(pkey="")
 

@@ -19,7 +19,7 @@ from tenancy.schemas import (
     TargetView,
 )
 from tenancy.schemas.deploy import ForceDrainView
-from tenancy.usecases import deploy, deploy_sync
+from tenancy.usecases import deploy, deploy_sync, drains
 
 router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
 TargetName = Annotated[
@@ -100,5 +100,5 @@ def list_deployments(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[Rep
 @router.post("/{fabric}/nodes/{node}/force-drain")
 def force_drain(fabric: FabricPath, node: NodePath, spec: ForceDrain, uow: Uow) -> ForceDrainView:
     """Free a draining node without waiting for the deploy targets (audited, with a reason)."""
-    state = deploy.force_drain(uow, fabric_name=fabric, node_name=node, spec=spec)
+    state = drains.force_drain(uow, fabric_name=fabric, node_name=node, spec=spec)
     return ForceDrainView(node=node, state=state)

@@ -115,7 +115,7 @@ def _pools(row: m.RoceFabricSettings) -> tuple[Pool, ...]:
     )
 
 
-def claim_vrf_segment(
+def take_vrf_segment(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> dict[str, int]:
     """Claim every identifier of a VRF segment for a tenant or a service (all or nothing).

@@ -16,6 +16,7 @@ __all__ = [
     "demo",
     "deploy",
     "deploy_sync",
+    "drains",
     "fabric_map",
     "fabrics",
     "grant_records",

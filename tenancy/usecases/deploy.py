@@ -7,7 +7,7 @@ reports every cycle's outcome; a report that changes the target's state is store
 a deploy receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat
 only moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot
 it restored) records what the target enforces, and draining nodes whose snapshot every target
-now enforces turn free (`tenancy.record.node_states.finish_drains`). On RoCE an applied phase 1
+now enforces turn free (tenancy/usecases/drains.py). On RoCE an applied phase 1
 removed access only (`policies.roce.rollout`): the leaf holds no snapshot whole yet.
 """
 
@@ -21,15 +21,12 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError
 from policies.model import FabricKind
-from policies.node_state import NodeState
 from policies.roce.model import SwitchRole
 from policies.roce.rollout import ACCESS_REMOVALS
 from tenancy import models as m
 from tenancy.record import audit_log
-from tenancy.record.node_states import finish_drains, free_drained
 from tenancy.record.snapshot_log import newest_with
 from tenancy.schemas import (
-    ForceDrain,
     Page,
     PortMismatch,
     ReportCreate,
@@ -38,9 +35,10 @@ from tenancy.schemas import (
     TargetView,
 )
 from tenancy.store.locks import lock_fabric
-from tenancy.store.lookups import fabric_named, node_named, target_named, target_row
+from tenancy.store.lookups import fabric_named, target_named, target_row
 from tenancy.store.pagination import page_rows
 from tenancy.store.uow import Tx, UnitOfWork
+from tenancy.usecases.drains import finish_target_drains
 from tenancy.usecases.tokens import revoke_agent_tokens
 
 # What a target of each kind deploys to: OpenSM reads InfiniBand partitions, a SONiC leaf its
@@ -125,7 +123,7 @@ def delete_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> list[str]:
         tx.session.flush()
         audit_log.record(tx, "target.delete", f"fabrics/{fabric.name}/targets/{name}")
         revoke_agent_tokens(tx, fabric=fabric.name, target=name)
-        return _finish_drains(tx, fabric)
+        return finish_target_drains(tx, fabric)
 
 
 def list_targets(
@@ -146,11 +144,6 @@ def get_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> TargetView:
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         return target_view(target_named(tx.session, fabric, name))
-
-
-def _targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
-    query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id)
-    return list(session.exec(query.order_by(col(m.DeployTarget.name))))
 
 
 def target_view(row: m.DeployTarget) -> TargetView:
@@ -208,7 +201,7 @@ def post_report(
         # A repeat changes no state, but its snapshot may have recurred since (allocate, then
         # release): what it enforces is re-read, so a drain waiting on it can finish.
         _apply_to_target(tx, target, report, changed=not repeat)
-        _finish_drains(tx, fabric)
+        finish_target_drains(tx, fabric)
         return report_view(row, changed_state=not repeat)
 
 
@@ -298,50 +291,6 @@ def _held_digest(report: ReportCreate) -> str | None:
     return getattr(report, field) if field is not None else None
 
 
-def _finish_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
-    """Free the draining nodes whose removal every target holds and read back.
-
-    InfiniBand: every target must hold a snapshot at or after the node's release (a standby
-    that takes over must not bring the old key back), and a master's read-back must have
-    matched one: what the fabric enforces is observed, never assumed from files alone. RoCE:
-    every leaf enforces its own part, so every leaf's read-back must have matched one (the
-    host's ports are in no tenant VLAN of the read-back CONFIG_DB).
-    """
-    targets = _targets(tx.session, m.pk(fabric))
-    if fabric.kind == FabricKind.ROCE:
-        ready = _observed_everywhere(targets)
-    else:
-        ready = _held_and_observed(targets)
-    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready)
-    if not targets:  # the last target is gone: nothing enforces the old keys any more
-        freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
-    for name in freed:
-        audit_log.record(tx, "node.drained", f"fabrics/{fabric.name}/nodes/{name}")
-    return freed
-
-
-def _held_and_observed(targets: list[m.DeployTarget]) -> int | None:
-    held = [t.applied_snapshot_id for t in targets]
-    observed = [t.observed_snapshot_id for t in targets if t.observed_snapshot_id is not None]
-    if not targets or None in held or not observed:
-        return None
-    return min(min(h for h in held if h is not None), max(observed))
-
-
-def _observed_everywhere(targets: list[m.DeployTarget]) -> int | None:
-    observed = [t.observed_snapshot_id for t in targets]
-    if not targets or None in observed:
-        return None
-    return min(o for o in observed if o is not None)
-
-
-def _draining(session: Session, fabric_id: int) -> list[m.Node]:
-    query = select(m.Node).where(
-        m.Node.fabric_id == fabric_id, m.Node.state == NodeState.DRAINING.value
-    )
-    return list(session.exec(query))
-
-
 def _last_report(session: Session, target_id: int) -> m.DeploymentReport | None:
     query = select(m.DeploymentReport).where(m.DeploymentReport.target_id == target_id)
     return session.exec(query.order_by(col(m.DeploymentReport.id).desc())).first()
@@ -381,22 +330,3 @@ def list_deployments(
         )
         views = [report_view(r) for r in rows]
         return Page(data=views, count=total, next=following)
-
-
-# --- drains ----------------------------------------------------------------------------
-
-
-def force_drain(uow: UnitOfWork, *, fabric_name: str, node_name: str, spec: ForceDrain) -> str:
-    """Free a draining node without waiting for the targets (audited with the reason).
-
-    Raises:
-        ConflictError: the node is not draining.
-    """
-    with uow.transaction() as tx:
-        fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        node = node_named(tx.session, fabric, node_name)
-        free_drained(tx.session, [node])
-        reason = " ".join(spec.reason.split())[:200]
-        target = f"fabrics/{fabric.name}/nodes/{node.name}: {reason}"
-        audit_log.record(tx, "node.force_drain", target)
-        return NodeState(node.state).value

@@ -53,6 +53,32 @@ def short_busy_timeout(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.execute("PRAGMA busy_timeout=50")
 
 
+# GET routes whose request needs nothing the fixture made.
+FIXED_URLS = {
+    "/healthz": "/healthz",
+    "/docs": "/docs",
+    "/docs/oauth2-redirect": "/docs/oauth2-redirect",
+    "/metrics": "/metrics",
+    "/problems": "/problems",
+    "/problems/{problem_type}": "/problems/database-unavailable",
+    "/readyz": "/readyz",
+    "/v1/fabrics": "/v1/fabrics",
+    "/v1/qos-classes": "/v1/qos-classes",
+    "/v1/tenants": "/v1/tenants",
+    "/v1/policy": "/v1/policy",
+    "/v1/policy/versions": "/v1/policy/versions",
+    "/v1/policy/versions/{version}": "/v1/policy/versions/0",
+    "/v1/audit/entries": "/v1/audit/entries",
+    "/v1/audit/checkpoint": "/v1/audit/checkpoint",
+    "/v1/audit/proofs/inclusion": "/v1/audit/proofs/inclusion?index=0&size=2",
+    "/v1/audit/proofs/consistency": "/v1/audit/proofs/consistency?first=1&second=2",
+    "/v1/tokens": "/v1/tokens",
+    "/v1/usage/events": "/v1/usage/events",
+    "/v1/proofs": "/v1/proofs",
+    "/v1/keys": "/v1/keys",
+}
+
+
 class Service:
     """An onboarded service on a SQLite file, a stored proof and checkpoint, an auditor token."""
 
@@ -100,14 +126,7 @@ class Service:
         allocations, allocation = f"{tenant}/allocations", self.onboarded.allocation_ids["acme"]
         grant = self.onboarded.grant_ids["acme"]
         return {
-            "/healthz": "/healthz",
-            "/docs": "/docs",
-            "/docs/oauth2-redirect": "/docs/oauth2-redirect",
-            "/metrics": "/metrics",
-            "/problems": "/problems",
-            "/problems/{problem_type}": "/problems/database-unavailable",
-            "/readyz": "/readyz",
-            "/v1/fabrics": "/v1/fabrics",
+            **FIXED_URLS,
             "/v1/fabrics/{fabric}": fabric,
             "/v1/fabrics/{fabric}/nodes": f"{fabric}/nodes",
             "/v1/fabrics/{fabric}/nodes/{node}": f"{fabric}/nodes/gpu0001",
@@ -116,8 +135,6 @@ class Service:
             "/v1/fabrics/{fabric}/verification": f"{fabric}/verification",
             "/v1/fabrics/{fabric}/artifacts": f"{fabric}/artifacts",
             "/v1/fabrics/{fabric}/artifacts/{path:path}": f"{fabric}/artifacts/{PARTITIONS}",
-            "/v1/qos-classes": "/v1/qos-classes",
-            "/v1/tenants": "/v1/tenants",
             "/v1/tenants/{tenant}": tenant,
             "/v1/tenants/{tenant}/reachability": f"{tenant}/reachability",
             "/v1/tenants/{tenant}/allocations": allocations,
@@ -126,20 +143,9 @@ class Service:
             "/v1/tenants/{tenant}/grants/{grant_id}": f"{tenant}/grants/{grant}",
             "/v1/tenants/{tenant}/peerings": f"{tenant}/peerings",
             "/v1/tenants/{tenant}/peering-requests": f"{tenant}/peering-requests",
-            "/v1/policy": "/v1/policy",
-            "/v1/policy/versions": "/v1/policy/versions",
-            "/v1/policy/versions/{version}": "/v1/policy/versions/0",
-            "/v1/audit/entries": "/v1/audit/entries",
-            "/v1/audit/checkpoint": "/v1/audit/checkpoint",
-            "/v1/audit/proofs/inclusion": "/v1/audit/proofs/inclusion?index=0&size=2",
-            "/v1/audit/proofs/consistency": "/v1/audit/proofs/consistency?first=1&second=2",
-            "/v1/tokens": "/v1/tokens",
             "/v1/usage/records": f"/v1/usage/records?from={since}",
             "/v1/usage/records.csv": f"/v1/usage/records.csv?from={since}",
-            "/v1/usage/events": "/v1/usage/events",
-            "/v1/proofs": "/v1/proofs",
             "/v1/proofs/{proof_id}": f"/v1/proofs/{self.proof_id}",
-            "/v1/keys": "/v1/keys",
             "/v1/fabrics/{fabric}/targets": f"{fabric}/targets",
             "/v1/fabrics/{fabric}/targets/{name}": f"{fabric}/targets/sm-a",
             "/v1/fabrics/{fabric}/sync": f"{fabric}/sync",

@@ -371,9 +371,6 @@ def run(tools: IbTools, workdir: Path, concurrency: int, sample: int) -> None:
     keyring = database.with_name(database.stem + "-keyring.jsonl")
     logging.getLogger("isofabric.api").setLevel(logging.ERROR)
 
-    from api.app import create_app
-    from tenancy.store.settings import Settings
-
     with ExitStack() as stack:
         fabric = SimFabric(tools, netfile, workdir, sim_host=tree.mgmt_ca())
         measure("ibsim start", lambda: stack.enter_context(fabric))
@@ -381,24 +378,8 @@ def run(tools: IbTools, workdir: Path, concurrency: int, sample: int) -> None:
             "ibnetdiscover (before any SM)",
             lambda: fabric.run([tools.ibnetdiscover], timeout=TOOL_TIMEOUT),
         )
-        admin = secrets.token_urlsafe(32)  # the service closes once the agent token exists
-        app = create_app(Settings(database_url=url, admin_token=admin))
-        server = stack.enter_context(live_server(app))
-        client = stack.enter_context(
-            httpx2.Client(
-                base_url=server,
-                timeout=HTTP_TIMEOUT,
-                headers={"Authorization": f"Bearer {admin}"},
-            )
-        )
-        api = Api(client)
-        register_fabric(api, discovered)
-        api.call("PUT", fabric_path(f"targets/{TARGET}"), json={"kind": "opensm"})
-        token = api.call(
-            "POST",
-            "/v1/tokens",
-            json={"name": "bench-agent", "role": "agent", "fabric": FABRIC, "target": TARGET},
-        )["token"]
+        server, api = serve(stack, url)
+        token = register_target(api, discovered)
 
         files = artifacts(api)  # before any tenant: what the SM host was set up with
         sm = start_opensm(fabric, workdir, files, stack)
@@ -422,11 +403,44 @@ def run(tools: IbTools, workdir: Path, concurrency: int, sample: int) -> None:
         cycles(api, agent, allocation, split)
         print()
         print_table(agent.rows)
-        sync = api.call("GET", fabric_path("sync"))
-        targets = {t["name"]: t["state"] for t in sync["targets"]}
-        print(f"sync: in_sync {sync['in_sync']}, desired {sync['desired'][:19]}…, {targets}")
-        if not sync["in_sync"]:
-            raise SystemExit(f"the fabric is not in sync: {sync}")
+        expect_in_sync(api)
+
+
+def serve(stack: ExitStack, url: str) -> tuple[str, Api]:
+    """The service on `url` under uvicorn, and an operator's client of it."""
+    from api.app import create_app
+    from tenancy.store.settings import Settings
+
+    admin = secrets.token_urlsafe(32)  # the service closes once the agent token exists
+    app = create_app(Settings(database_url=url, admin_token=admin))
+    server = stack.enter_context(live_server(app))
+    client = stack.enter_context(
+        httpx2.Client(
+            base_url=server, timeout=HTTP_TIMEOUT, headers={"Authorization": f"Bearer {admin}"}
+        )
+    )
+    return server, Api(client)
+
+
+def register_target(api: Api, discovered: str) -> str:
+    """Register the fabric and the SM host's deploy target; the target's agent token."""
+    register_fabric(api, discovered)
+    api.call("PUT", fabric_path(f"targets/{TARGET}"), json={"kind": "opensm"})
+    token = api.call(
+        "POST",
+        "/v1/tokens",
+        json={"name": "bench-agent", "role": "agent", "fabric": FABRIC, "target": TARGET},
+    )["token"]
+    return str(token)
+
+
+def expect_in_sync(api: Api) -> None:
+    """Print the fabric's sync status; stop the benchmark unless every target is in sync."""
+    sync = api.call("GET", fabric_path("sync"))
+    targets = {t["name"]: t["state"] for t in sync["targets"]}
+    print(f"sync: in_sync {sync['in_sync']}, desired {sync['desired'][:19]}…, {targets}")
+    if not sync["in_sync"]:
+        raise SystemExit(f"the fabric is not in sync: {sync}")
 
 
 def cycles(api: Api, agent: AgentRun, allocation: dict[str, list[str]], split: str) -> None:

@@ -16,7 +16,7 @@ Fabric (rail-optimised, two tiers, non-blocking):
 
 Tenancy: 500 seeded tenants with 4 nodes each (nodes 0-1999) and QoS gold/silver/bronze in turn;
 a `storage` service on the remaining 48 nodes, granted to every other tenant (250 grants). VRF
-segments are written directly, as `claim_vrf_segment` would claim them (lowest free value of each
+segments are written directly, as `take_vrf_segment` would take them (lowest free value of each
 pool of `tenancy.record.vrf_segments._pools`), with bulk inserts.
 """
 
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from faker import Faker
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 from sqlmodel import col
 
 from policies.roce.bundle import render_roce_artifacts
@@ -118,7 +119,7 @@ def inventory_document() -> dict[str, Any]:
 def segment_rows(
     fabric_id: int, index: int, now: Any, tenant_id: int | None, service_id: int | None
 ) -> list[dict[str, Any]]:
-    """The six rows `claim_vrf_segment` claims for the `index`-th owner (kind, purpose, value)."""
+    """The six rows `take_vrf_segment` takes for the `index`-th owner (kind, purpose, value)."""
     values = (
         ("vni", "l3vni", L3VNI_FIRST + index),
         ("vlan", "vlan", VLAN_FIRST + 2 * index),
@@ -148,60 +149,17 @@ def populate(uow: UnitOfWork) -> None:
     fake = Faker()
     names = sorted({fake.unique.slug()[:40].strip("-") for _ in range(TENANTS)})[:TENANTS]
     with uow.transaction() as tx:
-        s, now = tx.session, tx.now
-        conn = s.connection()
-        fabric = s.exec(select(m.Fabric)).scalars().one()  # type: ignore[call-overload]
+        conn, now = tx.session.connection(), tx.now
+        fabric = tx.session.exec(select(m.Fabric)).scalars().one()  # type: ignore[call-overload]
         node_ids = [
             row[0] for row in conn.execute(select(col(m.Node.id)).order_by(col(m.Node.name)))
         ]
-        qos_ids = dict(conn.execute(select(col(m.QosClass.name), col(m.QosClass.id))).all())
-        conn.execute(
-            insert(m.Tenant),
-            [
-                {
-                    "name": f"t-{n}",
-                    "kind": "external",
-                    "status": "active",
-                    "qos_class_id": qos_ids[QOS[i % len(QOS)]],
-                    "created_at": now,
-                }
-                for i, n in enumerate(names)
-            ],
-        )
-        tenant_ids = [
-            row[0] for row in conn.execute(select(col(m.Tenant.id)).order_by(col(m.Tenant.id)))
-        ]
+        tenant_ids = insert_tenants(conn, names, now)
         conn.execute(
             insert(m.Service), [{"fabric_id": fabric.id, "name": "storage", "created_at": now}]
         )
         service_id = conn.execute(select(col(m.Service.id))).scalar_one()
-        allocations, assignments, segments = [], [], []
-        for index, tenant_id in enumerate(tenant_ids):
-            allocation = str(uuid.uuid4())
-            allocations.append(
-                {
-                    "id": allocation,
-                    "tenant_id": tenant_id,
-                    "fabric_id": fabric.id,
-                    "created_at": now,
-                }
-            )
-            held = node_ids[index * NODES_PER_TENANT : (index + 1) * NODES_PER_TENANT]
-            assignments += [
-                {"node_id": n, "allocation_id": allocation, "service_id": None} for n in held
-            ]
-            segments += segment_rows(fabric.id, index, now, tenant_id, None)
-        assignments += [
-            {"node_id": n, "allocation_id": None, "service_id": service_id}
-            for n in node_ids[TENANTS * NODES_PER_TENANT :]
-        ]
-        segments += segment_rows(fabric.id, len(tenant_ids), now, None, service_id)
-        conn.execute(insert(m.Allocation), allocations)
-        conn.execute(insert(m.NodeAssignment), assignments)
-        # Held nodes are `allocated` (tenancy/record/node_states.py keeps the two in step).
-        held_ids = [a["node_id"] for a in assignments]
-        conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
-        conn.execute(insert(m.Segment), segments)
+        insert_holdings(conn, m.pk(fabric), node_ids, tenant_ids, service_id, now)
         conn.execute(
             insert(m.Grant),
             [
@@ -215,6 +173,56 @@ def populate(uow: UnitOfWork) -> None:
                 for t in tenant_ids[::2]
             ],
         )
+
+
+def insert_tenants(conn: Connection, names: list[str], now: datetime) -> list[Any]:
+    """External tenants named ``t-<name>``, QoS classes in turn; their ids in order."""
+    qos_ids = dict(conn.execute(select(col(m.QosClass.name), col(m.QosClass.id))).all())
+    rows = [
+        {
+            "name": f"t-{n}",
+            "kind": "external",
+            "status": "active",
+            "qos_class_id": qos_ids[QOS[i % len(QOS)]],
+            "created_at": now,
+        }
+        for i, n in enumerate(names)
+    ]
+    conn.execute(insert(m.Tenant), rows)
+    return list(conn.execute(select(col(m.Tenant.id)).order_by(col(m.Tenant.id))).scalars())
+
+
+def insert_holdings(
+    conn: Connection,
+    fabric_id: int,
+    node_ids: list[Any],
+    tenant_ids: list[Any],
+    service_id: Any,
+    now: datetime,
+) -> None:
+    """Each tenant's allocation of its nodes and segment; the rest of the nodes are storage."""
+    allocations, assignments, segments = [], [], []
+    for index, tenant_id in enumerate(tenant_ids):
+        allocation = str(uuid.uuid4())
+        allocations.append(
+            {"id": allocation, "tenant_id": tenant_id, "fabric_id": fabric_id, "created_at": now}
+        )
+        held = node_ids[index * NODES_PER_TENANT : (index + 1) * NODES_PER_TENANT]
+        assignments += [
+            {"node_id": n, "allocation_id": allocation, "service_id": None} for n in held
+        ]
+        segments += segment_rows(fabric_id, index, now, tenant_id, None)
+    assignments += [
+        {"node_id": n, "allocation_id": None, "service_id": service_id}
+        for n in node_ids[TENANTS * NODES_PER_TENANT :]
+    ]
+    segments += segment_rows(fabric_id, len(tenant_ids), now, None, service_id)
+    conn.execute(insert(m.Allocation), allocations)
+    conn.execute(insert(m.NodeAssignment), assignments)
+    # Held nodes are `allocated` (tenancy/record/node_states.py keeps the two in step).
+    held_ids = [a["node_id"] for a in assignments]
+    conn.execute(update(m.Node).where(col(m.Node.id).in_(held_ids)).values(state="allocated"))
+    conn.execute(insert(m.Segment), segments)
 
 
 def main() -> None:
