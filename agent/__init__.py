@@ -1,6 +1,6 @@
-"""The deploy agents: ``isofabric agent opensm`` (SM hosts) and ``isofabric agent sonic`` (leaves).
+"""The deploy agents: ``isofabric-agent opensm`` (SM hosts) and ``isofabric-agent sonic`` (leaves).
 
-Modules: `command` (the command line; ``python -m api.agent``), `opensm` (one cycle), `loop`
+Modules: `command` (the command line, ``isofabric-agent``), `opensm` (one cycle), `loop`
 (cycles every ``--interval``), `cycle` (settings, reports, the throttle), `manifest` (the signed
 manifest and the pinned keys), `client` (the service's routes over HTTP), `prepare` (download
 and check the files, check the running OpenSM), `install` (atomic file generations), `master`

@@ -1,8 +1,10 @@
-"""`isofabric agent opensm|sonic` (or ``python -m api.agent …``): the deploy agents' commands.
+"""`isofabric-agent opensm|sonic`: the deploy agents' commands.
 
-It is registered in the ``isofabric`` command line (cli/agent.py) and runnable on its own:
-``python -m api.agent`` imports only the agent, typer and the engine (about 0.2 s to start,
-where the whole command line takes 2 s), which matters on an SM host and in the lab tests.
+The console script of the base distribution (an SM host or a switch installs nothing of the
+service). It imports only the agent, typer and the engine (about 0.2 s to start, where the whole
+command line takes 2 s). Two shims run the same commands: ``isofabric agent …`` in the full
+command line (cli/agent.py) and ``python -m api.agent …`` (api/agent/__main__.py), kept for
+units written before this script existed.
 
 Exit statuses with ``--once``: 0 when the cycle applied the snapshot or had nothing to do, 1 for
 any other outcome (refused, failed, rolled back, restart required, server unreachable: one line

@@ -1,4 +1,4 @@
-"""``isofabric agent opensm --plan``: what a cycle would change, without installing or reporting.
+"""``isofabric-agent opensm --plan``: what a cycle would change, without installing or reporting.
 
 Prints a unified diff per file whose sha256 differs from the installed one (the values of
 ``m_key``, ``sm_key`` and ``sa_key`` replaced by a short sha256 fingerprint: opensm.conf holds

@@ -1,4 +1,4 @@
-"""One cycle of the SONiC leaf agent (``isofabric agent sonic``).
+"""One cycle of the SONiC leaf agent (``isofabric-agent sonic``).
 
 A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than the
 last applied one, kept in ``--state-dir``, is refused); read ``sync`` and act only when its
