@@ -1,6 +1,6 @@
 """Validate a SONiC ``config_db`` document against the pinned sonic-yang-models with yanglint.
 
-Two parts (reference/roce.md §3.2, §3.3):
+Two parts (docs/facts/roce.md §3.2, §3.3):
 
 * A small YANG reader (tokenizer + statement tree, no external library) that learns, from the
   modules in the models directory, which module holds each config_db table, the table's lists

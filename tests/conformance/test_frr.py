@@ -1,6 +1,6 @@
 """Conformance: every rendered leaf frr.conf through FRR's own offline checkers.
 
-Two checkers, both offline (reference/roce.md §4 [lab], FRR 8.4.4):
+Two checkers, both offline (docs/facts/roce.md §4; observed with FRR 8.4.4 in this project's lab):
 
 * ``vtysh -C -f FILE``: grammar only, exit code 2 on ``% Unknown command`` (e.g. VNI 16777216);
 * ``bgpd -C -Z -p 0 -P 0 -l 127.0.0.1 -f FILE``: bgpd's dry run (no zebra, no listener, no

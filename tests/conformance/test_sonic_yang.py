@@ -4,7 +4,7 @@ Every leaf of the sample fabric must validate; a negative corpus of mutations mu
 with a message that names the offending node.
 
 YANG accepts these although they are wrong, so the RoCE engine (verification) must check them
-itself (reference/roce.md §3.3, §7); `test_yang_accepts_what_only_the_engine_can_catch` pins
+itself (docs/facts/roce.md §3.3, §7); `test_yang_accepts_what_only_the_engine_can_catch` pins
 that they really pass YANG:
 
 * the same L3VNI on two VRFs, or an L3VNI equal to another segment's L2VNI (no uniqueness on

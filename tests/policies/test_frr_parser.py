@@ -52,7 +52,8 @@ def codes(text: str) -> list[str]:
     return [f.code for f in parse_frr_conf(text).findings]
 
 
-# reference/roce.md §4 [lab]: what bgpd 8.4.4's dry run accepted and rejected.
+# docs/facts/roce.md §4: what bgpd's dry run accepted and rejected (observed with FRR 8.4.4
+# in this project's lab).
 @pytest.mark.parametrize(
     ("value", "kind"),
     [

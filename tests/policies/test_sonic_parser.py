@@ -19,7 +19,7 @@ from policies.roce.parse_config_db import (
     parse_config_db,
 )
 
-# reference/roce.md §1 and §2: one tenant (L2VNI 10000 on Vlan100, L3VNI 50001 on Vlan3001)
+# docs/facts/roce.md §1 and §2: one tenant (L2VNI 10000 on Vlan100, L3VNI 50001 on Vlan3001)
 # and the RoCE QoS block (26 -> TC3 lossless with ECN, 48 -> TC6 strict).
 LEAF: dict[str, Any] = {
     "DEVICE_METADATA": {"localhost": {"hostname": "leaf01", "bgp_asn": "65101"}},

@@ -58,7 +58,7 @@ def test_two_tenants_in_one_partition_is_a_cross_tenant_counterexample_naming_bo
 
 
 def test_limited_members_of_two_tenants_cannot_reach_each_other():
-    # IBA: limited <-> limited never communicates (reference/infiniband.md §1.3).
+    # IBA: limited <-> limited never communicates (docs/facts/infiniband.md §1.3).
     shared = Partition(
         0x0103, Owner.tenant("acme"), (member("gpu0001", full=False), member("gpu0003", full=False))
     )
