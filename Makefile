@@ -37,10 +37,12 @@ run: $(RUN_STAMP)
 ## test: the whole suite (policies, tenancy, api, conformance, examples)
 ## (on TEST_WORKERS processes, a test module per worker so that its fixtures and labs are built
 ## once; schemathesis reports each API operation as a subtest, which xdist's workers do not
-## carry back, so it runs in the main process afterwards)
+## carry back, so it runs in the main process afterwards); it prints the 20 slowest tests
+## (docs/maintainers.md says what each proves; the budget is 10 minutes on 2 cores)
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py \
+	  --durations=20
 	$(BIN)/pytest tests/api/test_schemathesis.py
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,

@@ -29,18 +29,22 @@ SERVICE_ONLY = ("fastapi", "sqlmodel", "sqlalchemy", "alembic", "psycopg", "uvic
 
 
 @pytest.fixture(scope="module")
-def agent_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This work tree's wheel, built once for the module."""
+    return build_wheel(tmp_path_factory.mktemp("agent-wheel"))
+
+
+@pytest.fixture(scope="module")
+def agent_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[Path]:
     """A venv with the wheel and its base dependencies only."""
     tmp = tmp_path_factory.mktemp("agent-dist")
-    wheel = build_wheel(tmp)
     venv = fresh_venv(tmp, wheel)
     link_distributions(installed_closure(wheel_requirements(wheel)), tmp / "base-deps")
     expose(venv, tmp / "base-deps")
     yield venv
 
 
-def test_the_base_requirements_name_no_package_of_the_service(tmp_path):
-    wheel = build_wheel(tmp_path)
+def test_the_base_requirements_name_no_package_of_the_service(wheel):
     base = installed_closure(wheel_requirements(wheel))
     assert not base & set(SERVICE_ONLY), base
     server = installed_closure(wheel_requirements(wheel, ("server",)))
