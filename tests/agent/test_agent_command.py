@@ -69,3 +69,32 @@ def test_once_against_an_unreachable_server_says_so_and_exits_1(base: list[str])
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert "unreachable" in lines[0] and UNREACHABLE in lines[0]
+
+
+@pytest.mark.parametrize("technology", ["opensm", "sonic"])
+def test_the_shims_run_the_same_agent_commands(technology):
+    """``isofabric agent …`` and ``python -m api.agent …`` are thin shims over isofabric-agent."""
+    import subprocess
+    import sys
+
+    from cli import app
+
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "TERM": "dumb"}
+    script = Path(sys.executable).with_name("isofabric-agent")
+    own = subprocess.run(
+        [script, technology, "--help"], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    shim = subprocess.run(
+        [sys.executable, "-m", "api.agent", technology, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    nested = CliRunner().invoke(app, ["agent", technology, "--help"], env=env, terminal_width=200)
+
+    assert nested.exit_code == 0
+    assert "--server" in own and "--public-key" in own
+    assert own.replace("isofabric-agent", "isofabric agent") == shim
+    for option in ("--server", "--fabric", "--target", "--public-key", "--once", "--interval"):
+        assert option in nested.output
