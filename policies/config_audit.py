@@ -43,7 +43,7 @@ from policies.model import NodeRole, Owner
 from policies.policy_rules import allowed_peerings
 from policies.roce.model import RoceSnapshot, VrfSegment, route_target
 from policies.roce.parse_config_db import parse_config_db
-from policies.roce.parse_frr import ParsedFrr, parse_frr_conf, value_kind
+from policies.roce.parse_frr import ParsedFrr, parse_frr_conf, rd_rt_type
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Rule, edge_rule
 
 _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
@@ -329,7 +329,7 @@ def _frr_identity(parsed: ParsedFrr) -> tuple[str | None, str | None, set[str]]:
     default = parsed.instance(None)
     addresses = {b.router_id for b in parsed.bgp if b.router_id}
     rds = [b.rd for b in parsed.bgp] + [v.rd for b in parsed.bgp for v in b.vnis]
-    addresses |= {rd.rpartition(":")[0] for rd in rds if rd and value_kind(rd) == "type1"}
+    addresses |= {rd.rpartition(":")[0] for rd in rds if rd and rd_rt_type(rd) == "type1"}
     return parsed.hostname, str(default.asn) if default else None, addresses
 
 

@@ -22,11 +22,11 @@ from typing import Any
 __all__ = [
     "DEFAULT_POLICY",
     "Isolation",
-    "KindPolicy",
     "Peering",
     "Policy",
     "TenantFacts",
     "TenantKind",
+    "TenantKindPolicy",
     "Visibility",
 ]
 
@@ -62,7 +62,7 @@ class Visibility(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class KindPolicy:
+class TenantKindPolicy:
     """The rules for every tenant of one kind.
 
     `qos_classes` None admits every class; `max_nodes` None is no quota (a tenant's own quota,
@@ -91,11 +91,13 @@ class Policy:
     """
 
     version: int = 0
-    internal: KindPolicy = field(default_factory=lambda: KindPolicy(peering=(TenantKind.INTERNAL,)))
-    external: KindPolicy = field(default_factory=KindPolicy)
+    internal: TenantKindPolicy = field(
+        default_factory=lambda: TenantKindPolicy(peering=(TenantKind.INTERNAL,))
+    )
+    external: TenantKindPolicy = field(default_factory=TenantKindPolicy)
     services: tuple[tuple[str, Visibility], ...] = ()
 
-    def for_kind(self, kind: TenantKind | str) -> KindPolicy:
+    def for_tenant_kind(self, kind: TenantKind | str) -> TenantKindPolicy:
         """The rules for tenants of `kind`."""
         return self.internal if TenantKind(kind) is TenantKind.INTERNAL else self.external
 
@@ -106,7 +108,10 @@ class Policy:
     def may_peer(self, a: TenantKind | str, b: TenantKind | str) -> bool:
         """Whether tenants of kinds `a` and `b` may peer: both kinds' policies must allow it."""
         kind_a, kind_b = TenantKind(a), TenantKind(b)
-        return kind_b in self.for_kind(kind_a).peering and kind_a in self.for_kind(kind_b).peering
+        return (
+            kind_b in self.for_tenant_kind(kind_a).peering
+            and kind_a in self.for_tenant_kind(kind_b).peering
+        )
 
     @property
     def uses_dedicated_leaves(self) -> bool:
@@ -116,7 +121,9 @@ class Policy:
     def document(self) -> dict[str, Any]:
         """The policy as a JSON-ready document (the API's and the digest's form, minus version)."""
         return {
-            "kinds": {kind.value: _kind_document(self.for_kind(kind)) for kind in TenantKind},
+            "kinds": {
+                kind.value: _kind_document(self.for_tenant_kind(kind)) for kind in TenantKind
+            },
             "services": {name: visibility.value for name, visibility in sorted(self.services)},
         }
 
@@ -127,7 +134,7 @@ class Policy:
         return f"sha256:{hashlib.sha256(body).hexdigest()}"
 
 
-def _kind_document(rules: KindPolicy) -> dict[str, Any]:
+def _kind_document(rules: TenantKindPolicy) -> dict[str, Any]:
     return {
         "isolation": rules.isolation.value,
         "qos_classes": None if rules.qos_classes is None else sorted(rules.qos_classes),

@@ -106,7 +106,7 @@ def dedicated_leaf_violations(
     dedicated = {
         facts.name
         for facts in tenants
-        if policy.for_kind(facts.kind).isolation is Isolation.DEDICATED_LEAF
+        if policy.for_tenant_kind(facts.kind).isolation is Isolation.DEDICATED_LEAF
     }
     if not dedicated:
         return
@@ -155,7 +155,7 @@ def qos_class_violations(
     A tenant without a class, or of a kind that admits every class, always holds.
     """
     for facts in sorted(tenants, key=_by_name):
-        allowed = policy.for_kind(facts.kind).qos_classes
+        allowed = policy.for_tenant_kind(facts.kind).qos_classes
         if allowed is None or facts.qos_class is None or facts.qos_class in allowed:
             continue
         owner = Owner.tenant(facts.name)
@@ -225,7 +225,11 @@ def peering_violations(
 
 def effective_quota(policy: Policy, facts: TenantFacts) -> int | None:
     """The most nodes a tenant may hold: its own quota if set, else its kind's (None: no limit)."""
-    return facts.max_nodes if facts.max_nodes is not None else policy.for_kind(facts.kind).max_nodes
+    return (
+        facts.max_nodes
+        if facts.max_nodes is not None
+        else policy.for_tenant_kind(facts.kind).max_nodes
+    )
 
 
 def quota_violations(

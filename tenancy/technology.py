@@ -172,9 +172,9 @@ def technology_of(kind: str) -> Technology:
     return _TECHNOLOGIES[FabricKind(kind)]
 
 
-def require_kind(fabric: m.Fabric, kind: FabricKind, why: str) -> None:
-    """Refuse (422) a request that applies only to `kind` fabrics; `why` says what to do instead."""
-    if fabric.kind != kind:
+def require_technology(fabric: m.Fabric, technology: FabricKind, why: str) -> None:
+    """Refuse (422) a request that applies only to `technology`; `why` says what to do instead."""
+    if fabric.kind != technology:
         title = technology_of(fabric.kind).title
         raise InvalidValueError(f"fabric '{fabric.name}' is {title}: {why}")
 

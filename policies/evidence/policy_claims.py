@@ -91,7 +91,7 @@ def policy_claims(
     known = kind or next((t.kind for t in snapshot.tenants if t.name == tenant), None)
     if known is None:
         return {"policy": claim}
-    isolation = policy.for_kind(known).isolation
+    isolation = policy.for_tenant_kind(known).isolation
     claim |= {"tenant_kind": TenantKind(known).value, "isolation": isolation.value}
     if isolation is not Isolation.DEDICATED_LEAF:
         return {"policy": claim}

@@ -116,7 +116,7 @@ class ParsedFrr:
         return next((b for b in self.bgp if b.vrf == vrf), None)
 
 
-def value_kind(text: str) -> str | None:
+def rd_rt_type(text: str) -> str | None:
     """Classify an RT or RD value the way bgpd 8.4 accepts it.
 
     Returns:
@@ -353,7 +353,7 @@ class _Parser:
 
     def _evpn_value(self, line: int, words: list[str], target: _Vni) -> None:
         if words[0] == "rd" and len(words) == 2:
-            if value_kind(words[1]) is None:
+            if rd_rt_type(words[1]) is None:
                 message = f"RD {words[1]!r} is not ASN2:NN32, ASN4:NN16 or IPv4:NN16"
                 self.finding("malformed-rd", line, message, Severity.ERROR)
             target.rd, target.rd_line = words[1], line
@@ -365,7 +365,7 @@ class _Parser:
             message = "vtysh 8.4 takes one RT per route-target line in l2vpn evpn"
             self.finding("rt-list", line, message, Severity.ERROR)
         for value in values:
-            if value_kind(value) is None:
+            if rd_rt_type(value) is None:
                 message = f"RT {value!r} is not ASN2:NN32, ASN4:NN16 or IPv4:NN16"
                 self.finding("malformed-rt", line, message, Severity.ERROR)
             if direction in ("import", "both"):

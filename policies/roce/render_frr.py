@@ -56,7 +56,7 @@ from policies.findings import Severity
 from policies.model import Grant, Owner
 from policies.policy_rules import allowed_peerings
 from policies.roce.model import RoceSnapshot, Switch, SwitchRole, VrfSegment, route_target
-from policies.roce.parse_frr import MAX_VNI, MAX_VRF_NAME, parse_frr_conf, value_kind
+from policies.roce.parse_frr import MAX_VNI, MAX_VRF_NAME, parse_frr_conf, rd_rt_type
 
 _RD_INDEX_LIMIT = 2**16  # type-1 RD: IPv4 administrator, 16-bit assigned number
 _ASN2_LIMIT = 2**16  # type-0 RT: 2-byte ASN administrator
@@ -177,13 +177,13 @@ def _check_unique_vnis(segments: tuple[VrfSegment, ...]) -> None:
 
 def _rd(address: object, segment: VrfSegment) -> str:
     rd = f"{address}:{segment.rd_index}"
-    if value_kind(rd) != "type1":
+    if rd_rt_type(rd) != "type1":
         raise InvalidValueError(f"{segment.owner}: RD {rd!r} is not a type-1 IPv4:NN16 RD")
     return rd
 
 
 def _rt(rt: str) -> str:
-    if value_kind(rt) != "type0":
+    if rd_rt_type(rt) != "type0":
         raise InvalidValueError(f"route target {rt!r} is not a type-0 ASN2:NN32 RT")
     return rt
 

@@ -18,10 +18,10 @@ from sqlmodel import Session, col, select
 from policies.policy import (
     DEFAULT_POLICY,
     Isolation,
-    KindPolicy,
     Policy,
     TenantFacts,
     TenantKind,
+    TenantKindPolicy,
     Visibility,
 )
 from tenancy import models as m
@@ -29,12 +29,12 @@ from tenancy.store.tx_memo import memo
 
 __all__ = [
     "current_policy",
-    "kind_policy",
     "newest_version",
     "policy_from_document",
     "policy_of_row",
     "remember_policy",
     "tenant_facts",
+    "tenant_kind_policy",
 ]
 
 # Tenant names per statement: far below SQLite's 32,766 bound parameters.
@@ -80,16 +80,16 @@ def policy_from_document(document: Mapping[str, Any], *, version: int) -> Policy
     services = document.get("services", {})
     return Policy(
         version=version,
-        internal=kind_policy(kinds.get("internal", {}), DEFAULT_POLICY.internal),
-        external=kind_policy(kinds.get("external", {}), DEFAULT_POLICY.external),
+        internal=tenant_kind_policy(kinds.get("internal", {}), DEFAULT_POLICY.internal),
+        external=tenant_kind_policy(kinds.get("external", {}), DEFAULT_POLICY.external),
         services=tuple(sorted((name, Visibility(v)) for name, v in services.items())),
     )
 
 
-def kind_policy(document: Mapping[str, Any], default: KindPolicy) -> KindPolicy:
+def tenant_kind_policy(document: Mapping[str, Any], default: TenantKindPolicy) -> TenantKindPolicy:
     """One kind's rules from its document; a field it omits keeps `default`'s value."""
     classes = document.get("qos_classes", default.qos_classes)
-    return KindPolicy(
+    return TenantKindPolicy(
         isolation=Isolation(document.get("isolation", default.isolation)),
         qos_classes=None if classes is None else tuple(sorted(set(classes))),
         max_nodes=document.get("max_nodes", default.max_nodes),

@@ -34,7 +34,7 @@ from tenancy.schemas import (
 )
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
-from tenancy.technology import require_kind
+from tenancy.technology import require_technology
 
 _FORMAT_KIND = {
     AuditFormat.PARTITIONS: FabricKind.INFINIBAND,
@@ -128,7 +128,9 @@ def observe(uow: UnitOfWork, *, fabric_name: str, document: ObservationCreate) -
     """Drift of a live InfiniBand fabric's P_Key tables from intent, and what they allow."""
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        require_kind(fabric, FabricKind.INFINIBAND, "observations apply to InfiniBand fabrics")
+        require_technology(
+            fabric, FabricKind.INFINIBAND, "observations apply to InfiniBand fabrics"
+        )
         snapshot = load_snapshot(tx.session, fabric)
     assert isinstance(snapshot, IbSnapshot)
     tables, failed = _observed_tables(document)

@@ -1,8 +1,8 @@
 """Default grants: services a tenant's kind gets on its first allocation on a fabric.
 
-The policy names them per kind (`KindPolicy.default_grants`). On a tenant's first allocation on
-a fabric (it held no other there), each named service that exists on that fabric, whose
-visibility admits the tenant's kind and that the tenant is not granted yet, is granted in the
+The policy names them per kind (`TenantKindPolicy.default_grants`). On a tenant's first
+allocation on a fabric (it held no other there), each named service that exists on that fabric,
+whose visibility admits the tenant's kind and that the tenant is not granted yet, is granted in the
 allocation's transaction: verified and audited like any grant (``grant.create``), with its usage
 interval. A service the fabric lacks is skipped: policies name services across fabrics.
 """
@@ -28,7 +28,7 @@ def pending_defaults(tx: Tx, tenant: m.Tenant, fabric: m.Fabric) -> tuple[str, .
     Nothing unless the kind has default grants and the tenant holds no allocation on the
     fabric yet; read after the fabric's lock.
     """
-    names = current_policy(tx.session).for_kind(tenant.kind).default_grants
+    names = current_policy(tx.session).for_tenant_kind(tenant.kind).default_grants
     if not names:
         return ()
     values = {"tenant": m.pk(tenant), "fabric": m.pk(fabric)}

@@ -56,7 +56,7 @@ def hold_placed_nodes(
         count,
         candidates.values(),
         tenant=tenant.name,
-        isolation=policy.for_kind(tenant.kind).isolation,
+        isolation=policy.for_tenant_kind(tenant.kind).isolation,
         occupancy=_occupancy(session, statements[1], m.pk(fabric), leaves, policy),
         fabric=fabric.name,
     )
@@ -110,7 +110,7 @@ def _occupancy(
         rows = session.connection().execute(statement, {"fabric": fabric_id, "leaves": leaves})
     for leaf, tenant, kind in rows:
         holders[leaf].add(tenant)
-        if policy.for_kind(kind).isolation is Isolation.DEDICATED_LEAF:
+        if policy.for_tenant_kind(kind).isolation is Isolation.DEDICATED_LEAF:
             dedicated.add(tenant)
     return Occupancy({leaf: frozenset(t) for leaf, t in holders.items()}, frozenset(dedicated))
 

@@ -126,7 +126,7 @@ def _check_classes(tx: Tx, policy: Policy) -> None:
     """Every class a kind names must exist: a typo would lock the kind out of every class."""
     known = set(tx.session.exec(select(m.QosClass.name)))
     for kind in ("internal", "external"):
-        for name in policy.for_kind(kind).qos_classes or ():
+        for name in policy.for_tenant_kind(kind).qos_classes or ():
             if name not in known:
                 raise InvalidValueError(
                     f"policy kind '{kind}' names QoS class '{name}', which does not exist",

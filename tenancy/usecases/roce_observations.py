@@ -23,7 +23,7 @@ from tenancy.record.snapshot import load_snapshot
 from tenancy.schemas import LeafDriftView, RoceObservationCreate, RoceObservationView
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
-from tenancy.technology import require_kind
+from tenancy.technology import require_technology
 
 
 def observe_leaf(
@@ -41,7 +41,7 @@ def observe_leaf(
     """
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        require_kind(fabric, FabricKind.ROCE, "RoCE observations apply to RoCE fabrics")
+        require_technology(fabric, FabricKind.ROCE, "RoCE observations apply to RoCE fabrics")
         snapshot = load_snapshot(tx.session, fabric)
         draining = _draining(tx.session, m.pk(fabric))
     assert isinstance(snapshot, RoceSnapshot)

@@ -112,7 +112,7 @@ def _ensure_policy_allows(tx: Tx, policy: Policy, tenant: m.Tenant, new_class: s
 
 
 def _class_violations(policy: Policy, tenant: m.Tenant, qos_name: str) -> list[Counterexample]:
-    allowed = policy.for_kind(tenant.kind).qos_classes
+    allowed = policy.for_tenant_kind(tenant.kind).qos_classes
     if allowed is None or qos_name in allowed:
         return []
     kind = TenantKind(tenant.kind).value

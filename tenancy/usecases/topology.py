@@ -21,7 +21,7 @@ from tenancy.store.documents import parse_inventory
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
-from tenancy.technology import require_kind, technology_of
+from tenancy.technology import require_technology, technology_of
 from tenancy.usecases.ib_topology import discovery_of, reconcile
 from tenancy.usecases.roce_topology import reconcile_roce_topology, validate_inventory
 
@@ -60,7 +60,7 @@ def import_roce_topology(
     validate_inventory(inventory)
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        require_kind(fabric, FabricKind.ROCE, "PUT ibnetdiscover output as text/plain")
+        require_technology(fabric, FabricKind.ROCE, "PUT ibnetdiscover output as text/plain")
         result = reconcile_roce_topology(tx, fabric, inventory)
         commit_gate(tx, fabric, "topology.import", f"fabrics/{fabric.name}/topology")
         return result
@@ -79,7 +79,7 @@ def import_topology(uow: UnitOfWork, *, fabric_name: str, text: str) -> Topology
     discovery = discovery_of(parse_ibnetdiscover(text))
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
-        require_kind(
+        require_technology(
             fabric,
             FabricKind.INFINIBAND,
             "PUT its inventory as application/json or application/yaml",

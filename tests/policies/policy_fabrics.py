@@ -23,11 +23,11 @@ from policies.infiniband.model import IbPort, IbSettings, IbSnapshot
 from policies.model import Grant, Node, NodeRole, Owner
 from policies.policy import (
     Isolation,
-    KindPolicy,
     Peering,
     Policy,
     TenantFacts,
     TenantKind,
+    TenantKindPolicy,
     Visibility,
 )
 from policies.roce.model import (
@@ -47,8 +47,8 @@ from tests.policies.snapshots import GOLD as IB_GOLD
 
 POLICY = Policy(
     version=3,
-    internal=KindPolicy(qos_classes=("bronze",), peering=(TenantKind.INTERNAL,)),
-    external=KindPolicy(isolation=Isolation.DEDICATED_LEAF, qos_classes=("gold", "silver")),
+    internal=TenantKindPolicy(qos_classes=("bronze",), peering=(TenantKind.INTERNAL,)),
+    external=TenantKindPolicy(isolation=Isolation.DEDICATED_LEAF, qos_classes=("gold", "silver")),
     services=(("storage", Visibility.ALL), ("telemetry", Visibility.INTERNAL)),
 )
 

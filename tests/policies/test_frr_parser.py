@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from policies.findings import Severity
 from policies.model import Grant
 from policies.roce.model import RoceSnapshot, route_target, with_grant_imports
-from policies.roce.parse_frr import parse_frr_conf, value_kind
+from policies.roce.parse_frr import parse_frr_conf, rd_rt_type
 from policies.roce.render_frr import render_frr_conf
 from tests.policies.roce_snapshots import roce_snapshot, segments
 
@@ -73,7 +73,7 @@ def codes(text: str) -> list[str]:
     ],
 )
 def test_value_kind_follows_bgpd(value, kind):
-    assert value_kind(value) == kind
+    assert rd_rt_type(value) == kind
 
 
 def test_reference_evpn_leaf_parses_clean():

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from policies.errors import ConflictError, NoPlacementError
 from policies.model import Owner
 from policies.placement import Candidate, Occupancy, blocked_leaves, place
-from policies.policy import Isolation, KindPolicy, Policy, TenantFacts, TenantKind
+from policies.policy import Isolation, Policy, TenantFacts, TenantKind, TenantKindPolicy
 from policies.policy_rules import dedicated_leaf_violations
 from policies.verdict import Endpoint
 
@@ -94,7 +94,9 @@ def irregular_fabrics(draw: st.DrawFn) -> Fabric:
 
 policies = st.builds(
     lambda internal, external: Policy(
-        version=1, internal=KindPolicy(isolation=internal), external=KindPolicy(isolation=external)
+        version=1,
+        internal=TenantKindPolicy(isolation=internal),
+        external=TenantKindPolicy(isolation=external),
     ),
     st.sampled_from(Isolation),
     st.sampled_from(Isolation),
@@ -103,7 +105,7 @@ kinds = st.fixed_dictionaries({t: st.sampled_from(TenantKind) for t in (*TENANTS
 
 
 def dedicated_tenants(policy: Policy, kind: Mapping[str, TenantKind]) -> frozenset[str]:
-    return frozenset(t for t, k in kind.items() if policy.for_kind(k).isolation is DEDICATED)
+    return frozenset(t for t, k in kind.items() if policy.for_tenant_kind(k).isolation is DEDICATED)
 
 
 def may_place(fabric: Fabric, node: str, tenant: str, isolation: Isolation, dedicated) -> bool:
@@ -118,7 +120,7 @@ def may_place(fabric: Fabric, node: str, tenant: str, isolation: Isolation, dedi
 
 def placement(fabric, count, tenant, policy, kind) -> tuple[tuple[str, ...] | None, Exception]:
     dedicated = dedicated_tenants(policy, kind)
-    isolation = policy.for_kind(kind[tenant]).isolation
+    isolation = policy.for_tenant_kind(kind[tenant]).isolation
     try:
         chosen = place(
             count,
@@ -134,7 +136,7 @@ def placement(fabric, count, tenant, policy, kind) -> tuple[tuple[str, ...] | No
 
 
 def check_placement(fabric: Fabric, count: int, tenant: str, policy, kind) -> None:
-    isolation = policy.for_kind(kind[tenant]).isolation
+    isolation = policy.for_tenant_kind(kind[tenant]).isolation
     dedicated = dedicated_tenants(policy, kind)
     chosen, refusal = placement(fabric, count, tenant, policy, kind)
     free = [c.node for c in fabric.candidates()]
@@ -233,7 +235,7 @@ def test_a_placement_does_not_depend_on_the_order_of_the_candidates(
     fabric, count, tenant, policy, kind
 ):
     dedicated = dedicated_tenants(policy, kind)
-    isolation = policy.for_kind(kind[tenant]).isolation
+    isolation = policy.for_tenant_kind(kind[tenant]).isolation
     shuffled = fabric.candidates()
     random.Random(count).shuffle(shuffled)
     arguments = {"tenant": tenant, "isolation": isolation, "fabric": FABRIC}

@@ -15,7 +15,7 @@ import pytest
 from policies.infiniband.model import format_pkey
 from policies.infiniband.verify import verify_isolation
 from policies.model import Grant, Owner
-from policies.policy import DEFAULT_POLICY, Isolation, KindPolicy, Peering, TenantKind
+from policies.policy import DEFAULT_POLICY, Isolation, Peering, TenantKind, TenantKindPolicy
 from policies.policy_rules import quota_violations
 from policies.roce.verify import verify_roce
 from policies.verdict import POLICY_RULES, Counterexample, Rule, Verdict
@@ -259,7 +259,7 @@ def test_a_peering_with_a_tenant_without_facts_is_not_an_intended_edge(tech: Tec
 QUOTA = replace(
     fab.POLICY,
     internal=replace(fab.POLICY.internal, max_nodes=4),
-    external=KindPolicy(max_nodes=None),
+    external=TenantKindPolicy(max_nodes=None),
 )
 
 

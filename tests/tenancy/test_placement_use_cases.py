@@ -17,7 +17,7 @@ import pytest
 from sqlmodel import select
 
 from policies.errors import ConflictError, NoPlacementError
-from policies.policy import DEFAULT_POLICY, Isolation, KindPolicy, Policy
+from policies.policy import DEFAULT_POLICY, Isolation, Policy, TenantKindPolicy
 from tenancy import models as m
 from tenancy.gate import verification
 from tenancy.schemas import AllocationCreate, NodePatch, ServiceCreate, TenantCreate
@@ -258,7 +258,7 @@ def test_a_roce_team_stays_off_a_customers_leaves(roce_rail):
 def test_hold_placed_nodes_takes_the_policy_as_a_parameter(ib_rail):
     customer(ib_rail, "acme")
     allocate(ib_rail, "acme", 1)
-    dedicated = KindPolicy(isolation=Isolation.DEDICATED_LEAF)
+    dedicated = TenantKindPolicy(isolation=Isolation.DEDICATED_LEAF)
     everyone = Policy(version=7, internal=dedicated, external=dedicated)
 
     with ib_rail.transaction() as tx:

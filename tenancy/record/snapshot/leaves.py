@@ -34,7 +34,7 @@ def leaf_neighbours(
 
     Empty unless some kind of `policy` is on dedicated leaves.
     """
-    dedicated = {k.value for k in TenantKind if policy.for_kind(k).isolation is _DEDICATED}
+    dedicated = {k.value for k in TenantKind if policy.for_tenant_kind(k).isolation is _DEDICATED}
     if not dedicated or not tenant_ids:
         return {}
     touched_query, neighbours_query = _QUERIES[FabricKind(fabric.kind)]
