@@ -27,13 +27,6 @@ def demo_db(tmp_path: Path) -> str:
     return url
 
 
-def test_db_upgrade_creates_a_usable_database(tmp_path):
-    result = runner.invoke(app, ["db", "upgrade", "--db", f"sqlite:///{tmp_path / 'new.db'}"])
-
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "new.db").exists()
-
-
 def test_render_writes_the_three_files_and_a_manifest_with_their_digests(demo_db, tmp_path):
     out = tmp_path / "bundle"
 

@@ -47,18 +47,6 @@ def test_allocating_named_nodes_returns_201_with_the_nodes_and_a_new_partition(c
     }
 
 
-def test_an_allocation_reads_back_by_id(client, onboarded):
-    allocation_id = onboarded.allocation_ids["research"]
-
-    body = ok(client.get(f"/v1/tenants/research/allocations/{allocation_id}"))
-
-    assert (body["id"], body["nodes"], body["segment"]["pkey"]) == (
-        allocation_id,
-        ["gpu0003", "gpu0004"],
-        "0x0102",
-    )
-
-
 def test_an_allocation_is_not_visible_under_another_tenant(client, onboarded):
     allocation_id = onboarded.allocation_ids["research"]
 
@@ -208,14 +196,3 @@ def test_an_exhausted_pkey_range_is_a_409_pool_exhausted_and_changes_nothing(cli
 
     assert "0x0100-0x0101" in body["detail"]
     assert db_dump() == before
-
-
-def test_allocations_of_a_tenant_are_listed_with_count(client, onboarded):
-    created(allocate(client, "acme", nodes=["gpu0008"]))
-
-    page = ok(client.get(ACME_ALLOCATIONS))
-
-    assert page["count"] == 2
-    assert page["next"] is None
-    assert sorted(a["nodes"] for a in page["data"]) == [["gpu0001", "gpu0002"], ["gpu0008"]]
-    assert {a["segment"]["pkey"] for a in page["data"]} == {"0x0101"}

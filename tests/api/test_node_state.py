@@ -94,21 +94,6 @@ def test_an_unknown_state_filter_is_a_422(client, onboarded, state):
     assert_problem(client.get(f"{IB}/nodes", params={"state": state}), 422, "validation-error")
 
 
-def test_an_import_reports_a_missing_infiniband_switch_as_absent(client, onboarded):
-    peer = '"S-0000000000200003"'
-    blocks = [block.split("\n") for block in example_topology().split("\n\n")]
-    text = "\n\n".join(
-        "\n".join(line for line in block if not (line.startswith("[") and peer in line))
-        for block in blocks
-        if not any(line.startswith("Switch") and peer in line for line in block)
-    )
-
-    body = put_ib(client, text)
-
-    assert body["absent_switches"] == [{"name": "spine02", "guid": "0x0000000000200003"}]
-    assert put_ib(client, example_topology())["absent_switches"] == []
-
-
 def test_a_roce_management_node_missing_from_one_inventory_keeps_its_role(client):
     api_create_roce_fabric(client)
     ok(client.patch(f"{ROCE}/nodes/gpu0006", json={"role": "management"}))

@@ -15,26 +15,6 @@ def names(page: dict[str, Any]) -> list[str]:
     return [node["name"] for node in page["data"]]
 
 
-def test_all_nodes_are_listed_by_name_with_their_holder_and_role(client, onboarded):
-    page = ok(client.get(NODES))
-
-    assert page["count"] == 11
-    assert page["next"] is None
-    assert [(n["name"], n["role"], n["tenant"], n["service"]) for n in page["data"]] == [
-        ("gpu0001", "compute", "acme", None),
-        ("gpu0002", "compute", "acme", None),
-        ("gpu0003", "compute", "research", None),
-        ("gpu0004", "compute", "research", None),
-        ("gpu0005", "compute", "globex", None),
-        ("gpu0006", "compute", "globex", None),
-        ("gpu0007", "compute", None, None),
-        ("gpu0008", "compute", None, None),
-        ("sm01", "management", None, None),
-        ("stor01", "storage", None, "storage"),
-        ("stor02", "storage", None, "storage"),
-    ]
-
-
 @pytest.mark.parametrize(
     ("query", "expected"),
     [

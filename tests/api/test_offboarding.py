@@ -7,10 +7,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.builders import (
-    TEXT_PLAIN,
     assert_problem,
     created,
-    example_topology,
     ok,
 )
 
@@ -72,23 +70,3 @@ def test_an_offboarded_tenant_can_neither_allocate_nor_be_granted_nor_be_recreat
         client.post("/v1/tenants", json={"name": "acme", "kind": "external"}), 409, "conflict"
     )
     assert db_dump() == before
-
-
-def test_the_quarantine_follows_the_configured_period(make_client, clock):
-    client = make_client(pkey_quarantine_seconds=60)
-    created(
-        client.post(
-            "/v1/fabrics",
-            json={
-                "name": "ib-east",
-                "kind": "infiniband",
-                "pkey_range": {"first": "0x0100", "last": "0x7ffe"},
-            },
-        )
-    )
-    ok(client.put("/v1/fabrics/ib-east/topology", content=example_topology(), headers=TEXT_PLAIN))
-    assert onboard_and_allocate(client, "acme")["segment"]["pkey"] == "0x0100"
-    ok(client.delete("/v1/tenants/acme"))
-    clock.advance(61)
-
-    assert onboard_and_allocate(client, "globex")["segment"]["pkey"] == "0x0100"

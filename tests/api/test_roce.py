@@ -373,37 +373,6 @@ def test_a_json_inventory_to_an_infiniband_fabric_is_a_415_and_changes_nothing(c
     assert db_dump() == before
 
 
-def test_a_reimport_lacking_a_free_nodes_nics_removes_them_and_the_node(client, imported):
-    document = mutated(lambda d: d["nodes"].remove(node(d, "gpu0006")))
-
-    body = ok(put_inventory(client, document))
-
-    assert body["missing"] == [
-        {
-            "node": "gpu0006",
-            "nic": nic,
-            "switch": switch,
-            "port": "Ethernet40",
-            "allocated": False,
-            "action": "removed",
-        }
-        for nic, switch in (("eth0", "leaf01"), ("eth1", "leaf02"))
-    ]
-    assert (body["nodes"], body["ports"]) == (7, 14)
-
-
-def test_a_reimport_lacking_an_allocated_nodes_nic_keeps_it_and_reports_it_kept(client, roce):
-    document = mutated(lambda d: node(d, "gpu0001")["nics"].pop(1))
-
-    body = ok(put_inventory(client, document))
-
-    assert body["added"] == []
-    assert [(c["node"], c["nic"], c["allocated"], c["action"]) for c in body["missing"]] == [
-        ("gpu0001", "eth1", True, "kept")
-    ]
-    assert (body["nodes"], body["ports"]) == (8, 16)
-
-
 def test_a_new_nic_on_the_port_of_a_kept_nic_is_a_409_port_moved_naming_the_port(
     client, roce, db_dump
 ):

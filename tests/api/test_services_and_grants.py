@@ -115,17 +115,6 @@ def test_a_grant_returns_201_with_the_service_partition(client, onboarded):
     }
 
 
-def test_a_granted_tenant_lists_and_reads_its_grant(client, onboarded):
-    grant_id = onboarded.grant_ids["acme"]
-
-    page = ok(client.get("/v1/tenants/acme/grants"))
-    one = ok(client.get(f"/v1/tenants/acme/grants/{grant_id}"))
-
-    assert (page["count"], page["next"]) == (1, None)
-    assert page["data"] == [one]
-    assert (one["id"], one["service"]) == (grant_id, "storage")
-
-
 def test_a_duplicate_grant_is_a_409_and_changes_nothing(client, onboarded, db_dump):
     before = db_dump()
 

@@ -158,12 +158,6 @@ def test_onboarding_a_tenant_returns_201_with_an_active_record(client):
     }
 
 
-def test_a_tenant_without_a_qos_class_gets_bronze(client):
-    body = created(client.post("/v1/tenants", json={"name": "initech", "kind": "internal"}))
-
-    assert body["qos_class"] == "bronze"
-
-
 def test_a_tenant_reads_back_with_the_same_fields(client):
     posted = created(client.post("/v1/tenants", json=ACME))
 

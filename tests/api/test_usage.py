@@ -163,12 +163,6 @@ def test_events_are_final_hourly_cloud_events_in_order(timeline):
     assert again == {"data": [], "next": body["next"]}  # nothing new: the cursor stays usable
 
 
-def test_the_event_feed_starts_with_a_usable_cursor_when_empty(client):
-    body = ok(client.get(EVENTS))
-    assert body["data"] == [] and body["next"]
-    assert ok(client.get(EVENTS, params={"cursor": body["next"]}))["data"] == []
-
-
 @pytest.mark.parametrize("run", range(5))
 def test_a_consumer_that_stops_anywhere_and_resumes_sees_every_event_exactly_once(
     client, clock, onboarded, run
