@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from policies.errors import InvalidValueError
 from policies.evidence import manifest as evidence_manifest
 from policies.evidence.audit_log import load_public_key
 from policies.evidence.keyring import keyring_keys, parse_keyring
+from policies.evidence.manifest import FileRule
 
 PAYLOAD_TYPE = evidence_manifest.MANIFEST_PAYLOAD_TYPE
 MANIFEST_TYPE = evidence_manifest.MANIFEST_TYPE
@@ -84,27 +85,6 @@ def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
     return keys
 
 
-@dataclass(frozen=True)
-class FileRule:
-    """Which files of a manifest an agent takes, by path, and which of them it needs.
-
-    `paths` names the files it installs; a manifest file outside them is refused when
-    `others_refused` (an OpenSM host's manifest lists only its files), else left alone (a RoCE
-    manifest lists every leaf's files; a leaf takes its own). `required` are paths that must be
-    listed. With `by_base_name`, `paths` and `required` are base names (OpenSM's files may carry an
-    ``opensm/`` prefix).
-    """
-
-    paths: frozenset[str]
-    required: frozenset[str] = field(default_factory=frozenset)
-    others_refused: bool = True
-    by_base_name: bool = False
-
-    def takes(self, path: str) -> bool:
-        """True when `path` is one of this agent's files."""
-        return (posixpath.basename(path) if self.by_base_name else path) in self.paths
-
-
 OPENSM_FILES = FileRule(frozenset(INSTALLABLE), frozenset({PARTITIONS}), by_base_name=True)
 
 
@@ -116,9 +96,9 @@ def verify_manifest(
 ) -> Manifest:
     """Check the envelope with the pinned `keys` and return the manifest, as this agent uses it.
 
-    The signature, ``_type``, fabric and entries are checked by `policies.evidence.manifest`;
-    here each file must also be one `rule` takes (once; others refused or left out, as `rule`
-    says), and its required files present. The default rule is an OpenSM host's: its three files,
+    The signature, ``_type``, fabric and entries, and which files `rule` takes (once; others
+    refused or left out, as `rule` says; its required files present) are checked by
+    `policies.evidence.manifest`. The default rule is an OpenSM host's: its three files,
     partitions.conf required.
 
     Raises:
@@ -126,23 +106,8 @@ def verify_manifest(
     """
     try:
         signed = evidence_manifest.verify_manifest(envelope, keys, fabric=fabric)
+        taken = evidence_manifest.files_taken(signed, rule)
     except InvalidValueError as error:
         raise ManifestError(error.detail) from error
-    taken = [_taken(f, rule) for f in signed.files.values()]
-    files = tuple(sorted((f for f in taken if f is not None), key=lambda f: f.name))
-    names = [f.name for f in files]
-    listed = {f.name if rule.by_base_name else f.path for f in files}
-    if len(set(names)) != len(names) or not rule.required <= listed:
-        wanted = ", ".join(sorted(rule.required))
-        raise ManifestError(f"the manifest must list {wanted} and each file once: {names}")
+    files = tuple(ManifestFile(f.path, f.sha256, f.bytes) for f in taken)
     return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence)
-
-
-def _taken(entry: evidence_manifest.ManifestFile, rule: FileRule) -> ManifestFile | None:
-    if rule.takes(entry.path):
-        return ManifestFile(entry.path, entry.sha256, entry.bytes)
-    if not rule.others_refused:
-        return None
-    raise ManifestError(
-        f"the manifest lists {entry.path!r}, not one of {', '.join(sorted(rule.paths))}"
-    )

@@ -24,8 +24,8 @@ from typing import Any
 
 from agent.config_db import ConfigDb, flatten, unflatten
 from agent.cycle import RefusedError
-from agent.manifest import FileRule
 from policies.errors import InvalidValueError, PatchRefusedError
+from policies.evidence.manifest import FileRule
 from policies.roce.frr_running import without_imports
 from policies.roce.ownership import OWNERSHIP_FILE, LeafOwnership
 from policies.roce.patch import access_removals, apply_patch, check_patch, leaf_patch

@@ -10,9 +10,10 @@ transport or a proxy in between did. Pure: keys are passed in.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -25,8 +26,10 @@ from policies.evidence.dsse import open_envelope, sign_envelope
 __all__ = [
     "MANIFEST_PAYLOAD_TYPE",
     "MANIFEST_TYPE",
+    "FileRule",
     "ManifestFile",
     "SignedManifest",
+    "files_taken",
     "sign_manifest",
     "verify_manifest",
 ]
@@ -130,3 +133,57 @@ def _file(entry: Any) -> ManifestFile:
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise InvalidValueError(f"manifest size of {path!r} is not a byte count")
     return ManifestFile(path, sha256, size)
+
+
+@dataclass(frozen=True)
+class FileRule:
+    """Which files of a manifest a deploy agent takes, by path, and which of them it needs.
+
+    `paths` names the files it installs; a manifest file outside them is refused when
+    `others_refused` (an OpenSM host's manifest lists only its files), else left alone (a RoCE
+    manifest lists every leaf's files; a leaf takes its own). `required` are paths that must be
+    listed. With `by_base_name`, `paths` and `required` are base names (OpenSM's files may carry an
+    ``opensm/`` prefix).
+    """
+
+    paths: frozenset[str]
+    required: frozenset[str] = field(default_factory=frozenset)
+    others_refused: bool = True
+    by_base_name: bool = False
+
+    def takes(self, path: str) -> bool:
+        """True when `path` is one of this agent's files."""
+        return (posixpath.basename(path) if self.by_base_name else path) in self.paths
+
+
+def files_taken(signed: SignedManifest, rule: FileRule) -> tuple[ManifestFile, ...]:
+    """The files of a verified manifest that `rule` takes, sorted by base name.
+
+    Contract: each taken file is listed once by base name and every required file is there; a
+    file the rule does not take is refused when `rule.others_refused`, else left out.
+
+    Raises:
+        InvalidValueError: a file the rule refuses, a base name twice, or a required file missing.
+    """
+    taken = [_taken(f, rule) for f in signed.files.values()]
+    files = tuple(sorted((f for f in taken if f is not None), key=lambda f: _base(f.path)))
+    names = [_base(f.path) for f in files]
+    listed = {_base(f.path) if rule.by_base_name else f.path for f in files}
+    if len(set(names)) != len(names) or not rule.required <= listed:
+        wanted = ", ".join(sorted(rule.required))
+        raise InvalidValueError(f"the manifest must list {wanted} and each file once: {names}")
+    return files
+
+
+def _taken(entry: ManifestFile, rule: FileRule) -> ManifestFile | None:
+    if rule.takes(entry.path):
+        return entry
+    if not rule.others_refused:
+        return None
+    raise InvalidValueError(
+        f"the manifest lists {entry.path!r}, not one of {', '.join(sorted(rule.paths))}"
+    )
+
+
+def _base(path: str) -> str:
+    return posixpath.basename(path)
