@@ -13,3 +13,25 @@ rollout phase, decided in `policies.roce.patch` and `policies.roce.frr_running`)
 (CONFIG_DB in Redis), `gcu` (CONFIG_DB through ``config apply-patch``), `frr` (frr-reload.py and
 vtysh), `sonic_state` (what it remembers in ``--state-dir``).
 """
+
+__all__ = [
+    "client",
+    "command",
+    "config_db",
+    "cycle",
+    "frr",
+    "gcu",
+    "ibdiag",
+    "install",
+    "loop",
+    "manifest",
+    "master",
+    "opensm",
+    "plan",
+    "prepare",
+    "sm",
+    "sonic",
+    "sonic_change",
+    "sonic_state",
+    "state",
+]
