@@ -342,6 +342,17 @@ def models_dir() -> Path:
     return Path(configured) if configured else DEFAULT_MODELS
 
 
+def missing_models(path: Path) -> str | None:
+    """Why `path` is no sonic-yang-models directory (a skip reason saying where to get one)."""
+    if (path / "sonic-vlan.yang").is_file():
+        return None
+    return (
+        f"SONiC's YANG models are not in {path}: set {MODELS_ENV} to a directory of "
+        "sonic-yang-models' .yang files (sonic-buildimage, src/sonic-yang-models/yang, "
+        "https://github.com/sonic-net/sonic-buildimage)"
+    )
+
+
 @lru_cache(maxsize=4)
 def yang_set(models: Path) -> YangSet:
     return YangSet.load(models)

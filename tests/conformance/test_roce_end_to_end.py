@@ -34,7 +34,7 @@ from tests.builders import (
 )
 
 from .conftest import skip_or_fail
-from .sonic_yang import models_dir, validate_config_db, yanglint_path
+from .sonic_yang import missing_models, models_dir, validate_config_db, yanglint_path
 from .test_frr import FrrTools, _find_bgpd, unexpected
 
 pytestmark = pytest.mark.conformance
@@ -68,8 +68,8 @@ def downloaded() -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="module")
 def models() -> Path:
     path = models_dir()
-    if not (path / "sonic-vlan.yang").is_file():
-        skip_or_fail(f"sonic-yang-models not found in {path} (set ISOFABRIC_SONIC_YANG_DIR)")
+    if (reason := missing_models(path)) is not None:
+        skip_or_fail(reason)
     if yanglint_path() is None:
         skip_or_fail("yanglint not installed (apt-get install libyang-tools)")
     return path

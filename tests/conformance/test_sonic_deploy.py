@@ -63,7 +63,7 @@ from .sonic_deploy_lab import (
     register,
     with_foreign,
 )
-from .sonic_yang import validate_config_db, yanglint_path
+from .sonic_yang import missing_models, models_dir, validate_config_db, yanglint_path
 from .test_opensm_end_to_end import Api
 
 pytestmark = pytest.mark.conformance
@@ -77,6 +77,8 @@ def deploy_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployLab]:
         skip_or_fail(str(exc))
     if yanglint_path() is None:
         skip_or_fail("yanglint is not installed")
+    if (reason := missing_models(models_dir())) is not None:
+        skip_or_fail(reason)
     root = tmp_path_factory.mktemp("sonic-deploy")
     url = f"sqlite:///{root / 'isofabric.db'}"
     engine = make_engine(url)

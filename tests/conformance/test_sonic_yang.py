@@ -36,6 +36,7 @@ from .sonic_yang import (
     NUMBER,
     STRING,
     TranslationError,
+    missing_models,
     models_dir,
     to_instance,
     validate_config_db,
@@ -51,8 +52,8 @@ Config = dict[str, dict[str, dict[str, Any]]]
 @pytest.fixture(scope="module")
 def models() -> Path:
     path = models_dir()
-    if not (path / "sonic-vlan.yang").is_file():
-        skip_or_fail(f"sonic-yang-models not found in {path} (set ISOFABRIC_SONIC_YANG_DIR)")
+    if (reason := missing_models(path)) is not None:
+        skip_or_fail(reason)
     return path
 
 
