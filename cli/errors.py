@@ -19,6 +19,7 @@ the traceback instead. Any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -26,19 +27,35 @@ from typer.core import TyperGroup
 
 from cli.options import close_databases
 from policies.errors import IsofabricError
-from tenancy.store.db import STORAGE_ERRORS, storage_error_detail
 
 TROUBLE = 2
 DEBUG_KEY = "isofabric.debug"
-# What the command line reports in one line; anything else is a bug and keeps its traceback.
-REPORTED: tuple[type[Exception], ...] = (IsofabricError, OSError, *STORAGE_ERRORS)
+
+
+def reported() -> tuple[type[Exception], ...]:
+    """What the command line reports in one line; anything else is a bug (traceback kept).
+
+    The storage errors are SQLAlchemy's: a command that never loaded it cannot raise them, and
+    importing it for every command would cost `isofabric --help` most of its start-up time.
+    """
+    return (IsofabricError, OSError, *_storage_errors())
+
+
+def _storage_errors() -> tuple[type[Exception], ...]:
+    if not {"sqlalchemy", "sqlite3", "alembic"} & sys.modules.keys():
+        return ()
+    from tenancy.store.db import STORAGE_ERRORS
+
+    return STORAGE_ERRORS
 
 
 def detail_of(error: Exception) -> str:
     """The one line that says what went wrong (no SQL, no traceback)."""
     if isinstance(error, IsofabricError):
         text = error.detail
-    elif isinstance(error, STORAGE_ERRORS):
+    elif isinstance(error, _storage_errors()):
+        from tenancy.store.db import storage_error_detail
+
         text = f"database: {storage_error_detail(error)}"
     else:
         text = str(error)
@@ -56,7 +73,7 @@ class ReportingGroup(TyperGroup):
         """Run the command; report a domain, storage or file error in one line on stderr."""
         try:
             return super().invoke(ctx)
-        except REPORTED as error:
+        except reported() as error:
             if ctx.meta.get(DEBUG_KEY):
                 raise
             typer.echo(f"error: {detail_of(error)}", err=True)

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from policies.errors import InvalidValueError
-from tenancy.store.db import make_engine
-from tenancy.store.settings import Settings, load_settings
-from tenancy.store.uow import UnitOfWork
-from tenancy.usecases.bootstrap import prepare_database
+
+if TYPE_CHECKING:  # imported when a command opens the database: `isofabric --help` starts fast
+    from tenancy.store.settings import Settings
+    from tenancy.store.uow import UnitOfWork
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_TOPOLOGY = REPO_ROOT / "examples" / "ib-east.ibnetdiscover"
@@ -35,6 +35,8 @@ def settings_for(db: str | None) -> Settings:
     Raises:
         InvalidValueError: an ``ISOFABRIC_*`` variable holds something its setting cannot take.
     """
+    from tenancy.store.settings import load_settings
+
     try:
         settings = load_settings()
     except ValueError as error:
@@ -48,6 +50,10 @@ def open_uow(db: str | None, *, create: bool = False) -> UnitOfWork:
     Raises:
         NotFoundError: the SQLite database file does not exist and `create` is false.
     """
+    from tenancy.store.db import make_engine
+    from tenancy.store.uow import UnitOfWork
+    from tenancy.usecases.bootstrap import prepare_database
+
     settings = settings_for(db)
     uow = UnitOfWork(make_engine(settings.database_url, create_missing=create), settings)
     _opened.append(uow)

@@ -6,11 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.auth import BOOTSTRAP_HINT, is_loopback
 from api.request_log import LogFormat, configure_logging
-from cli.errors import REPORTED, detail_of
+from cli.errors import detail_of, reported
 from cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
-from tenancy.usecases import tokens
 
 if TYPE_CHECKING:
     from tenancy.store.uow import UnitOfWork
@@ -38,7 +36,9 @@ def serve(
     import uvicorn
 
     from api.app import create_app
+    from api.auth import is_loopback
     from api.health import database_state
+    from tenancy.usecases import tokens
 
     uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
     if demo:
@@ -96,12 +96,14 @@ def create_demo_keys(db: str | None) -> None:
             signing_keys.create(uow)
             typer.echo("created the signing key, its keyring and the OpenSM secret (demo)")
         uow.engine.dispose()  # the server opens its own
-    except REPORTED as error:  # a database not answering yet, a key file elsewhere, ...
+    except reported() as error:  # a database not answering yet, a key file elsewhere, ...
         typer.echo(f"warning: no demo keys yet: {detail_of(error)}", err=True)
 
 
 def open_mode_warning(host: str) -> str:
     """What `serve` says when it listens beyond this host while no token closes the API."""
+    from api.auth import BOOTSTRAP_HINT
+
     return (
         f"warning: --host {host} is not a loopback address and no token is configured "
         "(ISOFABRIC_ADMIN_TOKEN is unset and no API token exists). The API is in open mode: it "
