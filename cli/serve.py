@@ -36,9 +36,7 @@ def serve(
     import uvicorn
 
     from api.app import create_app
-    from api.auth import is_loopback
     from api.health import database_state
-    from tenancy.usecases import tokens
 
     uvicorn_logging = configure_logging(log_format)  # before anything logs (api/request_log.py)
     if demo:
@@ -46,26 +44,35 @@ def serve(
     settings = settings_for(db)
     application = create_app(settings)
     uow = application.state.uow
-    database = database_state(application)
-    if not database.prepared:
-        # It keeps serving (/healthz 200, /readyz and /v1 503) and retries (api/health.py).
-        typer.echo(f"warning: the database does not answer yet: {database.error}", err=True)
-    elif not is_loopback(host) and settings.admin_token is None and not tokens.tokens_exist(uow):
-        typer.echo(open_mode_warning(host), err=True)
-    if demo and database.prepared:
-        _load_demo(uow)
-    typer.echo(
-        f"isofabric API on http://{host}:{port}/v1  (interactive docs: http://{host}:{port}/docs;"
-        f" console: http://{host}:{port}/ui)"
-    )
-    # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
-    # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
-    uvicorn.run(
-        application, host=host, port=port, log_level="info", proxy_headers=False, **uvicorn_logging
-    )
-    # Stopped (the lifespan checkpointed the log): close the connections, and SQLite removes
-    # the empty -wal and -shm files.
-    uow.engine.dispose()
+    try:
+        database = database_state(application)
+        if not database.prepared:
+            # It keeps serving (/healthz 200, /readyz and /v1 503) and retries (api/health.py).
+            typer.echo(f"warning: the database does not answer yet: {database.error}", err=True)
+        elif _open_mode(host, settings.admin_token, uow):
+            typer.echo(open_mode_warning(host), err=True)
+        if demo and database.prepared:
+            _load_demo(uow)
+        typer.echo(
+            f"isofabric API on http://{host}:{port}/v1  (interactive docs: "
+            f"http://{host}:{port}/docs; console: http://{host}:{port}/ui)"
+        )
+        # proxy_headers=False: the ASGI client address stays the TCP peer, which open mode's
+        # loopback check trusts; uvicorn would otherwise take it from X-Forwarded-For.
+        uvicorn.run(application, host=host, port=port, log_level="info", proxy_headers=False,
+                    **uvicorn_logging)  # fmt: skip
+    finally:
+        # Stopped, or failed before serving: close the connections, so SQLite folds the
+        # write-ahead log into the database and removes the -wal and -shm files.
+        uow.engine.dispose()
+
+
+def _open_mode(host: str, admin_token: str | None, uow: UnitOfWork) -> bool:
+    """Whether `serve` listens beyond this host while no token closes the API."""
+    from api.auth import is_loopback
+    from tenancy.usecases import tokens
+
+    return not is_loopback(host) and admin_token is None and not tokens.tokens_exist(uow)
 
 
 def _load_demo(uow: UnitOfWork) -> None:

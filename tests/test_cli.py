@@ -119,3 +119,31 @@ def test_loading_the_demo_twice_changes_nothing(demo_db):
         roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
     )
     engine.dispose()
+
+
+def test_the_demo_loads_what_is_missing_around_an_offboarded_demo_tenant(tmp_path):
+    """The worked examples offboard a demo tenant; `serve --demo` then still starts."""
+    from tenancy.usecases import allocations, tenants
+    from tenancy.usecases.bootstrap import prepare_database
+
+    url = f"sqlite:///{tmp_path / 'examples.db'}"
+    engine = make_engine(url, create_missing=True)
+    prepare_database(engine)
+    uow = UnitOfWork(engine, Settings(database_url=url))
+    assert load_demo(uow, topology_text=DEMO_TOPOLOGY.read_text())  # ib-east only
+    tenants.offboard_tenant(uow, name="acme")
+
+    assert load_demo(
+        uow,
+        topology_text=DEMO_TOPOLOGY.read_text(),
+        roce_inventory_text=DEMO_ROCE_INVENTORY.read_text(),
+    )
+
+    def fabrics_of(name: str) -> list[str]:
+        page = allocations.list_allocations(uow, tenant_name=name, limit=100, cursor=None)
+        return sorted(a.fabric for a in page.data)
+
+    both = ["ib-east", "roce-west"]
+    assert [fabrics_of(n) for n in ("acme", "research", "globex")] == [[], both, both]
+    assert tenants.get_tenant(uow, name="acme").status == "offboarded"
+    engine.dispose()

@@ -42,7 +42,8 @@ def load_demo(
 
     ib-east (InfiniBand, from ibnetdiscover output) and, given its inventory, roce-west (RoCE):
     on each, tenants acme (gold), research (silver) and globex (bronze) hold two nodes and a
-    storage service on stor01/stor02 is granted to acme.
+    storage service on stor01/stor02 is granted to acme. A demo tenant that was offboarded stays
+    offboarded and gets nothing on a fabric created now.
     """
     created = False
     if not _exists(uow, DEMO_FABRIC):
@@ -81,10 +82,21 @@ def _onboard(uow: UnitOfWork, fabric: str) -> None:
     shared_services.create_service(
         uow, fabric_name=fabric, spec=ServiceCreate(name="storage", nodes=["stor01", "stor02"])
     )
-    for name, kind, qos in DEMO_TENANTS:
-        with suppress(ConflictError):  # the tenant exists (e.g. on another fabric): reuse it
-            tenants.create_tenant(uow, spec=TenantCreate(name=name, kind=kind, qos_class=qos))
+    active = [name for name, kind, qos in DEMO_TENANTS if _active_tenant(uow, name, kind, qos)]
+    for name in active:
         allocations.allocate(uow, tenant_name=name, spec=AllocationCreate(fabric=fabric, count=2))
-    shared_services.grant_service(
-        uow, tenant_name="acme", spec=GrantCreate(fabric=fabric, service="storage")
-    )
+    if "acme" in active:
+        shared_services.grant_service(
+            uow, tenant_name="acme", spec=GrantCreate(fabric=fabric, service="storage")
+        )
+
+
+def _active_tenant(uow: UnitOfWork, name: str, kind: str, qos: str) -> bool:
+    """Onboard a demo tenant unless it exists; whether it is active (not offboarded).
+
+    A database the worked examples changed may hold a demo tenant offboarded: the demo leaves
+    it so and loads only what is missing.
+    """
+    with suppress(ConflictError):  # the tenant exists (e.g. on another fabric): reuse it
+        tenants.create_tenant(uow, spec=TenantCreate(name=name, kind=kind, qos_class=qos))
+    return tenants.get_tenant(uow, name=name).status == "active"
