@@ -21,6 +21,7 @@ from starlette.routing import Match
 from api.problem_types import INTERNAL, PROBLEM_TYPES, ProblemType
 from api.request_id import REQUEST_ID_HEADER, request_id_of
 from policies.errors import IsofabricError, TooManyRequestsError
+from tenancy.schemas.messages import in_words
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("isofabric.api")
@@ -93,7 +94,7 @@ def _headers(kind: ProblemType, error: IsofabricError) -> dict[str, str] | None:
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     errors = [
-        {"pointer": _pointer(item.get("loc", ())), "detail": item.get("msg", "invalid")}
+        {"pointer": _pointer(item.get("loc", ())), "detail": in_words(item)}
         for item in error.errors()
     ]
     summary = "; ".join(f"{e['pointer'] or '/'}: {e['detail']}" for e in errors[:5])

@@ -51,6 +51,7 @@ def token_create(
     from pydantic import ValidationError
 
     from tenancy.schemas import TokenCreate
+    from tenancy.schemas.messages import in_words
     from tenancy.usecases import tokens
 
     expires_at = datetime.now(UTC) + timedelta(seconds=expires_in) if expires_in else None
@@ -66,7 +67,9 @@ def token_create(
             }
         )
     except ValidationError as error:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        reasons = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {in_words(e)}" for e in error.errors()
+        )
         typer.echo(f"error: invalid token request: {reasons}", err=True)
         raise typer.Exit(2) from error
     typer.echo(tokens.create_token(open_uow(db), spec=spec).token)

@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query, Response
 
 from api.deps import Listing, Uow
 from tenancy.schemas import SLUG_PATTERN, UsageEventsPage, UsageRecordsPage
+from tenancy.schemas.common import TIME_TEXT_PATTERN
 from tenancy.usecases import usage
 
 router = APIRouter(prefix="/v1/usage", tags=["usage"])
 
-TIME = r"^[0-9T:.+\-Zz ]{10,40}$"
+TIME = TIME_TEXT_PATTERN
 From = Annotated[
     str,
     Query(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from policies.errors import InvalidValueError
 from tenancy.gate.what_if import DryRunDone, rehearsing
 from tenancy.schemas import AllocationCreate, GrantCreate, TenantCreate
+from tenancy.schemas.messages import in_words
 from tenancy.schemas.what_if import DryRunView
 from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import allocations, shared_services, tenants
@@ -50,7 +51,7 @@ def _spec(model: type[BaseModel], values: dict[str, Any]) -> Any:
         return model.model_validate(values)
     except ValidationError as error:
         reasons = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg']}" for e in error.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {in_words(e)}" for e in error.errors()
         )
         raise InvalidValueError(reasons[:500]) from error
 

@@ -30,6 +30,10 @@ NODE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 HEX_PKEY_PATTERN = r"^0[xX][0-9a-fA-F]{1,4}$"
 
 
+# A time in a query string, before it is parsed as ISO 8601: only its characters and length.
+TIME_TEXT_PATTERN = r"^[0-9T:.+\-Zz ]{10,40}$"
+
+
 # OpenSM 3.3.23 rate codes 2..22 (IB_PATH_RECORD_RATE_*; 23/24 arrived in 3.3.24).
 IB_RATE_CODES = range(2, 23)
 

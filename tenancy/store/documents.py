@@ -13,6 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from policies.errors import InputFormatError, InvalidValueError, UnsupportedMediaTypeError
 from tenancy.schemas import RoceInventory
+from tenancy.schemas.messages import in_words
 from tenancy.schemas.policy import PolicyDocument
 
 JSON = "application/json"
@@ -53,7 +54,7 @@ def _validated(model: type[M], document: Any, what: str) -> M:
         return model.model_validate(document)
     except PydanticValidationError as error:
         errors = [
-            {"pointer": "/" + "/".join(str(p) for p in e["loc"]), "detail": e["msg"]}
+            {"pointer": "/" + "/".join(str(p) for p in e["loc"]), "detail": in_words(e)}
             for e in error.errors(include_url=False)
         ]
         summary = "; ".join(f"{e['pointer']}: {e['detail']}" for e in errors[:5])

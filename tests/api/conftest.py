@@ -48,6 +48,7 @@ HTTP_ONLY_MODULES = frozenset(
         "test_tokens",
         "test_topology",
         "test_usage",
+        "test_validation_words",
         "test_verification_and_artifacts",
     }
 )
