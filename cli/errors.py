@@ -57,9 +57,17 @@ def detail_of(error: Exception) -> str:
         from tenancy.store.db import storage_error_detail
 
         text = f"database: {storage_error_detail(error)}"
+    elif isinstance(error, OSError) and error.filename is not None and error.strerror:
+        text = _file_error(error)
     else:
         text = str(error)
     return " ".join(text.split())
+
+
+def _file_error(error: OSError) -> str:
+    """``PATH: No such file or directory``, not ``[Errno 2] No such file …: 'PATH'``."""
+    paths = [str(p) for p in (error.filename, error.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {error.strerror}"
 
 
 class ReportingGroup(TyperGroup):

@@ -196,3 +196,14 @@ def test_a_malformed_m_key_is_a_usage_error(elsewhere):
 
     assert result.exit_code == TROUBLE
     assert "'zz' is not a number" in result.output and "Traceback" not in result.output
+
+
+def test_a_file_error_names_the_path_as_given_not_an_errno():
+    from cli.errors import detail_of
+
+    missing = FileNotFoundError(2, "No such file or directory", "conf/partitions.conf")
+    moved = PermissionError(13, "Permission denied", "a.db", None, "b.db")  # a rename
+
+    assert detail_of(missing) == "conf/partitions.conf: No such file or directory"
+    assert detail_of(moved) == "a.db -> b.db: Permission denied"
+    assert detail_of(OSError("disk on fire")) == "disk on fire"

@@ -276,3 +276,15 @@ def test_postgresql_is_refused_naming_its_own_tools(tmp_path, command, tool):
     assert result.exit_code == TROUBLE
     assert len(result.stderr.splitlines()) == 1 and tool in result.stderr
     assert command != "backup" or not file.exists()
+
+
+def test_a_backup_into_a_missing_directory_names_the_directory(db_file, tmp_path):
+    target = tmp_path / "backups" / "2026" / "isofabric.db"
+
+    result = invoke("db", "backup", str(target), "--db", url_of(db_file))
+
+    assert result.exit_code == TROUBLE
+    assert (
+        result.output.strip() == f"error: no directory {target.parent} to write isofabric.db into"
+    )
+    assert not (tmp_path / "backups").exists()

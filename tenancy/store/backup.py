@@ -179,7 +179,12 @@ def _copy(source: Path, target: Path, *, replace: bool) -> Copied:
     """Copy `source` to `target` through a private temporary file, checked before it moves.
 
     `target` is always the old file or the whole new one, never a part.
+
+    Raises:
+        InvalidValueError: `target`'s directory does not exist.
     """
+    if not target.parent.is_dir():
+        raise InvalidValueError(f"no directory {target.parent} to write {target.name} into")
     descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(descriptor)  # mkstemp made it 0600, which the copy keeps
     temporary = Path(name)
