@@ -1,7 +1,8 @@
 """Wire the REST client's command groups into the root `isofabric` command (one call: `register`).
 
 Groups are named after the API's nouns: ``fabrics``, ``topology``, ``nodes``, ``services``,
-``artifacts``, ``tenants``, ``allocations``, ``grants``, ``peerings``, ``policy``, ``usage``; and
+``artifacts``, ``tenants``, ``allocations``, ``grants``, ``peerings``, ``policy``, ``usage``,
+``targets``, ``sync``, ``deployments``, ``snapshots``, ``changesets``; and
 ``proof list|show`` join the existing ``proof`` group. `token`, `proof issue`, `verify` and
 `render` are the existing commands, which go over REST when given ``--url``.
 """
@@ -13,7 +14,14 @@ from typing import Annotated
 
 import typer
 
-from cli import fabric_commands, policy_usage, render, rest_counterparts, tenant_commands
+from cli import (
+    deploy_commands,
+    fabric_commands,
+    policy_usage,
+    render,
+    rest_counterparts,
+    tenant_commands,
+)
 from cli.client import JsonOption, LimitOption, TokenOption, UrlOption
 
 
@@ -56,6 +64,11 @@ GROUPS = (
     (tenant_commands.peerings_app, "peerings"),
     (policy_usage.policy_app, "policy"),
     (policy_usage.usage_app, "usage"),
+    (deploy_commands.targets_app, "targets"),
+    (deploy_commands.sync_app, "sync"),
+    (deploy_commands.deployments_app, "deployments"),
+    (deploy_commands.snapshots_app, "snapshots"),
+    (deploy_commands.changesets_app, "changesets"),
 )
 
 
