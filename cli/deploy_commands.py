@@ -84,6 +84,20 @@ OUTCOME_COLUMNS: output.Columns = (
 )
 
 
+def _list(
+    path: str,
+    columns: output.Columns,
+    url: str | None,
+    token: str | None,
+    as_json: bool,
+    limit: int | None,
+) -> None:
+    """Every item of a list route (or the first `limit`): a table, or the gathered JSON."""
+    with ApiClient(url, token, as_json=as_json) as api:
+        page = api.pages(path, {}, limit)
+    output.listing(page, columns, as_json=as_json)
+
+
 def target_path(fabric: str, name: str) -> str:
     """``/v1/fabrics/<fabric>/targets/<name>`` with both names percent-encoded."""
     return fabric_path(fabric, "targets", quote(name, safe=""))
@@ -98,9 +112,7 @@ def targets_list(
     limit: LimitOption = None,
 ) -> None:
     """The fabric's deploy targets by name, with their last reported state."""
-    with ApiClient(url, token, as_json=as_json) as api:
-        page = api.pages(fabric_path(fabric, "targets"), {}, limit)
-    output.listing(page, TARGET_COLUMNS, as_json=as_json)
+    _list(fabric_path(fabric, "targets"), TARGET_COLUMNS, url, token, as_json, limit)
 
 
 @targets_app.command("show")
@@ -166,9 +178,7 @@ def deployments_list(
     limit: LimitOption = None,
 ) -> None:
     """The fabric's deploy receipts, oldest first (reports that changed a target's state)."""
-    with ApiClient(url, token, as_json=as_json) as api:
-        page = api.pages(fabric_path(fabric, "deployments"), {}, limit)
-    output.listing(page, REPORT_COLUMNS, as_json=as_json)
+    _list(fabric_path(fabric, "deployments"), REPORT_COLUMNS, url, token, as_json, limit)
 
 
 @snapshots_app.command("list")
@@ -180,9 +190,7 @@ def snapshots_list(
     limit: LimitOption = None,
 ) -> None:
     """Every committed, verified state of the fabric, and where it is deployed."""
-    with ApiClient(url, token, as_json=as_json) as api:
-        page = api.pages(fabric_path(fabric, "snapshots"), {}, limit)
-    output.listing(page, SNAPSHOT_COLUMNS, as_json=as_json)
+    _list(fabric_path(fabric, "snapshots"), SNAPSHOT_COLUMNS, url, token, as_json, limit)
 
 
 @changesets_app.command("apply")
