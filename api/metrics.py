@@ -7,7 +7,7 @@ plain callback (tenancy/store/observers.py). Read from the database at scrape ti
 api/metrics_state.py. Who may read it is ISOFABRIC_METRICS_ACCESS: ``authenticated`` (the
 default; a token whose role reads every fabric, per the RBAC policy in policies/authz.py, or a
 loopback client while the service has no token, as for /v1) or ``open`` (anyone: a scraper on a
-trusted network). README "Monitoring" lists the metrics with example alerts.
+trusted network). docs/operators/monitoring.md lists the metrics with example alerts.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ METRICS_DESCRIPTION = """\
 The service's metrics in the Prometheus text exposition format: requests and latency by route
 template, mutations by outcome, verification durations and, per fabric, the verdict, identifier
 pools, nodes by state and deploy targets' sync; the audit log's size and newest checkpoint, and the
-usage feed's lag (README "Monitoring"). Who may read it is ISOFABRIC_METRICS_ACCESS:
+usage feed's lag (docs/operators/monitoring.md). Who may read it is ISOFABRIC_METRICS_ACCESS:
 `authenticated` (an operator or auditor token) or `open` (anyone).
 """
 

@@ -144,7 +144,7 @@ class VerdictWarmer:
         log.info("verdict of fabric %s warmed in %.3f s", fabric, time.perf_counter() - start)
 
     def collect(self) -> Iterable[Metric]:
-        """The warmer's metrics (a prometheus_client collector; README "Monitoring")."""
+        """The warmer's metrics (a prometheus_client collector; docs/operators/monitoring.md)."""
         runs = CounterMetricFamily(
             "isofabric_verdict_warm_runs",
             "Whole verdicts the verdict warmer computed (warmed) or failed to (failed)",

@@ -2,7 +2,7 @@
 
 Every client command takes ``--url`` (or ``ISOFABRIC_URL``) and ``--token`` (or
 ``ISOFABRIC_TOKEN``); the commands that also work on the local database (`token`, `proof issue`,
-`verify`, `render`) go over REST only when a URL is given (README "Command line").
+`verify`, `render`) go over REST only when a URL is given (docs/operators/command-line.md).
 
 HTTP library: httpx2, a runtime dependency. Plain ``httpx`` would not make starlette's TestClient
 warn as long as httpx2 is installed too (starlette/testclient.py imports httpx2 first and warns
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 import typer
 
-# Exit statuses of client commands (README "Command line"); 0, 1 and 2 as for every command.
+# Exit statuses of client commands (docs/operators/command-line.md); 0, 1 and 2 as for all.
 DONE, CHECK_FAILED, TROUBLE = 0, 1, 2
 NOT_FOUND, REFUSED, DENIED, UNAVAILABLE = 3, 4, 5, 6
 # By problem type slug (api/problems.py PROBLEM_TYPES), the most specific answer.

@@ -1,6 +1,6 @@
 """The one place where the command line turns a failure into one line and an exit status.
 
-Exit statuses, like ``diff`` and ``grep`` (README "Command line"):
+Exit statuses, like ``diff`` and ``grep`` (docs/operators/command-line.md):
 
     0  done
     1  a check ran and found a problem (verify, audit verify, proof verify, audit-config,

@@ -1,7 +1,7 @@
-"""README's exit status table and the client's mapping agree, problem type by problem type.
+"""The exit status table of docs/operators/command-line.md and the client's mapping agree.
 
-Every problem type of the API (api/problems.py) is named in exactly one row of README
-"Command line"'s table, and the client exits with that row's status for it; each HTTP status a
+Every problem type of the API (api/problems.py) is named in exactly one row of that
+page's table, and the client exits with that row's status for it; each HTTP status a
 row lists (a problem of type about:blank, or a proxy's own page) maps to that row too.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from api.problem_types import INTERNAL, PROBLEM_TYPES
 from cli import client
 
-README = Path(__file__).parents[1] / "README.md"
+PAGE = Path(__file__).parents[1] / "docs" / "operators" / "command-line.md"
 KINDS = {kind.slug: kind for kind in (*PROBLEM_TYPES.values(), INTERNAL)}
 
 
 def exit_rows() -> dict[int, str]:
     """The table's rows: exit status -> its "problem types (status)" cell."""
     header = "| exit | meaning | problem types (status) |"
-    lines = README.read_text().splitlines()
+    lines = PAGE.read_text().splitlines()
     start = lines.index(header) + 2
     rows: dict[int, str] = {}
     for line in lines[start:]:
@@ -40,7 +40,7 @@ ROWS = exit_rows()
 def test_each_problem_type_is_in_one_row_and_exits_with_it(slug):
     rows = [status for status, cell in ROWS.items() if f"`{slug}`" in cell]
 
-    assert len(rows) == 1, f"README's exit table names `{slug}` in rows {rows}"
+    assert len(rows) == 1, f"the exit table names `{slug}` in rows {rows}"
     kind = KINDS[slug]
     assert client.exit_status(kind.status, kind.uri) == rows[0]
 

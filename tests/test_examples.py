@@ -35,7 +35,7 @@ def test_verify_fabric_example_reports_isolation_and_renders_partitions():
     assert "Default=0x7fff, ipoib : ALL=limited, ALL_SWITCHES=full, SELF=full ;" in result.stdout
 
 
-# --- examples/ib-rail: the rail-optimised fabric of README "Internal and external operation" ---
+# --- examples/ib-rail: the rail-optimised fabric of docs/operators/policy.md ---
 
 RAIL_FABRIC = {
     "name": "ib-rail",

@@ -38,7 +38,7 @@ OPENSM_SECRET_SUFFIX = "-opensm.secret"
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Every knob the service reads; see README "Configuration".
+    """Every knob the service reads; see docs/operators/deployment.md, "Configuration".
 
     The signing key, the keyring and the OpenSM secret live in files outside the database (a
     database writer must not be able to sign); unset, each defaults to a file next to a SQLite

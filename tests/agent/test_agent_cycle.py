@@ -474,7 +474,8 @@ def test_a_rollback_to_files_changed_by_hand_reports_no_observed_digest(conf_dir
     agent.cycle()
     server.publish(bundle(partitions(ACME, GLOBEX)))
     agent.cycle()
-    (conf_dir / "partitions.conf.prev").replace(conf_dir / "partitions.conf")  # README's way
+    # The rollback by hand of docs/operators/deploy-opensm.md:
+    (conf_dir / "partitions.conf.prev").replace(conf_dir / "partitions.conf")
     server.publish(bundle(partitions(GLOBEX)))
     host.lie_for, host.lie_times = 0xB1, 1
 

@@ -19,7 +19,7 @@ CUSTOMERS_DEDICATED = {"kinds": {"external": {"isolation": "dedicated_leaf"}}}
 
 
 def rail_fabric(client: TestClient) -> None:
-    """ib-rail with the README's roles and services."""
+    """ib-rail with the roles and services of docs/operators/policy.md."""
     text = (REPO / "examples" / "ib-rail.ibnetdiscover").read_text()
     api_create_fabric(client, FABRIC, topology_text=text)
     for node, role in {"sm01": "management", "stor01": "storage", "stor02": "storage"}.items():

@@ -40,7 +40,7 @@ def group(number: int) -> list[str]:
 
 @pytest.fixture
 def ib_rail(uow: UnitOfWork) -> UnitOfWork:
-    """ib-rail with the README's roles and services, customers on dedicated leaves."""
+    """ib-rail as docs/operators/policy.md sets it up, customers on dedicated leaves."""
     uow_create_fabric(uow, IB_RAIL, topology_text=RAIL_TOPOLOGY.read_text())
     roles = {"sm01": "management", "stor01": "storage", "stor02": "storage"}
     for node, role in roles.items():

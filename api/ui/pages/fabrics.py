@@ -44,7 +44,7 @@ SYNC_LABELS = {
     "failed": ("failed", "badge-bad"),
     "unreported": ("never reported", "badge"),
 }
-# Pool bars turn amber from 75 % and red from 90 % (the README's alert rule warns at 90 %).
+# Pool bars turn amber from 75 % and red from 90 % (docs/operators/monitoring.md alerts at 90 %).
 HIGH_USE, FULL_USE = 0.75, 0.9
 
 

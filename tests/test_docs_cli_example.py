@@ -1,6 +1,6 @@
-"""README "Onboarding a tenant with the CLI alone" replayed line by line, so it cannot rot.
+"""docs/operators/command-line.md "Onboarding a tenant with the CLI alone", replayed line by line.
 
-The commands are the section's own, parsed from README.md and run with typer's CliRunner in a
+The commands are the section's own, parsed from that page and run with typer's CliRunner in a
 fresh directory, as the section says: ``isofabric keys create``, a service on ./isofabric.db (a
 real uvicorn server in a thread), then each line. The `export` line's URL and token become the
 test server's URL and the token the first line printed. Every ``# ->`` line is a claim checked
@@ -33,7 +33,7 @@ runner = CliRunner()
 
 
 def readme_section() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "operators" / "command-line.md").read_text()
     return re.split(r"\n#{2,3} ", text.split(f"\n{SECTION}\n", 1)[1], maxsplit=1)[0]
 
 

@@ -1,8 +1,8 @@
-"""README "Internal and external operation" (issue 13) replayed against the app, so it cannot rot.
+"""docs/operators/policy.md "Internal and external operation" replayed against the app.
 
-The requests are the section's own curl commands and its policy.yaml, parsed from README.md, and
+The requests are the section's own curl commands and its policy.yaml, parsed from that page, and
 sent in order to the in-process app (open mode: an operator); the assertions are what the
-section's `# ->` comments claim. Editing a request in the README changes what this test sends;
+section's `# ->` comments claim. Editing a request on the page changes what this test sends;
 a request the test does not expect there, or one missing, fails it.
 """
 
@@ -43,7 +43,7 @@ VISIBILITY_MESSAGE = (
 
 
 def readme_section() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "operators" / "policy.md").read_text()
     return text.split(f"\n{SECTION}\n", 1)[1].split("\n## ", 1)[0]
 
 
@@ -58,7 +58,7 @@ def sh_block(section: str) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """One curl command of the README: `$API` stands for /v1, `@file` for the file's text."""
+    """One curl command of the page: `$API` stands for /v1, `@file` for the file's text."""
 
     method: str
     target: str
@@ -92,7 +92,7 @@ def parse_curl(words: list[str]) -> Request:
 
 
 class Replay:
-    """The README's requests, sent one by one; each `send` names the request it expects next."""
+    """The page's requests, sent one by one; each `send` names the request it expects next."""
 
     def __init__(self, client: TestClient, section: str) -> None:
         self.client = client
@@ -101,7 +101,7 @@ class Replay:
         self.variables: dict[str, str] = {}
 
     def send(self, method: str, target: str) -> httpx2.Response:
-        assert self.requests, f"the README has no more requests; expected {method} {target}"
+        assert self.requests, f"the page has no more requests; expected {method} {target}"
         request = self.requests.pop(0)
         assert (request.method, request.target) == (method, target)
         for name, value in self.variables.items():
@@ -117,7 +117,7 @@ class Replay:
         return self.files[name] if name in self.files else (REPO / name).read_text()
 
 
-# --- what the test reads besides the README's requests ---------------------------------------
+# --- what the test reads besides the page's requests ---------------------------------------
 
 
 def tenant_nodes(client: TestClient, tenant: str) -> list[dict[str, Any]]:
@@ -279,7 +279,7 @@ def test_the_readme_policy_example_does_what_its_comments_say(client, db_dump):
     step_6_peering_accepted(replay)
     step_6_customers_may_not_peer_and_the_peering_ends(replay)
 
-    assert replay.requests == [], "README requests the test did not replay"
+    assert replay.requests == [], "the page's requests the test did not replay"
     peerings = ok(client.get("/v1/tenants/research/peerings", params={"state": "all"}))
     assert [(p["id"], p["state"]) for p in peerings["data"]] == [(peering_id, "ended")]
     # "gpu0003/4 stay acme's to grow into": up to its quota of 4, on its own leaf group.
