@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from cli import rest_counterparts as rest
-from cli.client import JsonOption, LimitOption, TokenOption, UrlOption
+from cli.client import JsonOption, LimitOption, Page, TokenOption, UrlOption
 from cli.options import DbOption, open_uow
 
 token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args_is_help=True)
@@ -83,21 +83,28 @@ def token_list(
     as_json: JsonOption = False,
     limit: LimitOption = None,
 ) -> None:
-    """Print every token (never its secret): JSON Lines; over REST a table, or --json."""
-    from tenancy.usecases import tokens
-
+    """Print every token (never its secret): a table, or --json; the same locally and over REST."""
     if rest.exclusive(url, db):
         rest.token_list(str(url), token, as_json, limit)
         return
+    from cli.output import listing
 
-    uow, cursor = open_uow(db), None
-    while True:
-        page = tokens.list_tokens(uow, limit=1000, cursor=cursor)
-        for view in page.data:
-            typer.echo(view.model_dump_json())
+    listing(local_tokens(db, limit), rest.TOKEN_COLUMNS, as_json=as_json)
+
+
+def local_tokens(db: str | None, limit: int | None) -> Page:
+    """The database's tokens (at most `limit`), gathered as the REST client gathers pages."""
+    from tenancy.usecases import tokens
+
+    uow, gathered = open_uow(db), Page()
+    while limit is None or len(gathered.data) < limit:
+        wanted = 1000 if limit is None else min(1000, limit - len(gathered.data))
+        page = tokens.list_tokens(uow, limit=wanted, cursor=gathered.next)
+        gathered.data += [view.model_dump(mode="json") for view in page.data]
+        gathered.count, gathered.next = page.count, page.next
         if page.next is None:
-            return
-        cursor = page.next
+            break
+    return gathered
 
 
 @token_app.command("revoke")

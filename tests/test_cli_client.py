@@ -228,10 +228,36 @@ def test_token_commands_stay_local_without_url(served):
     )
     assert created.exit_code == 0, created.output
 
-    listed = runner.invoke(app, ["token", "list", "--db", served.db])
-    names = [json.loads(line)["name"] for line in listed.stdout.splitlines()]
-    assert names == ["local"]
-    assert [t["name"] for t in served.ok_json("token", "list")["data"]] == ["local"]
+    listed = runner.invoke(app, ["token", "list", "--db", served.db, "--json"])
+    assert [t["name"] for t in json.loads(listed.stdout)["data"]] == ["local"]
+    assert json.loads(listed.stdout) == served.ok_json("token", "list")
+
+
+def test_token_list_prints_the_same_table_locally_and_over_rest(served):
+    for name in ("ci", "dashboard"):
+        runner.invoke(
+            app, ["token", "create", "--role", "auditor", "--name", name, "--db", served.db]
+        )
+
+    local = runner.invoke(app, ["token", "list", "--db", served.db])
+    status, remote, _ = served.run("token", "list")
+
+    assert (local.exit_code, status) == (0, 0), local.output
+    assert local.stdout == remote
+    assert local.stdout.split()[:3] == ["ID", "NAME", "ROLE"]
+    assert "dashboard" in local.stdout and "isf_" not in local.stdout
+
+
+def test_local_token_list_stops_at_the_limit_and_says_more_follow(served):
+    for name in ("a", "b", "c"):
+        runner.invoke(
+            app, ["token", "create", "--role", "auditor", "--name", name, "--db", served.db]
+        )
+
+    limited = runner.invoke(app, ["token", "list", "--db", served.db, "--limit", "2", "--json"])
+
+    page = json.loads(limited.stdout)
+    assert (len(page["data"]), page["count"]) == (2, 3) and page["next"] is not None
 
 
 def test_proof_issue_over_rest_verifies_offline_against_the_downloaded_artifacts(served, tmp_path):

@@ -62,9 +62,8 @@ def url_of(path: Path) -> str:
 def mint(path: Path, name: str) -> str:
     result = invoke("token", "create", "--role", "auditor", "--name", name, "--db", url_of(path))
     assert result.exit_code == 0, result.output
-    listed = invoke("token", "list", "--db", url_of(path)).output
-    line = next(line for line in listed.splitlines() if f'"name":"{name}"' in line)
-    return str(json.loads(line)["id"])
+    listed = json.loads(invoke("token", "list", "--db", url_of(path), "--json").stdout)["data"]
+    return str(next(token["id"] for token in listed if token["name"] == name))
 
 
 # --- the service checkpoints the WAL when it stops ------------------------------------------

@@ -1,0 +1,170 @@
+"""Every shell example of the README and docs/ runs as printed (docs/examples.md).
+
+Each page with ``sh`` blocks gets a fresh service, started as ``make run`` starts it
+(``isofabric serve --demo`` in an empty directory; ``keys create`` and a plain ``serve`` for a
+page that says it starts from an empty database), and its blocks run in order with bash in that
+directory (``.venv`` and ``examples/`` as in a checkout). ``sh {.host}`` blocks are checked for
+their lab test here and run by it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from tests.builders import REPO
+from tests.docs_examples import (
+    CURL_WRAPPER,
+    DOCUMENTED_URL,
+    all_blocks,
+    blocks,
+    commands,
+    failures,
+    run_page,
+    runnable_pages,
+    wants_empty_database,
+)
+
+API_PATH = re.compile(r"\$\{?API\}?/([^\s\"'?]*)")
+SERVICE_PATHS = ("v1/", "v1", "healthz", "readyz", "metrics", "ui", "docs", "openapi.json")
+VENV_BIN = Path(sys.prefix) / "bin"
+START_TIMEOUT_SECONDS = 60.0
+# Each `sh {.host #id}` block and the lab test that runs its command line (host_command).
+HOST_BLOCKS = {
+    "ibnetdiscover": "tests/conformance/test_docs_host_blocks.py::test_ibnetdiscover_as_documented",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def example_env(workdir: Path) -> dict[str, str]:
+    """The reader's shell: the checkout's venv and a curl that notes HTTP statuses first."""
+    wrappers = workdir / ".docs-bin"
+    wrappers.mkdir()
+    curl = shutil.which("curl")
+    assert curl, "the examples need curl"
+    (wrappers / "curl").write_text(CURL_WRAPPER.format(curl=curl))
+    (wrappers / "curl").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ISOFABRIC_")}
+    env["PATH"] = os.pathsep.join([str(wrappers), str(VENV_BIN), env.get("PATH", "")])
+    return env
+
+
+def checkout_like(workdir: Path) -> None:
+    (workdir / ".venv").symlink_to(Path(sys.prefix))
+    (workdir / "examples").symlink_to(REPO / "examples")
+
+
+def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the service exited: {log.read_text()}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the service did not answer within {START_TIMEOUT_SECONDS} s")
+
+
+@dataclass
+class Reader:
+    """A page, the fresh service its examples run against, and the reader's directory and shell."""
+
+    page: Path
+    url: str
+    workdir: Path
+    env: dict[str, str]
+
+
+@pytest.fixture
+def reader(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Reader]:
+    """A fresh service for the page, started as its reader starts it."""
+    page: Path = request.param
+    workdir = tmp_path / "checkout"
+    workdir.mkdir()
+    checkout_like(workdir)
+    env = example_env(workdir)
+    isofabric = str(VENV_BIN / "isofabric")
+    serve = [isofabric, "serve", "--host", "127.0.0.1", "--port", str(port := free_port())]
+    if wants_empty_database(page):
+        subprocess.run([isofabric, "keys", "create"], cwd=workdir, env=env, check=True)
+    else:
+        serve.append("--demo")
+    log = tmp_path / "service.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen(serve, cwd=workdir, env=env, stdout=sink, stderr=sink)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, server, log)
+        yield Reader(page, url, workdir, env)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "reader",
+    runnable_pages(),
+    ids=[str(page.relative_to(REPO)) for page in runnable_pages()],
+    indirect=True,
+)
+def test_the_page_runs_as_printed(reader: Reader):
+    outcomes = run_page(reader.page, reader.url, reader.workdir, reader.env)
+    problems = [problem for outcome in outcomes for problem in failures(outcome)]
+    shown = "\n\n".join(
+        f"{o.command.where}: $ {o.command.text}\n{o.output[-2000:]}"
+        for o in outcomes
+        if failures(o)
+    )
+    assert not problems, "\n".join(problems) + "\n\n" + shown
+
+
+def test_every_page_uses_one_address_and_sets_its_variables_first():
+    for block in all_blocks():
+        if block.kind != "sh":
+            continue
+        assert "/v1/v1" not in block.text, block.where
+        for path in API_PATH.findall(block.text):
+            assert path.startswith(SERVICE_PATHS), (
+                f"{block.where}: $API/{path}: $API is the base URL"
+            )
+        assert "localhost:8000" not in block.text, f"{block.where}: use {DOCUMENTED_URL}"
+
+
+def test_every_host_block_names_where_it_runs_and_has_its_lab_test():
+    host_blocks = [block for block in all_blocks() if block.kind == "host"]
+    for block in host_blocks:
+        assert block.block_id in HOST_BLOCKS, f"{block.where}: no lab test for this block"
+        assert "# on " in block.text.splitlines()[0], f"{block.where}: say where it runs"
+    for node_id in HOST_BLOCKS.values():
+        path, name = node_id.split("::")
+        tree = ast.parse((REPO / path).read_text())
+        defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        assert name in defined, node_id
+    assert {block.block_id for block in host_blocks} == set(HOST_BLOCKS)
+
+
+def test_every_sh_block_parses_into_commands():
+    for page in runnable_pages():
+        for block in blocks(page):
+            if block.kind == "sh":
+                assert commands(block), f"{block.where}: an sh block without a command"
