@@ -41,6 +41,7 @@ def keys_create(
     # it is the first one a deployment runs (`make run` does).
     setup = signing_keys.create(open_uow(db, create=True), trust_retired=trust_retired)
     typer.echo(json.dumps(setup.document(), indent=2))
+    typer.echo(setup.summary(), err=True)
 
 
 @keys_app.command("rotate")

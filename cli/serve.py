@@ -100,8 +100,7 @@ def create_demo_keys(db: str | None) -> None:
     try:
         uow = open_uow(db, create=True)
         if signing_keys.readiness(uow):
-            signing_keys.create(uow)
-            typer.echo("created the signing key, its keyring and the OpenSM secret (demo)")
+            typer.echo(f"demo keys: {signing_keys.create(uow).summary()}")
         uow.engine.dispose()  # the server opens its own
     except reported() as error:  # a database not answering yet, a key file elsewhere, ...
         typer.echo(f"warning: no demo keys yet: {detail_of(error)}", err=True)

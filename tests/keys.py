@@ -72,5 +72,5 @@ def keys_create(url: str) -> dict[str, Any]:
 
     result = CliRunner().invoke(app, ["keys", "create", "--db", url])
     assert result.exit_code == 0, result.output
-    created: dict[str, Any] = json.loads(result.output)
+    created: dict[str, Any] = json.loads(result.stdout)
     return created

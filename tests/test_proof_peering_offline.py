@@ -65,7 +65,7 @@ def issued(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     peered_state(UnitOfWork(engine, Settings(database_url=url)))
     created = invoke("keys", "create", "--db", url)
     assert created.exit_code == 0, created.output
-    (tmp / "key.pem").write_text(json.loads(created.output)["pem"])
+    (tmp / "key.pem").write_text(json.loads(created.stdout)["pem"])
     proofs = {}
     for fabric in FABRICS:
         out = invoke("render", "--fabric", fabric, "--out", str(tmp / fabric), "--db", url)

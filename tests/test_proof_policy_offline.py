@@ -69,7 +69,7 @@ def issued(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rail_state(UnitOfWork(engine, Settings(database_url=url)))
     created = invoke("keys", "create", "--db", url)
     assert created.exit_code == 0, created.output
-    (tmp / "key.pem").write_text(json.loads(created.output)["pem"])
+    (tmp / "key.pem").write_text(json.loads(created.stdout)["pem"])
     out = invoke("render", "--fabric", FABRIC, "--out", str(tmp / "artifacts"), "--db", url)
     assert out.exit_code == 0, out.output
     proofs = {}

@@ -56,7 +56,7 @@ def demo_db(directory: Path) -> str:
 def keys_create(url: str, *extra: str) -> dict[str, Any]:
     result = invoke("keys", "create", "--db", url, *extra)
     assert result.exit_code == 0, result.output
-    created: dict[str, Any] = json.loads(result.output)
+    created: dict[str, Any] = json.loads(result.stdout)
     return created
 
 
@@ -149,6 +149,27 @@ def test_keys_create_twice_keeps_the_key(demo, tmp_path):
     assert (tmp_path / "isofabric-opensm.secret").read_text() == secret
     assert len(keyring_lines(tmp_path / "isofabric-keyring.jsonl")) == 1
     assert sql(demo, "SELECT count(*) FROM signing_key")[0][0] == 1
+
+
+def test_keys_create_says_created_only_for_what_it_created(tmp_path):
+    url = f"sqlite:///{tmp_path / 'isofabric.db'}"
+    runner = CliRunner()
+
+    first = runner.invoke(app, ["keys", "create", "--db", url])
+    again = runner.invoke(app, ["keys", "create", "--db", url])
+    (tmp_path / "isofabric-opensm.secret").unlink()
+    secret_only = runner.invoke(app, ["keys", "create", "--db", url])
+
+    assert "created the signing key" in first.stderr and "OpenSM secret" in first.stderr
+    assert json.loads(first.stdout)["files_written"] == [
+        str(tmp_path / name)
+        for name in ("isofabric-signing.key", "isofabric-keyring.jsonl", "isofabric-opensm.secret")
+    ]
+    assert again.stderr.strip().endswith("nothing created") and "created the" not in again.stderr
+    assert json.loads(again.stdout)["files_written"] == []
+    assert secret_only.stderr.strip() == (
+        f"created the OpenSM secret {tmp_path / 'isofabric-opensm.secret'}"
+    )
 
 
 def test_keys_create_without_the_key_file_refuses_to_make_a_second_key(demo, tmp_path):

@@ -15,7 +15,6 @@ verifies.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +50,8 @@ class KeySetup:
     keyring_file: str
     opensm_secret_file: str
     trusted_retired: list[str]
+    files_written: list[str]
+    done: list[str]  # what this run did, in words (`summary`)
 
     def document(self) -> dict[str, object]:
         """The command's JSON output: the published key plus the files and what was created."""
@@ -61,7 +62,14 @@ class KeySetup:
             "keyring_file": self.keyring_file,
             "opensm_secret_file": self.opensm_secret_file,
             "trusted_retired": self.trusted_retired,
+            "files_written": self.files_written,
         }
+
+    def summary(self) -> str:
+        """One line for people: what this run created or appended, or that it changed nothing."""
+        if not self.done:
+            return "the signing key, its keyring and the OpenSM secret exist: nothing created"
+        return "; ".join(self.done)
 
 
 def signing_key(tx: Tx) -> Ed25519PrivateKey:
@@ -92,19 +100,27 @@ def create(uow: UnitOfWork, *, trust_retired: bool = False) -> KeySetup:
         try:
             row = _register(tx, key, _keyring_name(keyring, key) or _fresh_name(tx, keyring))
             retired = _retired_entries(tx.session) if trust_retired else []
-            key_store.append_to_keyring(keyring, [*retired, _entry(row)])
+            appended = key_store.append_to_keyring(keyring, [*retired, _entry(row)])
         except BaseException:
             if written is not None:
                 written.unlink()  # nothing recorded it: leave no orphan key behind
             raise
-    secret_file = _ensure_opensm_secret(settings)
+    secret_written = _ensure_opensm_secret(settings)
+    files = [written, keyring if appended else None, secret_written]
+    done = [
+        f"created the signing key {written}" if written else "",
+        f"added {len(appended)} public key(s) to the keyring {keyring}" if appended else "",
+        f"created the OpenSM secret {secret_written}" if secret_written else "",
+    ]
     return KeySetup(
         key=published(row),
         created=written is not None,
         key_file=key_store.signing_key_source(settings),
         keyring_file=str(keyring),
-        opensm_secret_file=secret_file,
+        opensm_secret_file=key_store.opensm_secret_source(settings),
         trusted_retired=[e.name for e in retired],
+        files_written=[str(path) for path in files if path is not None],
+        done=[phrase for phrase in done if phrase],
     )
 
 
@@ -218,14 +234,16 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
     return published(new)
 
 
-def _ensure_opensm_secret(settings: Settings) -> str:
-    """Create the OpenSM secret file (mode 0600) unless a secret is configured; its source."""
-    if key_store.existing_opensm_secret(settings) is None:
-        path = _required(settings.opensm_secret_path, "ISOFABRIC_OPENSM_SECRET_FILE")
-        # Created meanwhile by another `keys create` on this host: that one is the secret.
-        with contextlib.suppress(FileExistsError):
-            key_store.write_private_file(path, key_store.new_opensm_secret())
-    return key_store.opensm_secret_source(settings)
+def _ensure_opensm_secret(settings: Settings) -> Path | None:
+    """Create the OpenSM secret file (mode 0600) unless a secret exists; the file it wrote."""
+    if key_store.existing_opensm_secret(settings) is not None:
+        return None
+    path = _required(settings.opensm_secret_path, "ISOFABRIC_OPENSM_SECRET_FILE")
+    try:
+        key_store.write_private_file(path, key_store.new_opensm_secret())
+    except FileExistsError:  # created meanwhile by another `keys create`: that one is the secret
+        return None
+    return path
 
 
 def _required(path: Path | None, variable: str) -> Path:
