@@ -174,6 +174,14 @@ def sonic(
         bool,
         typer.Option("--allow-disruptive", help="Apply changes to declared (fabric-wide) keys"),
     ] = False,
+    bootstrap: Annotated[
+        bool,
+        typer.Option(
+            "--bootstrap",
+            help="First deployment: apply the declared keys too, until this leaf has applied a "
+            "snapshot (its --state-dir says so)",
+        ),
+    ] = False,
     state_dir: Annotated[
         Path, typer.Option("--state-dir", help="Where the agent keeps its state", file_okay=False)
     ] = DEFAULT_STATE_DIR,
@@ -195,7 +203,7 @@ def sonic(
         raise typer.BadParameter("give exactly one of --config-db URL and --gcu")
     agent = _sonic_agent(
         ServerClient(server, token, fabric, target),
-        _sonic_settings(fabric, target, public_key, state_dir, allow_disruptive),
+        _sonic_settings(fabric, target, public_key, state_dir, (allow_disruptive, bootstrap)),
         config_db,
         frr_conf,
         (frr_reload, vtysh, frr_pathspace),
@@ -207,8 +215,9 @@ def sonic(
 
 
 def _sonic_settings(
-    fabric: str, leaf: str, public_key: Path, state_dir: Path, allow_disruptive: bool
+    fabric: str, leaf: str, public_key: Path, state_dir: Path, disruptive: tuple[bool, bool]
 ) -> SonicSettings:
+    """The settings; `disruptive` is (--allow-disruptive, --bootstrap)."""
     from agent.manifest import ManifestError, load_trusted_keys
     from agent.sonic import SonicSettings
 
@@ -220,7 +229,8 @@ def _sonic_settings(
         state_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise typer.BadParameter(str(error), param_hint="--state-dir") from error
-    return SonicSettings(fabric, leaf, keys, state_dir, allow_disruptive)
+    allow_disruptive, bootstrap = disruptive
+    return SonicSettings(fabric, leaf, keys, state_dir, allow_disruptive, bootstrap)
 
 
 def _sonic_agent(

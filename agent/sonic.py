@@ -93,6 +93,9 @@ class SonicSettings:
     keys: tuple[Ed25519PublicKey, ...]
     state_dir: Path
     allow_disruptive: bool = False
+    # Disruptive changes on the first deployment only: while the state records no applied
+    # snapshot (an empty or factory CONFIG_DB lacks, or differs in, every declared key).
+    bootstrap: bool = False
 
 
 class SonicAgent:
@@ -169,7 +172,12 @@ class SonicAgent:
             running = self.store.read()
             installed = self.frr.current() if self.frr is not None else ""
             change = phase_change(
-                phase, running, installed, target, allow_disruptive=self.settings.allow_disruptive
+                phase,
+                running,
+                installed,
+                target,
+                allow_disruptive=self._allow_disruptive(),
+                first_deployment=self.state.applied_digest is None,
             )
         except RefusedError as error:
             return Report("refused", digest, str(error))
@@ -230,7 +238,7 @@ class SonicAgent:
         self, manifest: Manifest, change: LeafChange, target: LeafTarget, applied: Applied
     ) -> Report:
         """Persist CONFIG_DB (GCU), read it all back: ``applied`` when it holds the phase."""
-        digest, allow = manifest.digest, self.settings.allow_disruptive
+        digest, allow = manifest.digest, self._allow_disruptive()
         try:
             self.store.finish(applied)
             left = still_missing(change, self.store.read(), target, allow_disruptive=allow)
@@ -294,6 +302,11 @@ class SonicAgent:
             self.downloads[entry.sha256] = data
             contents[entry.name] = data
         return contents
+
+    def _allow_disruptive(self) -> bool:
+        """--allow-disruptive, or --bootstrap while no snapshot was applied here."""
+        first = self.state.applied_digest is None
+        return self.settings.allow_disruptive or (self.settings.bootstrap and first)
 
     def _remember(self, manifest: Manifest, phase: int) -> None:
         state = self.state

@@ -98,12 +98,14 @@ def phase_change(
     target: LeafTarget,
     *,
     allow_disruptive: bool,
+    first_deployment: bool = False,
 ) -> LeafChange:
     """The change of `phase` from `running` (and the installed frr.conf) towards `target`.
 
     Raises:
         PatchRefusedError: phase 2 touches a foreign key, or declared keys without
-            `allow_disruptive` (every disruptive path named; nothing is to be applied).
+            `allow_disruptive` (every disruptive path named in `refused`, the tables in the
+            message, which says which option would apply them; nothing is to be applied).
     """
     if phase == 1:
         operations = access_removals(running, target.config_db, target.ownership)
@@ -113,12 +115,7 @@ def phase_change(
         return LeafChange(1, operations, apply_patch(running, operations), frr)
     patch = leaf_patch(running, target.config_db, target.ownership)
     if patch.disruptive and not allow_disruptive:
-        refused = [{**_named(op), "reason": "disruptive"} for op in patch.disruptive]
-        named = "; ".join(f"{r['op']} {r['path']}" for r in refused)
-        raise PatchRefusedError(
-            f"patch refused: declared keys differ (disruptive, give --allow-disruptive): {named}",
-            refused=refused,
-        )
+        raise disruptive_refusal(patch.disruptive, first_deployment=first_deployment)
     operations = patch.operations(allow_disruptive=allow_disruptive)
     check_patch(
         operations, running, target.config_db, target.ownership, allow_disruptive=allow_disruptive
@@ -136,6 +133,30 @@ def remaining(
         patch = leaf_patch(read_back, target.config_db, target.ownership)
         left = patch.operations(allow_disruptive=allow_disruptive)
     return [f"{op['op']} {op['path']}" for op in left]
+
+
+def disruptive_refusal(
+    disruptive: tuple[Operation, ...], *, first_deployment: bool
+) -> PatchRefusedError:
+    """A short refusal: how many changes, their tables, a few paths, and the option to give.
+
+    Every path is in `refused` (the report carries it); the line stays readable when a first
+    deployment adds hundreds of declared keys to an empty CONFIG_DB.
+    """
+    refused = [{**_named(op), "reason": "disruptive"} for op in disruptive]
+    tables = sorted({str(r["path"]).split("/")[1] for r in refused})
+    shown = ", ".join(f"{r['op']} {r['path']}" for r in refused[:3])
+    more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
+    option = (
+        "--bootstrap (this leaf's first deployment: take ownership of its declared keys)"
+        if first_deployment
+        else "--allow-disruptive after reviewing them (GET …/snapshots/{digest}/patches/{leaf})"
+    )
+    return PatchRefusedError(
+        f"patch refused: {len(refused)} disruptive change(s) to declared keys (they can restart "
+        f"swss) in tables {', '.join(tables)} ({shown}{more}); give {option}",
+        refused=refused,
+    )
 
 
 def _named(operation: Operation) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 import agent.client
 from agent.command import agent_app
 from agent.config_db import RedisConfigDb, touched
+from agent.sonic_change import disruptive_refusal
 from tenancy.store.key_store import public_pem
 from tests.agent.fakes import FABRIC
 from tests.agent.gcu_standin import calls, install_standin
@@ -115,3 +116,54 @@ def test_once_with_gcu_runs_the_standin_config_and_exits_0(
     assert RedisConfigDb.from_url(redis_server.url()).read() == WITH_ACME
     done = [call[1] for call in calls(tmp_path / "gcu") if call[0] == "config"]
     assert done == ["checkpoint", "apply-patch", "apply-patch", "save", "delete-checkpoint"]
+
+
+def factory_leaf(redis_server: RedisServer) -> RedisConfigDb:
+    """A leaf before its first deployment: none of the declared keys, its own keys only."""
+    redis_server.client().flushall()
+    store = RedisConfigDb.from_url(redis_server.url())
+    store.write(*touched({}, FOREIGN))
+    return store
+
+
+def test_a_first_deployment_is_refused_in_one_short_line_naming_the_tables(
+    base: list[str], redis_server: RedisServer, service: FakeSonicServer
+) -> None:
+    store = factory_leaf(redis_server)
+    result = runner.invoke(agent_app, [*base, "--once", "--config-db", redis_server.url()])
+
+    detail = service.reports[0]["detail"]
+    assert result.exit_code == 1 and service.states == ["refused"]
+    assert "in tables DEVICE_METADATA, PORT, VXLAN_TUNNEL (" in detail
+    assert "give --bootstrap" in detail and len(detail) < 400
+    assert "add /DEVICE_METADATA, add /PORT, add /VXLAN_TUNNEL)" in detail  # whole tables
+    assert store.read() == FOREIGN
+
+
+def test_bootstrap_takes_ownership_once_then_disruptive_changes_need_the_other_flag(
+    base: list[str], redis_server: RedisServer, service: FakeSonicServer
+) -> None:
+    store = factory_leaf(redis_server)
+    bootstrap = [*base, "--once", "--config-db", redis_server.url(), "--bootstrap"]
+
+    first = runner.invoke(agent_app, bootstrap)
+    assert first.exit_code == 0, first.stderr
+    assert store.read() == WITH_ACME and service.states == ["applied"]
+
+    service.publish(
+        leaf_bundle(json.dumps(document(WITH_ACME, {"PORT": {"Ethernet0": {"mtu": "1"}}})))
+    )
+    later = runner.invoke(agent_app, bootstrap)
+    assert later.exit_code == 1 and service.states[-1] == "refused"
+    assert "give --allow-disruptive" in service.reports[-1]["detail"]
+    assert store.read() == WITH_ACME
+
+
+def test_a_long_refusal_names_three_paths_and_counts_the_rest() -> None:
+    additions = tuple({"op": "add", "path": f"/PORT/Ethernet{4 * i}"} for i in range(40))
+
+    refusal = disruptive_refusal(additions, first_deployment=False)
+
+    assert "40 disruptive change(s)" in refusal.detail and "and 37 more" in refusal.detail
+    assert "in tables PORT (" in refusal.detail and "give --allow-disruptive" in refusal.detail
+    assert len(refusal.detail) < 300 and len(refusal.extensions["refused"]) == 40
