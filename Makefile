@@ -14,7 +14,7 @@ PIP := $(PYTHON) -m pip --python $(BIN)/python install --quiet --disable-pip-ver
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench lint format clean
+.PHONY: run test bench lint docs format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv --without-pip $(VENV)
@@ -79,9 +79,16 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+## docs: build the documentation site into site/ (MkDocs, Material theme; mkdocs.yml); open
+## site/index.html, no server or internet needed; a broken link or a page missing from the
+## navigation fails the build
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "the documentation: site/index.html"
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis
