@@ -56,8 +56,8 @@ test: $(STAMP)
 ## change set, sustained mutations, on SQLite and on PostgreSQL at ISOFABRIC_BENCH_POSTGRES_URL
 ## (default postgres@127.0.0.1:5432; a database of its own, dropped after; skipped if it does
 ## not answer), about 10-15 minutes); the command line's start-up (`isofabric --help` <= 0.5 s,
-## a REST command <= 0.8 s, MET / NOT MET, and the slowest imports); prints figures, asserts no
-## timings
+## a REST command <= 0.8 s, MET / NOT MET, and the slowest imports) and `make run` on a fresh
+## clone answering its first request (<= 20 s, MET / NOT MET); prints figures, asserts no timings
 bench: $(STAMP)
 	$(BIN)/python -m tests.benchmarks.bench_scale
 	$(BIN)/python -m tests.benchmarks.bench_roce

@@ -420,3 +420,22 @@ def roce_onboarded(engine: Engine, seed_results: dict[str, object]) -> RoceOnboa
 def db_dump(engine: Engine) -> Callable[[], Dump]:
     """``db_dump()``: every row of every table, to assert that a refused request changed nothing."""
     return lambda: dump_database(engine)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many documentation blocks of each kind the example runner saw (docs/examples.md)."""
+    from tests.docs_examples import all_blocks, commands
+
+    seen = list(all_blocks())
+    run = [block for block in seen if block.kind == "sh"]
+    try:
+        ran_commands = [command for block in run for command in commands(block)]
+    except ValueError as unfinished:  # test_every_sh_block_parses_into_commands names it
+        terminalreporter.write_line(f"docs examples: {unfinished}")
+        return
+    terminalreporter.write_line(
+        f"docs examples: {len(run)} sh blocks run ({len(ran_commands)} commands, "
+        f"{sum(len(c.claims) for c in ran_commands)} claims), "
+        f"{sum(b.kind == 'host' for b in seen)} sh {{.host}} blocks covered by lab tests, "
+        f"{sum(b.kind == 'other' for b in seen)} other blocks shown only"
+    )

@@ -21,6 +21,7 @@ status: one outside 2xx fails the command unless a claim names it (a problem doc
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -103,7 +104,8 @@ def is_complete(text: str) -> bool:
     if text.rstrip().endswith("\\"):
         return False
     checked = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
-    return checked.returncode == 0
+    # bash -n accepts an unterminated here-document with only a warning on stderr.
+    return checked.returncode == 0 and "here-document" not in checked.stderr
 
 
 def commands(block: Block) -> list[Command]:
@@ -228,7 +230,7 @@ def failures(outcome: Outcome) -> list[str]:
     for code in outcome.http_statuses:
         if not 200 <= code < 300 and str(code) not in claimed:
             found.append(f"HTTP {code}, which no claim names")
-    for claim, matched in zip(claims, exit_claims):
+    for claim, matched in zip(claims, exit_claims, strict=True):
         text = matched[2] if matched else claim
         if not matches(text, outcome.output):
             found.append(f"claim not met: {claim}")
@@ -248,3 +250,38 @@ def matches(claim: str, output: str) -> bool:
             return False
         start += len(fragment)
     return True
+
+
+def host_argv(page: str, block_id: str) -> list[list[str]]:
+    """Each command of the page's ``sh {.host #block_id}`` block as an argument vector."""
+    block = next(b for b in blocks(REPO / page) if b.kind == "host" and b.block_id == block_id)
+    return [
+        shlex.split(command.text.replace("\\\n", " "), comments=True) for command in commands(block)
+    ]
+
+
+def in_lab(argv: list[str], values: dict[str, str | tuple[str, str]]) -> list[str]:
+    """The documented command line with the lab's values for the named options.
+
+    Every option named in `values` must be on the documented line (``--opt value`` or
+    ``--opt=value``), so a lab test and its page cannot drift apart unnoticed; a key without
+    ``--`` replaces the program (``"program": "/path/to/isofabric-agent"``); a pair replaces
+    the option too, for what the lab cannot have (``"--systemd-unit": ("--pid-file", path)``).
+    """
+    lab = list(argv)
+    for option, value in values.items():
+        if not option.startswith("--"):
+            lab[0] = str(value)
+            continue
+        if option in lab and isinstance(value, tuple):
+            at = lab.index(option)
+            lab[at : at + 2] = list(value)
+            continue
+        if option in lab:
+            lab[lab.index(option) + 1] = str(value)
+            continue
+        spelled = next((i for i, word in enumerate(lab) if word.startswith(f"{option}=")), None)
+        if spelled is None:
+            raise LookupError(f"the documented command line has no {option}: {argv}")
+        lab[spelled] = f"{option}={value}"
+    return lab

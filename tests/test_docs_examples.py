@@ -43,7 +43,29 @@ VENV_BIN = Path(sys.prefix) / "bin"
 START_TIMEOUT_SECONDS = 60.0
 # Each `sh {.host #id}` block and the lab test that runs its command line (host_command).
 HOST_BLOCKS = {
-    "ibnetdiscover": "tests/conformance/test_docs_host_blocks.py::test_ibnetdiscover_as_documented",
+    "quick-start": "tests/test_make_run.py::test_make_run_as_the_readme_says_serves_the_demo",
+    "ibnetdiscover": "tests/conformance/test_harness.py::"
+    "test_the_readmes_ibnetdiscover_line_captures_what_the_import_parses",
+    "opensm-plan": "tests/conformance/test_opensm_agent.py::"
+    "test_the_documented_plan_command_line_shows_a_change_and_installs_nothing",
+    "opensm-by-hand": "tests/conformance/test_opensm_end_to_end.py::"
+    "test_rendered_files_isolate_tenants_on_opensm",
+    "sonic-agent": "tests/conformance/test_sonic_deploy.py::"
+    "test_first_deployment_keeps_foreign_keys_and_brings_evpn_up",
+    "replicas-once": "tests/conformance/test_replicas.py::"
+    "test_two_replicas_on_one_database_stay_correct",
+    "replica-serve": "tests/conformance/test_systemd_unit.py::"
+    "test_the_unit_starts_serve_with_options_it_takes",
+    "audit-sm-partitions": "tests/conformance/test_collect_and_drift.py::"
+    "test_collected_tables_show_a_hand_edited_cross_tenant_membership",
+    "collect-ib": "tests/conformance/test_collect_jobs.py::"
+    "test_collect_with_six_jobs_reads_every_port_but_the_failing_one",
+    "collect-roce": "tests/conformance/test_collect_roce.py::"
+    "test_collected_config_db_shows_no_drift_then_a_foreign_vlan_member",
+    "update-golden": "tests/test_golden.py::"
+    "test_update_golden_rewrites_the_file_with_the_rendered_bytes",
+    "conformance-lab": "tests/test_make_run.py::"
+    "test_the_conformance_lab_block_is_what_ci_installs_and_runs",
 }
 
 

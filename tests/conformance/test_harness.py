@@ -6,12 +6,17 @@ read-only checks; the SIGHUP check gets its own fabric so the tests stay order-i
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from policies.infiniband.parse_ibnetdiscover import parse_ibnetdiscover
+from tests.docs_examples import host_argv
 from tests.fabricgen import render
 
 from .conftest import DEMO_TREE, SM_HOST, FabricFactory, OpenSMFactory
@@ -160,3 +165,21 @@ def test_sighup_reloads_partitions(
     assert all(full(ACME_PKEY) in diag.pkeys(p.lid) for p in staying)
     assert all(diag.pkeys(p.lid) == [DEFAULT_PKEY] for p in leaving)
     assert lab.sm.config_errors(since) == []
+
+
+def test_the_readmes_ibnetdiscover_line_captures_what_the_import_parses(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """README.md's ``sh {.host #ibnetdiscover}`` block, run on the simulated fabric."""
+    [documented] = host_argv("README.md", "ibnetdiscover")
+    assert documented == ["ibnetdiscover", ">", "fabric.txt"]
+    argv = [lab.fabric.tools.ibnetdiscover, *documented[1:]]
+
+    done = subprocess.run(
+        shlex.join(argv).replace("'>'", ">"), shell=True, cwd=tmp_path,
+        env=lab.fabric.client_env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    topology = parse_ibnetdiscover((tmp_path / "fabric.txt").read_text())
+    assert {port.guid for port in topology.ca_ports} == {p.guid for p in lab.ports.values()}

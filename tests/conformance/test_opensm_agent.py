@@ -32,6 +32,7 @@ from policies.evidence.manifest import sign_manifest
 from policies.infiniband.parse_partitions import parse_partitions_conf
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
+from tests.docs_examples import host_argv, in_lab
 from tests.fabricgen import FatTree, render
 from tests.keys import key_directory, key_settings, register_key
 from tests.live_server import live_server
@@ -46,7 +47,7 @@ from .agent_lab import (
     stop_agent,
     wait_for_line,
 )
-from .harness import DEFAULT_PKEY, IbTools, SimFabric, full, wait_until
+from .harness import AGENT_SCRIPT, DEFAULT_PKEY, IbTools, SimFabric, full, wait_until
 from .test_opensm_end_to_end import FABRIC, Api, ingest_fabric, ports_of
 
 pytestmark = pytest.mark.conformance
@@ -455,3 +456,39 @@ def test_a_flood_of_allocations_coalesces_into_few_sweeps_and_ends_in_sync(lab: 
     flood = ports_of(lab.api, "flood")
     assert len(flood) == 50
     assert all(key in keys for keys in lab.tables(flood).values())
+
+
+# ------------------------------------------------------------------------------- the docs
+
+
+def test_the_documented_plan_command_line_shows_a_change_and_installs_nothing(lab: Lab) -> None:
+    """docs/operators/deploy-opensm.md's ``sh {.host #opensm-plan}`` block, in the lab."""
+    node = lab.master
+    lab.tenant("docsplan")
+    allocation = lab.allocate("docsplan")
+    before = installed(node)
+    [documented] = host_argv("docs/operators/deploy-opensm.md", "opensm-plan")
+    argv = in_lab(
+        documented,
+        {
+            "program": AGENT_SCRIPT,
+            "--server": lab.url,
+            "--fabric": FABRIC,
+            "--target": node.name,
+            "--conf-dir": str(node.conf_dir),
+            "--public-key": str(lab.keyring),
+            "--systemd-unit": ("--pid-file", str(node.pid_file)),  # the lab has no systemd
+            "--log-file": str(node.log),
+        },
+    )
+    try:
+        done = subprocess.run(
+            argv, env=node.agent_env(), capture_output=True, text=True, timeout=120, check=False
+        )
+    finally:
+        lab.api.call("DELETE", f"/v1/tenants/docsplan/allocations/{allocation['id']}")
+
+    assert done.returncode == 0, done.stderr
+    assert "+++ " in done.stdout and "partitions.conf" in done.stdout
+    assert "tenant:docsplan" in done.stdout
+    assert installed(node) == before
