@@ -95,8 +95,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def wants_empty_database(page: Path) -> bool:
-    """A page that starts from an empty database says so in an HTML comment (not rendered)."""
-    return EMPTY_DATABASE in page.read_text()
+    """A page that starts from an empty database says so in an HTML comment on its own line."""
+    return EMPTY_DATABASE in page.read_text().splitlines()
 
 
 def is_complete(text: str) -> bool:

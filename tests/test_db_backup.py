@@ -24,6 +24,7 @@ from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
 from tests.builders import LOCAL_URL
 from tests.conftest import LOOPBACK_CLIENT
+from tests.docs_examples import host_argv
 from tests.keys import keys_create
 
 runner = CliRunner()
@@ -115,7 +116,10 @@ def test_backup_change_restore_brings_the_data_back(db_file, tmp_path):
     assert invoke("token", "revoke", ops, "--db", url_of(db_file)).exit_code == 0
     mint(db_file, "late")
     assert token_names(db_file) == [("late", False), ("ops", True)]
-    restored = invoke("db", "restore", str(backup), "--db", url_of(db_file))
+    # docs/operators/command-line.md's `sh {.host #db-restore}` line, on this backup
+    [documented] = host_argv("docs/operators/command-line.md", "db-restore")
+    assert documented[:3] == ["isofabric", "db", "restore"] and len(documented) == 4
+    restored = invoke(*documented[1:3], str(backup), "--db", url_of(db_file))
 
     assert restored.exit_code == 0, restored.output
     assert token_names(db_file) == [("ops", False)]

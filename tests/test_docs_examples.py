@@ -64,6 +64,7 @@ HOST_BLOCKS = {
     "test_collected_config_db_shows_no_drift_then_a_foreign_vlan_member",
     "update-golden": "tests/test_golden.py::"
     "test_update_golden_rewrites_the_file_with_the_rendered_bytes",
+    "db-restore": "tests/test_db_backup.py::test_backup_change_restore_brings_the_data_back",
     "conformance-lab": "tests/test_make_run.py::"
     "test_the_conformance_lab_block_is_what_ci_installs_and_runs",
 }

@@ -48,8 +48,8 @@ def readme_section() -> str:
 
 
 def policy_yaml(section: str) -> str:
-    """The ```yaml block whose first line is `# policy.yaml`."""
-    return section.split("```yaml\n# policy.yaml\n", 1)[1].split("```", 1)[0]
+    """The policy the page writes with `cat > policy.yaml <<'EOF'` (its here-document)."""
+    return section.split("cat > policy.yaml <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0] + "\n"
 
 
 def sh_block(section: str) -> str:
@@ -58,7 +58,7 @@ def sh_block(section: str) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """One curl command of the page: `$API` stands for /v1, `@file` for the file's text."""
+    """One curl command of the page: `$API` is the base URL, `@file` the file's text."""
 
     method: str
     target: str
@@ -85,7 +85,7 @@ def parse_curl(words: list[str]) -> Request:
         elif word in ("-d", "--data-binary"):
             data = next(options)
         elif word.startswith("$API"):
-            target = word.replace("$API", "/v1", 1)
+            target = word.replace("$API", "", 1)
         else:
             assert word == "-s", f"curl option the test does not know: {word}"
     return Request(method, target, headers, data)
