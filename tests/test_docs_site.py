@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -19,7 +20,7 @@ LOADED = re.compile(
 )
 
 
-def nav_pages(nav: list) -> list[str]:
+def nav_pages(nav: list[Any]) -> list[str]:
     pages: list[str] = []
     for item in nav:
         value = item if isinstance(item, str) else next(iter(item.values()))
