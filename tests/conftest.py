@@ -424,7 +424,7 @@ def db_dump(engine: Engine) -> Callable[[], Dump]:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """How many documentation blocks of each kind the example runner saw (docs/examples.md)."""
-    from tests.docs_examples import all_blocks, commands
+    from tests.docs.examples import all_blocks, commands
 
     seen = list(all_blocks())
     run = [block for block in seen if block.kind == "sh"]

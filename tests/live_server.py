@@ -43,6 +43,13 @@ def live_server(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
         listener.close()
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the kernel just handed out on `host`, for a server started as a process."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while not server.started:

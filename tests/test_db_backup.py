@@ -24,7 +24,7 @@ from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
 from tests.builders import LOCAL_URL
 from tests.conftest import LOOPBACK_CLIENT
-from tests.docs_examples import host_argv
+from tests.docs.examples import host_argv
 from tests.keys import keys_create
 
 runner = CliRunner()

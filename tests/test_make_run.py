@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,10 @@ from pathlib import Path
 import httpx2
 
 from tests.builders import REPO
-from tests.docs_examples import host_argv
+from tests.docs.examples import host_argv
+from tests.live_server import free_port
 
 START_TIMEOUT_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def answer(url: str, make: subprocess.Popen[bytes]) -> httpx2.Response:

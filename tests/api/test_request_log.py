@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from cli import app as cli
 from tenancy.schemas import TokenCreate
 from tenancy.usecases import tokens
 from tests.builders import assert_problem, ok
+from tests.live_server import free_port
 
 FIELDS = ("method", "route", "status", "duration_ms", "principal", "request_id")
 START_TIMEOUT_SECONDS = 60.0
@@ -156,12 +156,6 @@ def test_serve_refuses_an_unknown_log_format():
 
 
 # --- end to end: a real `isofabric serve --log-format json` -------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until_up(url: str, server: subprocess.Popen[str]) -> None:

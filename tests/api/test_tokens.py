@@ -170,8 +170,8 @@ def test_cli_token_create_prints_a_working_token(tmp_path):
     assert result.exit_code == 0, result.output
     secret = result.output.strip()
     assert secret.startswith("isf_")
-    listed = runner.invoke(cli_app, ["token", "list", "--db", url])
-    assert listed.exit_code == 0 and '"role":"operator"' in listed.output
+    listed = runner.invoke(cli_app, ["token", "list", "--db", url, "--json"])
+    assert listed.exit_code == 0 and '"role": "operator"' in listed.output
     assert secret not in listed.output
     refused = runner.invoke(
         cli_app, ["token", "create", "--role", "tenant-admin", "--name", "x", "--db", url]

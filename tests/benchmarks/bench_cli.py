@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from api.app import create_app
 from tenancy.store.settings import Settings
-from tests.live_server import live_server
+from tests.live_server import free_port, live_server
 
 RUNS = 7
 BIN = Path(sys.executable).parent
@@ -94,12 +93,6 @@ def start_to_answer(url: str, start: float) -> float:
                 return time.perf_counter() - start
         time.sleep(0.1)
     return float("inf")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def main() -> None:

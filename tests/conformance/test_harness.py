@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from policies.infiniband.parse_ibnetdiscover import parse_ibnetdiscover
-from tests.docs_examples import host_argv
+from tests.docs.examples import host_argv
 from tests.fabricgen import render
 
 from .conftest import DEMO_TREE, SM_HOST, FabricFactory, OpenSMFactory

@@ -32,7 +32,7 @@ from policies.evidence.manifest import sign_manifest
 from policies.infiniband.parse_partitions import parse_partitions_conf
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
-from tests.docs_examples import host_argv, in_lab
+from tests.docs.examples import host_argv, in_lab
 from tests.fabricgen import FatTree, render
 from tests.keys import key_directory, key_settings, register_key
 from tests.live_server import live_server

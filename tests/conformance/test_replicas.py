@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from sqlalchemy.engine import make_url
 
 from tests.benchmarks.bench_scale import ibnetdiscover_text
 from tests.builders import EXAMPLE_TOPOLOGY_PATH, PKEY_RANGE, ROLES, TEXT_PLAIN
+from tests.live_server import free_port
 
 pytestmark = pytest.mark.postgres
 
@@ -70,12 +70,6 @@ def database() -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -13,7 +13,6 @@ import ast
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import httpx2 as httpx
 import pytest
 
 from tests.builders import REPO
-from tests.docs_examples import (
+from tests.docs.examples import (
     CURL_WRAPPER,
     DOCUMENTED_URL,
     all_blocks,
@@ -36,6 +35,7 @@ from tests.docs_examples import (
     runnable_pages,
     wants_empty_database,
 )
+from tests.live_server import free_port
 
 API_PATH = re.compile(r"\$\{?API\}?/([^\s\"'?]*)")
 SERVICE_PATHS = ("v1/", "v1", "healthz", "readyz", "metrics", "ui", "docs", "openapi.json")
@@ -68,12 +68,6 @@ HOST_BLOCKS = {
     "conformance-lab": "tests/test_make_run.py::"
     "test_the_conformance_lab_block_is_what_ci_installs_and_runs",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def example_env(workdir: Path) -> dict[str, str]:

@@ -173,7 +173,7 @@ class Outcome:
 MARKER = "printf '\\n@@docs-example %d %d@@\\n' {index} $?"
 MARKER_FOUND = re.compile(r"\n?@@docs-example (\d+) (\d+)@@\n")
 CURL_WRAPPER = """#!/bin/bash
-# Notes each transfer's HTTP status on stderr for the example runner (tests/docs_examples.py).
+# Notes each transfer's HTTP status on stderr for the example runner (tests/docs/examples.py).
 exec {curl} --write-out '%{{stderr}}@@http %{{http_code}}@@\\n' "$@"
 """
 
