@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from cli.collect import PARTIAL
 from tests.builders import LOCAL_URL
+from tests.docs.examples import host_argv, in_lab
 from tests.keys import keys_create
 
 from .conftest import FabricFactory, OpenSMFactory
@@ -93,15 +94,18 @@ def write_wrappers(fabric: SimFabric, bin_dir: Path, bad_lid: int) -> None:
 
 
 def collect(bin_dir: Path, workdir: Path, m_key: int | None) -> subprocess.CompletedProcess[str]:
-    """``isofabric collect ib --jobs 6`` as a subprocess; stderr is a pipe (no progress bar)."""
+    """docs/auditors.md's ``collect ib`` line (``sh {.host #collect-ib}``) as a subprocess, with
+    ``--jobs 6``; stderr is a pipe (no progress bar)."""
     env = {k: v for k, v in os.environ.items() if k not in {"LD_PRELOAD", "ISOFABRIC_M_KEY"}}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = f"{REPO_ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
     if m_key:
         env["ISOFABRIC_M_KEY"] = hex(m_key)
-    argv = [sys.executable, "-c", "from cli import main; main()", "collect", "ib"]
+    documented = host_argv("docs/auditors.md", "collect-ib")[0]
+    options = {"--jobs": str(JOBS), "--out": str(workdir / "observed.json")}
+    argv = [sys.executable, "-c", "from cli import main; main()", *in_lab(documented, options)[1:]]
     return subprocess.run(
-        [*argv, "--jobs", str(JOBS), "--out", str(workdir / "observed.json")],
+        argv,
         env=env,
         cwd=workdir,  # libumad2sim writes its fake sysfs in the working directory
         stdin=subprocess.DEVNULL,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -183,3 +184,23 @@ def test_the_readmes_ibnetdiscover_line_captures_what_the_import_parses(
     assert done.returncode == 0, done.stderr
     topology = parse_ibnetdiscover((tmp_path / "fabric.txt").read_text())
     assert {port.guid for port in topology.ca_ports} == {p.guid for p in lab.ports.values()}
+
+
+def test_opensm_runs_and_rereads_its_files_as_the_by_hand_steps_say(lab: Lab) -> None:
+    """docs/operators/deploy-opensm.md's ``sh {.host #opensm-by-hand}`` block, in the lab.
+
+    The lab's OpenSM starts in its conf dir with the page's options (and lab-only ones after
+    them: log file, debug level, console, dump dir); the page's HUP line, with this OpenSM's PID
+    for ``$(pidof opensm)``, makes it sweep with the files again.
+    """
+    start, hup = host_argv("docs/operators/deploy-opensm.md", "opensm-by-hand")
+    assert lab.sm.proc is not None
+    running = [Path(str(word)).name for word in cast(list[str], lab.sm.proc.args)]
+
+    assert running[: len(start)] == start
+    assert hup == ["kill", "-HUP", "$(pidof opensm)"]
+    seen = lab.sm.subnet_up_count()
+    line = shlex.join(hup).replace("'$(pidof opensm)'", str(lab.sm.proc.pid))
+    subprocess.run(line, shell=True, check=True, timeout=30)
+    lab.sm.wait_for_subnet_up(seen)
+    assert lab.sm.config_errors() == []

@@ -24,6 +24,7 @@ is read with ``vtysh … json``. Skips without root, FRR, redis-server or yangli
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ import jsonpatch
 import pytest
 from fastapi.testclient import TestClient
 
+from agent.sonic_state import SONIC_STATE_FILE
 from api.app import create_app
 from policies.roce.frr_running import running_differences
 from policies.roce.model import route_target
@@ -43,11 +45,12 @@ from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
 from tests.agent.gcu_standin import calls, install_standin
 from tests.builders import ROCE_FABRIC, ROCE_LEAVES, SERVICE
+from tests.docs.examples import host_argv, in_lab
 from tests.keys import key_settings, register_key
 from tests.live_server import live_server
 
 from .conftest import skip_or_fail
-from .harness import ToolsMissingError, wait_until
+from .harness import AGENT_SCRIPT, ToolsMissingError, wait_until
 from .roce_lab import LAB_TIMEOUT, LabTools, RedisServer, RoceLab
 from .sonic_deploy_lab import (
     ADMIN,
@@ -61,6 +64,7 @@ from .sonic_deploy_lab import (
     l2vni_route_targets,
     load_snapshot,
     register,
+    seed_config_db,
     with_foreign,
 )
 from .sonic_yang import missing_models, models_dir, validate_config_db, yanglint_path
@@ -459,3 +463,46 @@ def test_a_leaf_that_is_down_or_cannot_write_stays_behind(deploy_lab: DeployLab)
     assert_in_sync(lab)
     lab.vxlanmgrd()
     assert_evpn(lab)
+
+
+def test_the_documented_first_deployment_takes_a_factory_leaf_to_its_target(
+    deploy_lab: DeployLab,
+) -> None:
+    """docs/operators/deploy-sonic-frr.md's ``sh {.host #sonic-agent}`` block, in the lab.
+
+    A leaf as it comes up (its own keys and fields, none of the declared ones as rendered, no
+    agent state): refused in one line naming the tables without ``--bootstrap``; the page's first
+    line applies and reads back the target; its second line (one cycle for the loop) finds
+    nothing to do.
+    """
+    lab = deploy_lab
+    leaf = lab.leaves[ROCE_LEAVES[0]]
+    seed_config_db(leaf.client, {})
+    (leaf.state_dir / SONIC_STATE_FILE).unlink(missing_ok=True)
+    first, loop = host_argv("docs/operators/deploy-sonic-frr.md", "sonic-agent")
+    options: dict[str, str | tuple[str, ...]] = {
+        "program": AGENT_SCRIPT, "--server": lab.url, "--target": leaf.name,
+        "--public-key": str(lab.keyring), "--config-db": leaf.config_db_url,
+        "--frr-conf": str(leaf.frr_conf),
+    }  # fmt: skip
+    lab_only = [
+        *("--state-dir", str(leaf.state_dir), "--frr-pathspace", leaf.router.namespace),
+        *("--vtysh", str(leaf.router.vtysh_path), "--frr-reload", str(leaf.router.frr_reload_path)),
+    ]
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "ISOFABRIC_TOKEN": leaf.token}
+        return subprocess.run(
+            [*argv, *lab_only], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+
+    refused = agent_said(run([w for w in in_lab(first, options) if w != "--bootstrap"]), "refused")
+    assert "give --bootstrap" in refused and " in tables BUFFER_PG, " in refused
+    assert len(refused) < 800  # one line however many keys: tables, three paths, a count
+    bootstrapped = run(in_lab(first, options))
+    assert bootstrapped.returncode == 0, bootstrapped.stderr
+    assert_holds_target(lab, leaf.name)
+    assert lab.target_view(leaf.name)["state"] == "applied"
+    again = run(in_lab(loop, {**options, "--interval": ("--once",)}))
+    assert again.returncode == 0, again.stderr
+    assert_holds_target(lab, leaf.name)

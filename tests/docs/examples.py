@@ -24,7 +24,7 @@ import re
 import shlex
 import subprocess
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,13 +260,14 @@ def host_argv(page: str, block_id: str) -> list[list[str]]:
     ]
 
 
-def in_lab(argv: list[str], values: dict[str, str | tuple[str, str]]) -> list[str]:
+def in_lab(argv: list[str], values: Mapping[str, str | tuple[str, ...]]) -> list[str]:
     """The documented command line with the lab's values for the named options.
 
     Every option named in `values` must be on the documented line (``--opt value`` or
     ``--opt=value``), so a lab test and its page cannot drift apart unnoticed; a key without
-    ``--`` replaces the program (``"program": "/path/to/isofabric-agent"``); a pair replaces
-    the option too, for what the lab cannot have (``"--systemd-unit": ("--pid-file", path)``).
+    ``--`` replaces the program (``"program": "/path/to/isofabric-agent"``); a tuple replaces
+    the option and its value, for what the lab cannot have (``"--systemd-unit": ("--pid-file",
+    path)``; ``"--interval": ("--once",)``: one cycle for a loop).
     """
     lab = list(argv)
     for option, value in values.items():
