@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from tests.conformance.conftest import skip_or_fail
+from tests.docs.examples import host_argv
 
 UNIT = Path(__file__).resolve().parents[2] / "examples" / "systemd" / "isofabric.service"
 INSTALLED = "/opt/isofabric/venv/bin/isofabric"
@@ -47,6 +48,9 @@ def test_systemd_accepts_the_example_unit(tmp_path: Path) -> None:
 def test_the_unit_starts_serve_with_options_it_takes() -> None:
     argv = exec_start_argv(UNIT.read_text())
     assert argv[0] == INSTALLED and argv[1] == "serve"
+    # docs/operators/deployment.md's `sh {.host #replica-serve}` line is the unit's command.
+    [documented] = host_argv("docs/operators/deployment.md", "replica-serve")
+    assert [Path(argv[0]).name, *argv[1:]] == documented
     # --help after the unit's options: click parses (and would refuse) them first.
     result = CliRunner().invoke(app, [*argv[1:], "--help"])
     assert result.exit_code == 0, result.output

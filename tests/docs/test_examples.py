@@ -58,7 +58,7 @@ HOST_BLOCKS = {
     "opensm-by-hand": "tests/conformance/test_harness.py::"
     "test_opensm_runs_and_rereads_its_files_as_the_by_hand_steps_say",
     "sonic-agent": "tests/conformance/test_sonic_deploy.py::"
-    "test_first_deployment_keeps_foreign_keys_and_brings_evpn_up",
+    "test_the_documented_first_deployment_takes_a_factory_leaf_to_its_target",
     "replicas-once": "tests/conformance/test_replicas.py::"
     "test_two_replicas_on_one_database_stay_correct",
     "replica-serve": "tests/conformance/test_systemd_unit.py::"
