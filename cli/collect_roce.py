@@ -20,19 +20,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
 import typer
 
-from agent.config_db import RedisConfigDb, StoreError
-from agent.frr import FrrError, FrrTools, run_command
 from cli.client import JsonOption, TokenOption, UrlOption, fail, one_line
 from cli.collect import PARTIAL, TROUBLE
 from cli.options import DbOption, FabricOption, open_uow
 from cli.rest_counterparts import exclusive
-from policies.errors import InputFormatError
-from policies.roce.observed import FrrState, LeafState, leaf_state, running_frr_state
+
+if TYPE_CHECKING:  # imported where used: Redis and FRR's parsers cost every command 0.2 s
+    from agent.frr import FrrTools
+    from policies.roce.observed import FrrState, LeafState
 
 RUNNING_CONFIG = "show running-config"
 EVPN_VNIS = "show bgp l2vpn evpn vni json"
@@ -41,11 +41,17 @@ DRIFTED = 1
 
 def read_config_db(url: str) -> LeafState:
     """The tenant state of the CONFIG_DB at `url` (`StoreError` when it cannot be read)."""
+    from agent.config_db import RedisConfigDb
+    from policies.roce.observed import leaf_state
+
     return leaf_state(RedisConfigDb.from_url(url).read())
 
 
 def read_frr(tools: FrrTools) -> FrrState:
     """FRR's tenant state through vtysh (`FrrError` or `InputFormatError` when unreadable)."""
+    from agent.frr import run_command
+    from policies.roce.observed import running_frr_state
+
     running = run_command(tools.vtysh_argv(RUNNING_CONFIG))
     return running_frr_state(running, run_command(tools.vtysh_argv(EVPN_VNIS)))
 
@@ -95,6 +101,9 @@ def collect_roce(leaf: str, config_db: str, frr_tools: FrrTools | None) -> dict[
     Raises:
         StoreError: CONFIG_DB cannot be read.
     """
+    from agent.frr import FrrError
+    from policies.errors import InputFormatError
+
     state = read_config_db(config_db)
     if frr_tools is None:
         return observation_document(leaf, state, None)
@@ -150,6 +159,9 @@ def collect_roce_command(
     document. Exit 0 no drift, 1 drift or a violation, 7 FRR unread (the rest compared), 2
     nothing read.
     """
+    from agent.config_db import StoreError
+    from agent.frr import FrrTools
+
     tools = FrrTools(vtysh=vtysh, pathspace=pathspace) if vtysh else None
     if pathspace and not vtysh:
         fail("--frr-pathspace needs --vtysh (FRR is read only with it)", TROUBLE)
