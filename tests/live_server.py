@@ -7,11 +7,14 @@ works (tests/api/test_event_loop.py, tests/benchmarks/bench_healthz.py).
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import httpx2
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -48,6 +51,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def first_200(url: str, process: subprocess.Popen[Any], timeout: float = 60.0) -> httpx2.Response:
+    """Poll `url` until it answers 200 (a server started as `process`); that answer.
+
+    Raises RuntimeError when the process exits first or nothing answers 200 in `timeout` s.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with status {process.returncode}")
+        try:
+            answer = httpx2.get(url, timeout=2)
+            if answer.status_code == 200:
+                return answer
+        except httpx2.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer 200 within {timeout} s")
 
 
 def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:

@@ -7,53 +7,26 @@ there, with the CLI alone.
 
 from __future__ import annotations
 
-import re
 import shlex
-from dataclasses import dataclass, field
 
 from tests.builders import REPO
+from tests.docs.examples import Command, blocks, commands
 
+PAGE = REPO / "docs" / "operators" / "command-line.md"
 SECTION = "### Onboarding a tenant with the CLI alone"
 
 
-def readme_section() -> str:
-    text = (REPO / "docs" / "operators" / "command-line.md").read_text()
-    return re.split(r"\n#{2,3} ", text.split(f"\n{SECTION}\n", 1)[1], maxsplit=1)[0]
-
-
-def sh_block(section: str) -> str:
-    return section.split("```sh\n", 1)[1].split("```", 1)[0]
-
-
-@dataclass
-class Step:
-    """One line of the block: a command (or an export) and the claims made about it."""
-
-    words: list[str]
-    claims: list[str] = field(default_factory=list)
-
-    @property
-    def redirect(self) -> str | None:
-        return self.words[self.words.index(">") + 1] if ">" in self.words else None
-
-    @property
-    def args(self) -> list[str]:
-        return self.words[1 : self.words.index(">")] if ">" in self.words else self.words[1:]
-
-
-def steps(sh: str) -> list[Step]:
-    parsed: list[Step] = []
-    for line in sh.replace("\\\n", " ").splitlines():
-        if line.startswith("# -> "):
-            parsed[-1].claims.append(line.removeprefix("# -> "))
-        elif line.strip() and not line.startswith("#"):
-            parsed.append(Step(shlex.split(line, comments=True)))
-    return parsed
+def section_commands() -> list[Command]:
+    """The commands of the first sh block after the section's heading."""
+    heading_line = PAGE.read_text().splitlines().index(SECTION) + 1
+    block = next(b for b in blocks(PAGE) if b.kind == "sh" and b.line > heading_line)
+    return commands(block)
 
 
 def test_the_section_onboards_a_tenant_end_to_end_with_the_cli_alone():
-    block = steps(sh_block(readme_section()))
-    commands = [step.args[:2] for step in block if step.words[0] == "isofabric"]
+    section = section_commands()
+    words = [shlex.split(command.text) for command in section]
+    verbs = [argv[1:3] for argv in words if argv[0] == "isofabric"]
 
     for needed in (
         ["tenants", "create"],
@@ -65,6 +38,6 @@ def test_the_section_onboards_a_tenant_end_to_end_with_the_cli_alone():
         ["proof", "verify"],
         ["tenants", "offboard"],
     ):
-        assert needed in commands, needed
-    assert all(step.words[0] in ("isofabric", "export") for step in block)
-    assert sum(len(step.claims) for step in block) >= 8
+        assert needed in verbs, needed
+    assert all(argv[0] in ("isofabric", "export") for argv in words)
+    assert sum(len(command.claims) for command in section) >= 8

@@ -11,26 +11,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx2
 
 from tests.builders import REPO
 from tests.docs.examples import host_argv
-from tests.live_server import free_port
+from tests.live_server import first_200, free_port
 
 START_TIMEOUT_SECONDS = 60.0
-
-
-def answer(url: str, make: subprocess.Popen[bytes]) -> httpx2.Response:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline and make.poll() is None:
-        try:
-            return httpx2.get(url, timeout=2)
-        except httpx2.TransportError:
-            time.sleep(0.2)
-    raise AssertionError(f"make run did not answer (exit status {make.poll()})")
 
 
 def test_make_run_as_the_readme_says_serves_the_demo(tmp_path: Path) -> None:
@@ -43,7 +30,7 @@ def test_make_run_as_the_readme_says_serves_the_demo(tmp_path: Path) -> None:
     argv = [*documented[0], f"VENV={venv}", f"PORT={port}"]
     make = subprocess.Popen(argv, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE)
     try:
-        fabrics = answer(f"http://127.0.0.1:{port}/v1/fabrics", make)
+        fabrics = first_200(f"http://127.0.0.1:{port}/v1/fabrics", make)
     finally:
         os.killpg(make.pid, signal.SIGTERM)
         printed = make.communicate(timeout=30)[0].decode()

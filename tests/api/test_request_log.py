@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from cli import app as cli
 from tenancy.schemas import TokenCreate
 from tenancy.usecases import tokens
 from tests.builders import assert_problem, ok
-from tests.live_server import free_port
+from tests.live_server import first_200, free_port
 
 FIELDS = ("method", "route", "status", "duration_ms", "principal", "request_id")
 START_TIMEOUT_SECONDS = 60.0
@@ -158,19 +157,6 @@ def test_serve_refuses_an_unknown_log_format():
 # --- end to end: a real `isofabric serve --log-format json` -------------------------------------
 
 
-def wait_until_up(url: str, server: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"serve exited: {server.communicate()[1]}")
-        try:
-            if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx2.TransportError:
-            time.sleep(0.1)
-    raise RuntimeError("serve did not answer /healthz")
-
-
 def test_serve_log_format_json_writes_one_json_object_per_line(tmp_path: Path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ISOFABRIC_")}
@@ -179,7 +165,7 @@ def test_serve_log_format_json_writes_one_json_object_per_line(tmp_path: Path):
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_up(url, server)
+        first_200(f"{url}/healthz", server)
         paths = ("/v1/tenants", "/metrics", "/v1/nowhere", "/healthz")
         ids = [f"e2e-{n}" for n in range(len(paths))]
         for request_id, path in zip(ids, paths, strict=True):

@@ -6,7 +6,7 @@ Every fenced block of the README and of docs/ is one of three kinds:
   line of the page set is an error) in a directory of its own, against a fresh service;
 - ``sh {.host}``: runs only on an SM node, a switch or against an external system; never run
   here, but each such block has a lab test that runs the same command line
-  (``host_command`` reads it from the page; ``HOST_BLOCKS`` says which test);
+  (``host_argv`` reads it from the page; ``HOST_BLOCKS`` says which test);
 - anything else (``ini``, ``yaml``, ``json``, ``text``): shown, not run.
 
 A command is a complete bash command (a line, or several joined by ``\\``, quotes or a
@@ -141,14 +141,6 @@ def _takes_claim(line: str, parsed: list[Command], in_claim: bool) -> bool:
         parsed[-1].claims[-1] += continued[1]
         return True
     return False
-
-
-def host_command(page: str, block_id: str) -> str:
-    """The command lines of the page's ``sh {.host #block_id}`` block, for its lab test."""
-    for block in blocks(REPO / page):
-        if block.kind == "host" and block.block_id == block_id:
-            return block.text
-    raise LookupError(f"{page} has no sh {{.host #{block_id}}} block")
 
 
 def runnable_pages() -> list[Path]:

@@ -15,14 +15,12 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from tests.builders import REPO
@@ -38,7 +36,7 @@ from tests.docs.examples import (
     runnable_pages,
     wants_empty_database,
 )
-from tests.live_server import free_port
+from tests.live_server import first_200, free_port
 
 API_PATH = re.compile(r"\$\{?API\}?/([^\s\"'?]*)")
 SERVICE_PATHS = ("v1/", "v1", "healthz", "readyz", "metrics", "ui", "docs", "openapi.json")
@@ -48,7 +46,7 @@ PAGE_TIMEOUT_SECONDS = 600.0
 # A page waits on its service and its shell far more than it computes: three at a time take
 # the module from about 2 minutes to under one on 2 cores.
 PAGES_AT_ONCE = 3
-# Each `sh {.host #id}` block and the lab test that runs its command line (host_command).
+# Each `sh {.host #id}` block and the lab test that runs its command line (host_argv).
 HOST_BLOCKS = {
     "quick-start": "tests/test_make_run.py::test_make_run_as_the_readme_says_serves_the_demo",
     "ibnetdiscover": "tests/conformance/test_harness.py::"
@@ -95,20 +93,6 @@ def checkout_like(workdir: Path) -> None:
     (workdir / "examples").symlink_to(REPO / "examples")
 
 
-def wait_ready(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the service exited: {log.read_text()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the service did not answer within {START_TIMEOUT_SECONDS} s")
-
-
 @dataclass
 class Reader:
     """A page, the fresh service its examples run against, and the reader's directory and shell."""
@@ -137,7 +121,7 @@ def fresh_service(page: Path, root: Path) -> Iterator[Reader]:
         server = subprocess.Popen(serve, cwd=workdir, env=env, stdout=sink, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, server, log)
+        first_200(f"{url}/readyz", server, START_TIMEOUT_SECONDS)
         yield Reader(page, url, workdir, env)
     finally:
         server.terminate()
