@@ -12,7 +12,8 @@ Every fenced block of the README and of docs/ is one of three kinds:
 A command is a complete bash command (a line, or several joined by ``\\``, quotes or a
 here-document). The ``# ->`` comment lines after it are claims about what it printed: the text,
 split at ``…`` into fragments that must appear in that order, compared without whitespace (so a
-claim may be spaced for reading; the service answers compact JSON). ``# -> exit N: text`` claims
+claim may be spaced for reading; the service answers compact JSON). ``…`` stands for any number
+of items, their commas included: ``[{…},…]`` also matches a list whose claimed item comes last. ``# -> exit N: text`` claims
 the exit status too; without it a command must exit 0. ``curl`` is wrapped to note each HTTP
 status: one outside 2xx fails the command unless a claim names it (a problem document's
 ``"status":409``), so a wrong path or a missing token cannot pass silently.
@@ -234,9 +235,12 @@ def squeezed(text: str) -> str:
 
 
 def matches(claim: str, output: str) -> bool:
-    """Whether the claim's fragments (split at ``…``) appear in the output in that order."""
+    """Whether the claim's fragments (split at ``…``) appear in the output in that order.
+
+    A comma next to ``…`` belongs to the elided items, so it is not part of a fragment.
+    """
     printed, start = squeezed(output), 0
-    for fragment in filter(None, (squeezed(part) for part in claim.split("…"))):
+    for fragment in filter(None, (squeezed(part).strip(",") for part in claim.split("…"))):
         start = printed.find(fragment, start)
         if start < 0:
             return False

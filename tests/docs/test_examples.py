@@ -32,6 +32,7 @@ from tests.docs.examples import (
     blocks,
     commands,
     failures,
+    matches,
     run_page,
     runnable_pages,
     wants_empty_database,
@@ -200,3 +201,23 @@ def test_every_sh_block_parses_into_commands():
         for block in blocks(page):
             if block.kind == "sh":
                 assert commands(block), f"{block.where}: an sh block without a command"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '{"data":[{"id":"a","final":false},{"id":"b","final":false}],"count":2}',
+        '{"data":[{"id":"b","final":false},{"id":"a","final":false}],"count":2}',
+        '{"data":[{"id":"a","final":false}],"count":1}',
+    ],
+)
+def test_an_ellipsis_stands_for_any_number_of_items_wherever_the_claimed_one_sits(output: str):
+    assert matches('{"data":[…{"id":"a",…},…],"count":…}', output)
+    assert matches('{"data":[{"id":"…","final":false},…],…}', output)
+
+
+def test_a_claim_fails_when_a_fragment_is_missing_or_out_of_order():
+    output = '{"data":[{"id":"a","final":false}],"count":1}'
+    assert not matches('{"data":[…{"id":"b",…},…],…}', output)
+    assert not matches('…"count":1…"data":…', output)
+    assert not matches('{"data":[{"id":"a","final":true}…', output)
