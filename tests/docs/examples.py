@@ -13,10 +13,10 @@ A command is a complete bash command (a line, or several joined by ``\\``, quote
 here-document). The ``# ->`` comment lines after it are claims about what it printed: the text,
 split at ``…`` into fragments that must appear in that order, compared without whitespace (so a
 claim may be spaced for reading; the service answers compact JSON). ``…`` stands for any number
-of items, their commas included: ``[{…},…]`` also matches a list whose claimed item comes last. ``# -> exit N: text`` claims
-the exit status too; without it a command must exit 0. ``curl`` is wrapped to note each HTTP
-status: one outside 2xx fails the command unless a claim names it (a problem document's
-``"status":409``), so a wrong path or a missing token cannot pass silently.
+of items, their commas included: ``[{…},…]`` also matches a list whose claimed item comes last.
+``# -> exit N: text`` claims the exit status too; without it a command must exit 0. ``curl`` is
+wrapped to note each HTTP status: one outside 2xx fails the command unless a claim names it (a
+problem document's ``"status":409``), so a wrong path or a missing token cannot pass silently.
 """
 
 from __future__ import annotations
