@@ -7,7 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Artifact", "manifest"]
+__all__ = ["SECRET_PATHS", "Artifact", "holds_secrets", "manifest"]
+
+# Rendered files that carry secrets: opensm.conf holds the subnet's M_Key, SM_Key and SA_Key
+# (policies/infiniband/render.py, OPTIONS_PATH), with which a host could take over the SM's role
+# (IBTA Vol. 1, 14.2.4). Such a file is kept only sealed and never shown in clear.
+SECRET_PATHS = frozenset({"opensm/opensm.conf"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +36,8 @@ def manifest(fabric: str, snapshot_digest: str, files: Iterable[Artifact]) -> di
     """
     listed = [{"path": f.path, "sha256": f.sha256, "bytes": len(f.content)} for f in files]
     return {"fabric": fabric, "snapshot_digest": snapshot_digest, "files": listed}
+
+
+def holds_secrets(path: str) -> bool:
+    """Whether the rendered file at `path` carries secrets (it is then never stored in clear)."""
+    return path in SECRET_PATHS

@@ -35,6 +35,7 @@ from tenancy.schemas import (
     TenantReachabilityView,
     VerificationView,
 )
+from tenancy.store import sealing
 from tenancy.store.lookups import fabric_named, tenant_named
 from tenancy.store.read_cache import VERDICT_NAME, CachedFile, Entry, ReadKey, fingerprint
 from tenancy.store.uow import Tx, UnitOfWork
@@ -203,6 +204,19 @@ def verdict_fingerprint() -> str:
     return _verdict_fingerprint()
 
 
+def artifact_seal(tx: Tx, fabric: m.Fabric) -> bytes | None:
+    """The key that seals the fabric's files rendered from secrets wherever they are kept.
+
+    The read cache's (here) and retained snapshot files' (tenancy/usecases/snapshot_history.py):
+    derived from the fabric's current render inputs (tenancy/store/sealing.py); None when it has
+    none (nothing secret is rendered then).
+
+    Raises:
+        KeyUnavailableError: the OpenSM secret is missing (InfiniBand, 503).
+    """
+    return _seal(render_inputs(tx, fabric))
+
+
 def _artifacts_fingerprint(inputs: RenderInputs) -> str:
     return fingerprint("artifacts", _encoded(inputs))
 
@@ -212,7 +226,7 @@ def _seal(inputs: RenderInputs) -> bytes | None:
 
     Every render input is a setting or a secret (the OpenSM keys): any set one seals the files.
     """
-    return None if inputs == RenderInputs() else read_cache_store.seal_key(_encoded(inputs))
+    return None if inputs == RenderInputs() else sealing.seal_key(_encoded(inputs))
 
 
 def _encoded(inputs: RenderInputs) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint
+from sqlalchemy import Column, Index, LargeBinary, UniqueConstraint, false
 from sqlmodel import Field, SQLModel
 
 from tenancy.models.columns import ts_column, utcnow
@@ -37,13 +37,15 @@ class ArtifactBlob(SQLModel, table=True):
     """Retained artifact bytes, zlib-compressed, stored once per content (keyed by its sha256).
 
     Files no longer carry the snapshot digest, so a change rewrites only the files it touches and
-    the unchanged ones of every retained snapshot share one blob.
+    the unchanged ones of every retained snapshot share one blob. A file that holds secrets
+    (`policies.artifacts.holds_secrets`) is `sealed` (tenancy/store/sealing.py), never in clear.
     """
 
     __tablename__ = "artifact_blob"
     sha256: str = Field(primary_key=True, max_length=64)
     size: int
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    sealed: bool = Field(default=False, sa_column_kwargs={"server_default": false()})
 
 
 class SnapshotFile(SQLModel, table=True):

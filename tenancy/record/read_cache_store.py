@@ -5,9 +5,10 @@ state's verdict or files stores the bytes and the others load them (one query an
 decompression) instead of loading, verifying and rendering the fabric once each. On SQLite the
 service is one process, and the in-process cache (tenancy/store/read_cache.py) is the whole cache.
 
-Files rendered from secret inputs are sealed (AES-256-GCM) under a key derived from those very
-inputs: opensm.conf carries the subnet manager keys, which a database reader must not learn
-(tenancy/record/subnet_manager.py), and such a reader holds neither the keys nor the OpenSM secret.
+Files rendered from secret inputs are sealed (tenancy/store/sealing.py) under a key derived from
+those very inputs: opensm.conf carries the subnet manager keys, which a database reader must not
+learn (tenancy/record/subnet_manager.py), and such a reader holds neither the keys nor the
+OpenSM secret.
 Only the current state of a fabric is kept: storing it drops the fabric's other states. Storing
 is best effort: a read never fails because the cache could not be written.
 """
@@ -15,13 +16,9 @@ is best effort: a read never fails because the cache could not be written.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
-import os
 import zlib
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import delete, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import SQLAlchemyError
@@ -30,14 +27,12 @@ from sqlmodel import Session, col, select
 from policies.errors import ConflictError
 from tenancy import models as m
 from tenancy.record import snapshot_log
+from tenancy.store import sealing
 from tenancy.store.read_cache import CachedFile, Entry, ReadKey
 from tenancy.store.uow import UnitOfWork
 
 log = logging.getLogger("isofabric")
 
-# AES-GCM's standard nonce: 96 random bits per row, far from a collision at one row per file
-# and state.
-_NONCE_BYTES = 12
 # A read that stores waits at most this long for a lock (another replica storing the same
 # state); then it gives up, and the state is stored by a later read.
 _LOCK_TIMEOUT = "1s"
@@ -46,11 +41,6 @@ _LOCK_TIMEOUT = "1s"
 def shared(uow: UnitOfWork) -> bool:
     """Whether the database is shared by replicas (PostgreSQL), so that entries are kept in it."""
     return uow.engine.dialect.name == "postgresql"
-
-
-def seal_key(secret_inputs: bytes) -> bytes:
-    """The AES-256 key that seals the files rendered from `secret_inputs` (their encoding)."""
-    return hashlib.sha256(b"isofabric/read-cache/v1/seal\0" + secret_inputs).digest()
 
 
 def load(session: Session, key: ReadKey, seal: bytes | None) -> Entry | None:
@@ -117,8 +107,7 @@ def _sealed(key: ReadKey, file: CachedFile, seal: bytes | None) -> bytes:
     compressed = zlib.compress(file.content, 6)
     if seal is None:
         return compressed
-    nonce = os.urandom(_NONCE_BYTES)
-    return nonce + AESGCM(seal).encrypt(nonce, compressed, _bound(key, file.path))
+    return sealing.seal(seal, compressed, _bound(key, file.path))
 
 
 def _opened(row: m.CachedRead, seal: bytes | None) -> bytes | None:
@@ -127,11 +116,10 @@ def _opened(row: m.CachedRead, seal: bytes | None) -> bytes | None:
         return None
     if seal is not None:
         key = ReadKey(row.fabric_id, row.digest, row.inputs)
-        nonce, sealed = content[:_NONCE_BYTES], content[_NONCE_BYTES:]
-        try:
-            content = AESGCM(seal).decrypt(nonce, sealed, _bound(key, row.name))
-        except InvalidTag:
+        opened = sealing.unseal(seal, content, _bound(key, row.name))
+        if opened is None:
             return None
+        content = opened
     try:
         return zlib.decompress(content)
     except zlib.error:

@@ -5,7 +5,10 @@ time and audit index, a few dozen bytes per change. Artifact
 bytes are kept only for snapshots a deploy agent fetched (the signed manifest retains them, so
 the agent's by-digest downloads match what was signed) and only for the most recent
 `Settings.snapshot_retain` of those plus each target's current ones; unchanged files are stored
-once (content-addressed, zlib-compressed), since files carry no snapshot digest.
+once (content-addressed, zlib-compressed), since files carry no snapshot digest. A file that holds
+secrets (opensm.conf) is stored sealed (tenancy/store/sealing.py) under a key derived from the
+fabric's render inputs, which are not in the database; once those inputs change it no longer
+opens, and is served again only while it is the current state's (rendered anew).
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from policies.artifacts import Artifact
+from policies.artifacts import Artifact, holds_secrets
 from policies.errors import InvalidValueError, NotFoundError, NotRetainedError
 from policies.evidence.manifest import sign_manifest
 from tenancy import models as m
 from tenancy.gate import cached_reads
 from tenancy.record.snapshot_log import latest, newest_with
 from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
-from tenancy.store import key_store
+from tenancy.store import key_store, sealing
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named
 from tenancy.store.pagination import decode_cursor, next_cursor
@@ -142,8 +145,11 @@ def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) ->
         tx.session.delete(row)
     tx.session.flush()
     _drop_unused_blobs(tx.session, {row.sha256 for row in replaced})
+    seal = _seal_for(tx, fabric, files)
     for artifact in files:
-        _store_blob(tx.session, artifact)
+        if holds_secrets(artifact.path) and seal is None:
+            continue  # never in clear: not retained, served while current (`snapshot_files`)
+        _store_blob(tx.session, artifact, seal)
         tx.session.add(
             m.SnapshotFile(
                 fabric_id=fabric_id,
@@ -157,18 +163,32 @@ def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) ->
     _prune(tx.session, fabric_id, tx.settings.snapshot_retain)
 
 
-def _store_blob(session: Session, artifact: Artifact) -> None:
+def _seal_for(tx: Tx, fabric: m.Fabric, files: Sequence[Artifact]) -> bytes | None:
+    """The key sealing `files`' secret ones; None if none holds a secret (or nothing seals)."""
+    if not any(holds_secrets(artifact.path) for artifact in files):
+        return None
+    return cached_reads.artifact_seal(tx, fabric)
+
+
+def _store_blob(session: Session, artifact: Artifact, seal: bytes | None) -> None:
     """Store the file's bytes once; another fabric's snapshot may be storing the same ones now.
 
-    INSERT … ON CONFLICT DO NOTHING (PostgreSQL and SQLite): two transactions that both find
-    the blob missing must not make one of them fail on the primary key.
+    A file that holds secrets is sealed with `seal`, bound to its sha256. INSERT … ON CONFLICT
+    DO NOTHING (PostgreSQL and SQLite): two transactions that both find the blob missing must not
+    make one of them fail on the primary key.
     """
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    content = zlib.compress(artifact.content, 6)
+    sealed = seal is not None and holds_secrets(artifact.path)
+    if sealed:
+        assert seal is not None
+        content = sealing.seal(seal, content, artifact.sha256.encode())
     values = {
         "sha256": artifact.sha256,
         "size": len(artifact.content),
-        "content": zlib.compress(artifact.content, 6),
+        "content": content,
+        "sealed": sealed,
     }
     session.execute(insert(m.ArtifactBlob).values(**values).on_conflict_do_nothing())
 
@@ -209,21 +229,34 @@ def snapshot_files(
 ) -> list[Artifact]:
     """Files `paths` of snapshot `digest`, in that order, read at once (`snapshot_artifact`).
 
+    From the kept bytes; a file kept sealed under other render inputs (or not kept, as a file
+    that holds secrets may be) only while `digest` is the current state, rendered anew.
+
     Raises:
         NotFoundError: the fabric never had that snapshot, or the snapshot lacks one of them.
         NotRetainedError: the snapshot existed but its bytes were pruned (410).
+        KeyUnavailableError: a sealed file is asked for and the OpenSM secret is missing (503).
     """
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        kept = _files_at(tx.session, m.pk(fabric), digest, paths)
-        if kept or _any_kept(tx.session, m.pk(fabric), digest):
-            return [_kept_artifact(tx.session, kept, fabric_name, path) for path in paths]
-        if newest_with(tx.session, m.pk(fabric), digest) is None:
+        found = _kept_contents(tx, fabric, digest, paths)
+        if found or _any_kept(tx.session, m.pk(fabric), digest):
+            _refuse_absent(fabric_name, paths, found)
+            if all(found.get(path) is not None for path in paths):
+                return [Artifact(path, found[path] or b"") for path in paths]
+        elif newest_with(tx.session, m.pk(fabric), digest) is None:
             raise NotFoundError(
                 f"fabric '{fabric_name}' has no snapshot {digest}",
                 resource="snapshot",
                 digest=digest,
             )
+    return _current_files(uow, fabric_name, digest, paths)
+
+
+def _current_files(
+    uow: UnitOfWork, fabric_name: str, digest: str, paths: Sequence[str]
+) -> list[Artifact]:
+    """`paths` rendered from the current state if `digest` is it; else they are not retained."""
     current, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
     if current != digest:
         raise NotRetainedError(
@@ -233,6 +266,36 @@ def snapshot_files(
             digest=digest,
         )
     return [_named(files, fabric_name, path) for path in paths]
+
+
+def _kept_contents(
+    tx: Tx, fabric: m.Fabric, digest: str, paths: Sequence[str]
+) -> dict[str, bytes | None]:
+    """The kept bytes of each of `paths` the snapshot retained; None for one that does not open."""
+    found: dict[str, bytes | None] = {}
+    seal: bytes | None = None
+    for row in _files_at(tx.session, m.pk(fabric), digest, paths):
+        blob = tx.session.get(m.ArtifactBlob, row.sha256)
+        if blob is not None and blob.sealed and seal is None:
+            seal = cached_reads.artifact_seal(tx, fabric)
+        found[row.path] = _opened(blob, seal) if blob is not None else None
+    return found
+
+
+def _opened(blob: m.ArtifactBlob, seal: bytes | None) -> bytes | None:
+    content: bytes | None = blob.content
+    if blob.sealed:
+        content = sealing.unseal(seal, blob.content, blob.sha256.encode()) if seal else None
+    return zlib.decompress(content) if content is not None else None
+
+
+def _refuse_absent(fabric_name: str, paths: Sequence[str], found: dict[str, bytes | None]) -> None:
+    """404 for a path a retained snapshot lacks; a file that holds secrets may be unretained."""
+    for path in paths:
+        if path not in found and not holds_secrets(path):
+            raise NotFoundError(
+                f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact"
+            )
 
 
 def _files_at(
@@ -251,17 +314,6 @@ def _any_kept(session: Session, fabric_id: int, digest: str) -> bool:
         m.SnapshotFile.fabric_id == fabric_id, m.SnapshotFile.digest == digest
     )
     return session.exec(query.limit(1)).first() is not None
-
-
-def _kept_artifact(
-    session: Session, kept: Sequence[m.SnapshotFile], fabric_name: str, path: str
-) -> Artifact:
-    for row in kept:
-        if row.path == path:
-            blob = session.get(m.ArtifactBlob, row.sha256)
-            if blob is not None:
-                return Artifact(path, zlib.decompress(blob.content))
-    raise NotFoundError(f"fabric '{fabric_name}' has no artifact '{path}'", resource="artifact")
 
 
 def _named(files: Sequence[Artifact], fabric_name: str, path: str) -> Artifact:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -194,6 +195,40 @@ def test_unchanged_files_are_stored_once(make_client, onboarded, engine):
 
     assert rows(engine, "SELECT count(*) FROM snapshot_file") == [(6,)]
     assert rows(engine, "SELECT count(*) FROM artifact_blob") == [(4,)]
+
+
+def test_opensm_conf_is_retained_sealed_and_downloads_as_signed(client, onboarded, engine):
+    envelope = signed_manifest(client)
+    signed = verify_manifest(envelope, trusted_keys(client), fabric=FABRIC)
+    allocate(client, "acme", FREE_NODE)  # the snapshot is no longer current: kept bytes only
+
+    url = f"{IB}/snapshots/{signed.snapshot_digest}/artifacts/opensm/opensm.conf"
+    downloaded = client.get(url)
+
+    assert downloaded.status_code == 200, downloaded.text
+    assert sha256_hex(downloaded.content) == signed.files["opensm/opensm.conf"].sha256
+    stored = rows(engine, "SELECT sealed, content FROM artifact_blob")
+    assert sorted(sealed for sealed, _ in stored) == [False, False, True]
+    sealed_content = next(bytes(content) for sealed, content in stored if sealed)
+    with pytest.raises(zlib.error):
+        zlib.decompress(sealed_content)
+
+
+def test_after_the_subnet_keys_change_an_older_opensm_conf_is_not_retained(make_client, onboarded):
+    old = manifest_digest(signed_manifest(make_client()))
+    client = make_client()
+    allocate(client, "acme", FREE_NODE)
+    rekeyed = make_client(opensm_m_key=0x8A, opensm_sm_key=0x8B, opensm_sa_key=0x8C)
+
+    secret = rekeyed.get(f"{IB}/snapshots/{old}/artifacts/opensm/opensm.conf")
+    plain = rekeyed.get(f"{IB}/snapshots/{old}/artifacts/opensm/partitions.conf")
+
+    assert_problem(secret, 410, "not-retained")
+    assert plain.status_code == 200, plain.text
+    current = current_digest(rekeyed)
+    live = rekeyed.get(f"{IB}/artifacts/opensm/opensm.conf").content
+    assert b"m_key 0x000000000000008a" in live
+    assert rekeyed.get(f"{IB}/snapshots/{current}/artifacts/opensm/opensm.conf").content == live
 
 
 # --- agent tokens -------------------------------------------------------------------------------
