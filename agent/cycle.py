@@ -94,6 +94,7 @@ class Report:
     durations: dict[str, float] = field(default_factory=dict)
     ports_read: int = 0
     phase: int | None = None  # a RoCE leaf's: the phase of the snapshot it applied or tried
+    covers: tuple[str, ...] | None = None  # a RoCE leaf's: config_db, and frr if it deploys FRR
 
     def body(self) -> dict[str, Any]:
         """The JSON body (detail cut to 4096 characters, durations >= 0; phase when set)."""
@@ -109,6 +110,8 @@ class Report:
         }
         if self.phase is not None:
             body["phase"] = self.phase
+        if self.covers is not None:
+            body["covers"] = list(self.covers)
         return body
 
 

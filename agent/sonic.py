@@ -7,7 +7,9 @@ snapshot digest and check their sha256; read the running CONFIG_DB (and the inst
 compute the phase's change (agent/sonic_change.py); apply it to CONFIG_DB (Redis or GCU:
 compare-and-swap, read-back, restore), then deploy frr.conf (reload, read-back); if FRR fails the
 leaf rolls back as a whole (the previous frr.conf reloaded, CONFIG_DB restored). Every outcome is
-reported to ``POST …/targets/{leaf}/reports`` with its phase.
+reported to ``POST …/targets/{leaf}/reports`` with its phase and what the agent ``covers``:
+``config_db``, and ``frr`` only with ``--frr-conf`` (without it frr.conf is left alone, and the
+service never counts the leaf as holding a snapshot whose frr.conf for it differs).
 
 Report states:
 
@@ -321,6 +323,9 @@ class SonicAgent:
         return CycleResult("unreachable", str(error))
 
     def _finish(self, report: Report, started: float) -> CycleResult:
+        # Say what this agent deploys and reads back: without --frr-conf frr.conf is left
+        # alone, and the service must not count the leaf as holding a snapshot's FRR part.
+        report.covers = ("config_db", "frr") if self.frr is not None else ("config_db",)
         report.durations["total"] = self.clock() - started
         self.say(f"{report.state}: {report.digest or '-'}: {report.detail}")
         self.outbox.queue(report.body())

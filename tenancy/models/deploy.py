@@ -85,6 +85,10 @@ class DeployTarget(SQLModel, table=True):
     applied_snapshot_id: int | None = None
     observed_snapshot_id: int | None = None
     observed_digest: str | None = Field(default=None, max_length=71)
+    # RoCE: what the agent's last report covered ("config_db" or "config_db,frr"; null: all),
+    # and the last snapshot whose frr.conf an agent deployed and read back on this leaf.
+    covers: str | None = Field(default=None, max_length=32)
+    frr_digest: str | None = Field(default=None, max_length=71)
     # RoCE phased rollout: the phase (1 or 2) of snapshot `phase_digest` it last
     # applied; phase 1 removes access only, so it does not make the target hold that digest.
     phase: int | None = None

@@ -19,6 +19,8 @@ TargetKind = Literal["opensm", "sonic"]
 RolloutPhase = Literal[1, 2]
 ReportState = Literal["applied", "refused", "failed", "rolled_back", "restart_required"]
 SmRole = Literal["master", "standby", "unknown"]
+# What a RoCE leaf's agent deploys and reads back: CONFIG_DB always, frr.conf with --frr-conf.
+LeafPart = Literal["config_db", "frr"]
 MAX_MISMATCHES = 10_000
 MAX_DETAIL = 4096
 REPORT_STATES = (
@@ -112,6 +114,15 @@ class ReportCreate(Strict):
         "published it: 1 (access removals only; the target does not hold `digest` yet) or 2 "
         "(the whole snapshot); null for a whole deployment (InfiniBand)",
     )
+    covers: list[LeafPart] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2,
+        description="RoCE: the parts of the leaf the agent deploys and read back: 'config_db' "
+        "and, when it deploys FRR too, 'frr'. A leaf whose agent leaves frr.conf alone never "
+        "counts in `sync` as holding a snapshot whose frr.conf for it differs from the last one "
+        "an agent read back there. Null: every file of the target (InfiniBand; older agents)",
+    )
 
     @model_validator(mode="after")
     def _applied_names_its_snapshot(self) -> Self:
@@ -119,6 +130,10 @@ class ReportCreate(Strict):
             raise ValueError("an applied report needs the digest of the snapshot it applied")
         if self.state == "rolled_back" and self.observed_digest is None and self.digest is None:
             raise ValueError("a rolled_back report needs the digest it tried")
+        if self.covers is not None and (
+            "config_db" not in self.covers or len(set(self.covers)) != len(self.covers)
+        ):
+            raise ValueError("covers lists 'config_db' and optionally 'frr', each once")
         return self
 
 
@@ -189,7 +204,22 @@ class SyncTargetView(BaseModel):
         description="RoCE: the phase of `desired` it last applied (1: access removals only, "
         "2: all of it); null if it applied neither yet, and on InfiniBand",
     )
-    behind: bool = Field(description="True when it does not hold `desired` (deployed differs)")
+    behind: bool = Field(
+        description="True when it does not hold `desired`: deployed differs, or its agent "
+        "leaves frr.conf alone and `desired`'s frr.conf for it is not the one last read back"
+    )
+    covers: list[str] | None = Field(
+        default=None,
+        description="RoCE: what its agent's last report covered ('config_db', 'frr'); null "
+        "when it did not say (InfiniBand, older agents: every file)",
+    )
+    frr_in_place: bool | None = Field(
+        default=None,
+        description="RoCE: whether `desired`'s frr.conf for this leaf is in place as far as "
+        "the service knows: true when its agent deploys FRR; else only when it equals the "
+        "frr.conf of the last snapshot an agent read back there (`frr_digest`); null on "
+        "InfiniBand",
+    )
     affected: bool = Field(
         description="RoCE: it must remove access in phase 1: its deployed snapshot's files for "
         "it have VLAN members (ports in tenant VLANs) or route-target imports that `desired`'s "

@@ -185,7 +185,8 @@ def post_report(
 
     Raises:
         NotFoundError: unknown fabric or target.
-        InvalidValueError: an applied report without a digest; a phase from an OpenSM target.
+        InvalidValueError: an applied report without a digest; a phase or `covers` from an
+            OpenSM target.
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
@@ -193,6 +194,9 @@ def post_report(
         if report.phase is not None and target.kind != "sonic":
             why = f"target '{target.name}' is '{target.kind}': only a RoCE leaf deploys in phases"
             raise InvalidValueError(why, pointer="/phase")
+        if report.covers is not None and target.kind != "sonic":
+            why = f"target '{target.name}' is '{target.kind}': only a RoCE leaf covers parts"
+            raise InvalidValueError(why, pointer="/covers")
         target.last_seen_at = tx.now
         tx.session.add(target)
         last = _last_report(tx.session, m.pk(target))
@@ -211,6 +215,7 @@ def _repeats(target: m.DeployTarget, last: m.DeploymentReport, report: ReportCre
         and target.state == report.state
         and target.digest == report.digest
         and target.observed_digest == report.observed_digest
+        and target.covers == _covers_text(report)
         and target.role == report.role
         and target.mismatches == _mismatch_text(report)
     )
@@ -260,8 +265,23 @@ def _apply_to_target(
     if report.observed_digest is not None and _reads_back_enforcement(target, report):
         observed = _snapshot_id(tx.session, target.fabric_id, report.observed_digest)
         target.observed_snapshot_id = observed
+    _note_coverage(target, report)
     tx.session.add(target)
     tx.session.flush()
+
+
+def _covers_text(report: ReportCreate) -> str | None:
+    return ",".join(report.covers) if report.covers is not None else None
+
+
+def _note_coverage(target: m.DeployTarget, report: ReportCreate) -> None:
+    """A leaf: what its agent covers, and the last snapshot whose frr.conf it read back."""
+    if target.kind != "sonic":
+        return
+    target.covers = _covers_text(report)
+    covers_frr = report.covers is None or "frr" in report.covers
+    if covers_frr and report.observed_digest is not None:
+        target.frr_digest = report.observed_digest
 
 
 def _reads_back_enforcement(target: m.DeployTarget, report: ReportCreate) -> bool:

@@ -78,6 +78,12 @@ class _Target:
     mismatches: str
     phase: int | None
     phase_digest: str | None
+    covers: str | None
+    frr_digest: str | None
+
+    @property
+    def deploys_frr(self) -> bool:
+        return self.covers is None or "frr" in self.covers.split(",")
 
 
 def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
@@ -91,7 +97,7 @@ def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
     """
     fabric_id, kind, desired, targets = _read(uow, fabric_name)
     views = [_target_view(uow, fabric_name, fabric_id, t, desired) for t in targets]
-    in_sync = bool(targets) and all(t.state == "applied" and t.deployed == desired for t in targets)
+    in_sync = bool(views) and all(v.state == "applied" and not v.behind for v in views)
     phase = None
     if kind == FabricKind.ROCE:
         phase = fabric_phase(TargetProgress(v.affected, v.phase) for v in views)
@@ -115,6 +121,8 @@ def _read(uow: UnitOfWork, fabric_name: str) -> tuple[int, str, str, list[_Targe
                 r.mismatches,
                 r.phase,
                 r.phase_digest,
+                r.covers,
+                r.frr_digest,
             )
             for r in rows
         ]
@@ -125,8 +133,9 @@ def _target_view(
     uow: UnitOfWork, fabric_name: str, fabric_id: int, target: _Target, desired: str
 ) -> SyncTargetView:
     sonic = target.kind == "sonic"
+    frr_in_place = _frr_in_place(uow, fabric_name, target, desired) if sonic else None
     phase = None
-    if sonic:
+    if sonic and frr_in_place:
         phase = applied_phase(
             desired=desired,
             deployed=target.deployed,
@@ -141,9 +150,40 @@ def _target_view(
         reported_at=target.reported_at,
         mismatches=[PortMismatch.model_validate(item) for item in json.loads(target.mismatches)],
         phase=phase,
-        behind=target.deployed != desired,
+        behind=target.deployed != desired or frr_in_place is False,
         affected=sonic and _affected(uow, fabric_name, fabric_id, target, desired),
+        covers=target.covers.split(",") if target.covers is not None else None,
+        frr_in_place=frr_in_place,
     )
+
+
+def _frr_in_place(uow: UnitOfWork, fabric_name: str, target: _Target, desired: str) -> bool:
+    """Whether `desired`'s frr.conf for the leaf is what the leaf runs, as far as it is known.
+
+    Known when the leaf's agent deploys and reads back FRR; otherwise only when it equals the
+    frr.conf of the last snapshot an agent read back there: an agent that leaves frr.conf alone
+    must not make a revoked route-target import count as removed.
+    """
+    if target.deploys_frr or target.frr_digest == desired:
+        return True
+    if target.frr_digest is None or not desired:
+        return False
+    wanted = _leaf_frr(uow, fabric_name, desired, target.name)
+    return wanted is not None and wanted == _leaf_frr(
+        uow, fabric_name, target.frr_digest, target.name
+    )
+
+
+def _leaf_frr(uow: UnitOfWork, fabric_name: str, digest: str, leaf: str) -> bytes | None:
+    """The leaf's frr.conf in snapshot `digest`, or None if it cannot be read."""
+    path = f"frr/{leaf}/frr.conf"
+    try:
+        files = snapshot_history.snapshot_files(
+            uow, fabric_name=fabric_name, digest=digest, paths=[path]
+        )
+    except IsofabricError:  # not retained, no such file, or the fabric does not verify now
+        return None
+    return files[0].content
 
 
 def _affected(

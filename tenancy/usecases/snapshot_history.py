@@ -196,7 +196,7 @@ def _store_blob(session: Session, artifact: Artifact, seal: bytes | None) -> Non
 def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
     """Drop retained snapshots beyond the most recent `keep_recent`, except targets' own."""
     targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
-    pinned = {d for t in targets for d in (t.deployed, t.digest) if d is not None}
+    pinned = {d for t in targets for d in (t.deployed, t.digest, t.frr_digest) if d is not None}
     stale = [d for d in _retained_digests(session, fabric_id)[keep_recent:] if d not in pinned]
     if not stale:
         return

@@ -95,6 +95,17 @@ def test_phase_2_onboards_a_tenant_and_keeps_foreign_keys(leaf: Leaf) -> None:
     assert load_sonic_state(leaf.conf.parent).applied_digest == digest
     assert leaf.cycle() == "nothing"  # read back in place: the report is repeated only
     assert leaf.server.states == ["applied"] and leaf.server.heartbeats == 1
+    assert leaf.last["covers"] == ["config_db", "frr"]
+
+
+def test_without_frr_conf_the_reports_cover_config_db_only(leaf: Leaf) -> None:
+    config_db_only = SonicAgent(leaf.agent.settings, leaf.server, leaf.store, None)
+    leaf.publish(WITH_ACME, FRR_ACME)
+
+    assert config_db_only.cycle().outcome == "applied"
+
+    assert leaf.last["covers"] == ["config_db"] and "frr.conf left as it is" in leaf.last["detail"]
+    assert leaf.conf.read_text() == FRR_BASE
 
 
 def test_phase_1_removes_access_only_then_phase_2_offboards(

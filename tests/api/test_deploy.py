@@ -231,6 +231,17 @@ def test_after_the_subnet_keys_change_an_older_opensm_conf_is_not_retained(make_
     assert rekeyed.get(f"{IB}/snapshots/{current}/artifacts/opensm/opensm.conf").content == live
 
 
+def test_an_opensm_target_reports_no_leaf_parts(client, onboarded, db_dump):
+    register(client)
+    before = db_dump()
+
+    response = report(client, "applied", current_digest(client), covers=["config_db"])
+
+    assert_problem(response, 422)
+    assert "only a RoCE leaf covers parts" in response.json()["detail"]
+    assert db_dump() == before
+
+
 # --- agent tokens -------------------------------------------------------------------------------
 
 
@@ -351,6 +362,8 @@ def test_a_rolled_back_report_keeps_the_mismatches_and_what_the_target_enforces(
         "phase": None,
         "behind": True,
         "affected": False,
+        "covers": None,  # RoCE leaves only
+        "frr_in_place": None,
     }
     assert status["behind"] == ["sm-a"]
 

@@ -374,3 +374,59 @@ def test_an_agent_reads_its_own_leafs_files_only(make_client, fabric):
         for path in (f"sonic/{leaf}/config_db.json", f"frr/{leaf}/frr.conf"):
             assert client.get(files + path, headers=agent).status_code == status, path
             assert client.get(f"{ROCE}/artifacts/{path}", headers=agent).status_code == status
+
+
+def test_a_leaf_whose_agent_leaves_frr_alone_never_holds_a_changed_frr_conf(client, fabric):
+    client.delete(f"/v1/tenants/acme/grants/{fabric.grant_id}")  # removes route-target imports
+    desired = sync(client)["desired"]
+    config_db_only = {"covers": ["config_db"]}
+    report(client, "leaf01", desired, phase=1, **config_db_only)
+    report(client, "leaf02", desired, phase=1, covers=["config_db", "frr"])
+
+    status = sync(client)
+    assert status["phase"] == 1  # leaf01 still imports the revoked route target
+    assert by_leaf(status, "phase") == {"leaf01": None, "leaf02": 1, "leaf03": None}
+    assert by_leaf(status, "covers")["leaf01"] == ["config_db"]
+
+    for leaf in LEAVES:
+        report(client, leaf, desired, phase=2, observed_digest=desired, **config_db_only)
+    status = sync(client)
+    assert status["in_sync"] is False
+    assert status["behind"] == ["leaf01", "leaf02"]  # leaf03's frr.conf did not change
+    assert by_leaf(status, "frr_in_place") == {"leaf01": False, "leaf02": False, "leaf03": True}
+
+    report(client, "leaf01", desired, phase=2, observed_digest=desired)  # an agent with FRR
+    report(client, "leaf02", desired, phase=2, observed_digest=desired, covers=["config_db", "frr"])
+    assert sync(client)["in_sync"] is True
+
+
+def test_an_unchanged_frr_conf_counts_as_held_by_a_config_db_only_leaf(client, fabric):
+    allocate(client, "research", "gpu0003")
+    desired = manifest_digest(client)
+    for leaf in LEAVES:
+        report(client, leaf, desired, phase=2, observed_digest=desired, covers=["config_db"])
+
+    status = sync(client)
+
+    unchanged = {
+        leaf: frr_conf(client, desired, leaf) == frr_conf(client, fabric.start, leaf)
+        for leaf in LEAVES
+    }
+    assert set(unchanged.values()) == {True, False}  # the fixture's topology has both kinds
+    assert by_leaf(status, "frr_in_place") == unchanged
+    assert status["behind"] == [leaf for leaf, same in unchanged.items() if not same]
+
+
+@pytest.mark.parametrize("covers", [["frr"], ["config_db", "config_db"], [], ["bgp"], "frr"])
+def test_covers_names_config_db_once(client, fabric, db_dump, covers):
+    before = db_dump()
+
+    body = {"state": "applied", "digest": fabric.start, "covers": covers}
+    response = client.post(f"{ROCE}/targets/leaf01/reports", json=body)
+
+    assert_problem(response, 422)
+    assert db_dump() == before
+
+
+def frr_conf(client: Any, digest: str, leaf: str) -> bytes:
+    return ok_bytes(client.get(f"{ROCE}/snapshots/{digest}/artifacts/frr/{leaf}/frr.conf"))
