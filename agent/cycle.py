@@ -97,8 +97,8 @@ class Report:
     covers: tuple[str, ...] | None = None  # a RoCE leaf's: config_db, and frr if it deploys FRR
 
     def body(self) -> dict[str, Any]:
-        """The JSON body (detail cut to 4096 characters, durations >= 0; phase when set)."""
-        body = {
+        """The JSON body (detail cut to 4096 characters, durations >= 0; phase, covers when set)."""
+        body: dict[str, Any] = {
             "state": self.state,
             "digest": self.digest,
             "observed_digest": self.observed_digest,

@@ -56,7 +56,7 @@ from agent.cycle import (
     Throttle,
 )
 from agent.install import install_file, pause_point, sha256_of
-from agent.manifest import Manifest, ManifestError, verify_manifest
+from agent.manifest import OPTIONS, Manifest, ManifestError, verify_manifest
 from agent.master import Master, Verification
 from agent.prepare import check_opensm, identity, observe, prepare
 from agent.sm import SmError, SmProcess
@@ -301,8 +301,7 @@ class Agent:
             )
         role, self_guid = self.host.role(deployment.m_key)
         if role == "standby":
-            detail = "standby: installed, parsed and equal to the signed manifest (no sweep)"
-            return self._settle(deployment, Report(self._state(deployment), "", detail, role))
+            return self._settle(deployment, self._standby(deployment))
         if role != "master":
             return Report(
                 "failed",
@@ -311,6 +310,21 @@ class Agent:
                 "are installed and the sweep is tried again next cycle",
             )
         return self._sweep_and_verify(deployment, self_guid)
+
+    def _standby(self, deployment: Deployment) -> Report:
+        """A standby installs only; a new opensm.conf is also reloaded (SIGHUP), never swept.
+
+        OpenSM re-reads its options on SIGHUP (osm_subn_rescan_conf_files()) and a standby does
+        not sweep (do_sweep() in osm_state_mgr.c returns unless master). Without it a standby
+        keeps the old SM_Key after the keys change: master and standby log ERR 2F18
+        ("non-matching sm_key") on every poll, and the standby may take the subnet over.
+        """
+        detail = "standby: installed, parsed and equal to the signed manifest (no sweep)"
+        if OPTIONS in deployment.changed:
+            assert deployment.process is not None
+            self.host.hup(deployment.process)
+            detail += "; opensm.conf changed: SIGHUP reloaded its options"
+        return Report(self._state(deployment), "", detail, "standby")
 
     def _sweep_and_verify(self, deployment: Deployment, self_guid: int | None) -> Report:
         try:

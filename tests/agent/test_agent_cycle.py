@@ -155,13 +155,34 @@ def test_only_changed_files_are_downloaded_and_the_previous_generation_is_kept(
 
 def test_a_standby_installs_without_a_sweep_and_reports_applied(conf_dir, server, host):
     host.role_name = "standby"
+    server.publish(bundle(partitions()))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    hups = host.hups
     server.publish(bundle(partitions(ACME)))
 
-    result = agent_for(conf_dir, server, host).cycle()
+    result = agent.cycle()
 
-    assert result.outcome == "applied" and host.hups == 0
-    assert server.reports[0]["role"] == "standby" and server.reports[0]["ports_read"] == 0
+    assert result.outcome == "applied" and host.hups == hups  # opensm.conf did not change
+    assert server.reports[-1]["role"] == "standby" and server.reports[-1]["ports_read"] == 0
+    assert "durations" in server.reports[-1] and "sweep" not in server.reports[-1]["durations"]
     assert installed(conf_dir)["partitions.conf"] == partitions(ACME)
+
+
+def test_a_standby_reloads_a_new_opensm_conf_so_it_keeps_the_masters_sm_key(conf_dir, server, host):
+    host.role_name = "standby"
+    server.publish(bundle(partitions(ACME)))
+    agent = agent_for(conf_dir, server, host)
+    agent.cycle()
+    hups = host.hups
+    server.publish(bundle(partitions(ACME), OPTIONS.replace("0x00000000000000ab", "0x0cd")))
+
+    result = agent.cycle()
+
+    assert result.outcome == "applied" and host.hups == hups + 1
+    assert "SIGHUP reloaded its options" in server.reports[-1]["detail"]
+    assert "sweep" not in server.reports[-1]["durations"]
+    assert "m_key 0x0cd" in installed(conf_dir)["opensm.conf"]
 
 
 def test_a_standby_that_becomes_master_sweeps_and_reads_back(conf_dir, server, host):
@@ -169,24 +190,26 @@ def test_a_standby_that_becomes_master_sweeps_and_reads_back(conf_dir, server, h
     digest = server.publish(bundle(partitions(ACME)))
     agent = agent_for(conf_dir, server, host)
     agent.cycle()
+    hups = host.hups  # the standby reloaded the new opensm.conf
     host.role_name = "master"  # the master died; this OpenSM took over
 
     assert agent.cycle().outcome == "applied"
 
-    assert host.hups == 1 and host.reads == 5
+    assert host.hups == hups + 1 and host.reads == 5
     report = server.reports[-1]
     assert (report["role"], report["observed_digest"]) == ("master", digest)
-    assert agent.cycle().outcome == "nothing" and host.hups == 1  # settled as master now
+    assert agent.cycle().outcome == "nothing" and host.hups == hups + 1  # settled as master
 
 
 def test_a_new_process_on_a_standby_turned_master_reads_back_too(conf_dir, server, host):
     host.role_name = "standby"
     server.publish(bundle(partitions(ACME)))
     agent_for(conf_dir, server, host).cycle()
+    hups = host.hups
     host.role_name = "master"
 
     assert agent_for(conf_dir, server, host).cycle().outcome == "applied"
-    assert host.hups == 1 and server.reports[-1]["role"] == "master"
+    assert host.hups == hups + 1 and server.reports[-1]["role"] == "master"
 
 
 def test_the_changed_ports_and_a_sample_are_read_without_full(conf_dir, server, host):
