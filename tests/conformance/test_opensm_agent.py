@@ -10,6 +10,7 @@ fabric enforces is read with smpquery, never taken from the agent's word.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -57,6 +58,8 @@ TREE = FatTree(leaves=2, spines=2, gpu_nodes=60, hcas_per_gpu=1, storage_nodes=2
 MASTER_HOST, STANDBY_HOST = TREE.mgmt_ca(), "stor02 mlx5_0"
 ADMIN = {"Authorization": "Bearer admin-secret"}
 NAMES = ("opensm.conf", "partitions.conf", "qos-policy.conf")
+# OpenSM's default sminfo_polling_timeout (10 s, opensm.conf(5)) and a margin.
+POLL_SECONDS = 12
 IB = f"/v1/fabrics/{FABRIC}"
 
 
@@ -70,6 +73,7 @@ class Lab:
     fabric: SimFabric
     master: SmNode
     root: Path
+    app: Any = None
     standby: SmNode | None = None
     lids: dict[int, int] = field(default_factory=dict)
 
@@ -172,7 +176,7 @@ def lab(ib_tools: IbTools, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             ingest_fabric(api, fabric.ibnetdiscover())
             assert settings.keyring_path is not None
             master = SmNode("sm-master", fabric, MASTER_HOST, root / "sm-master", priority=10)
-            lab = Lab(base, api, settings.keyring_path, fabric, master, root)
+            lab = Lab(base, api, settings.keyring_path, fabric, master, root, app)
             lab.register(master)
             master.install(lab.artifacts())
             master.write_wrappers()
@@ -424,6 +428,38 @@ def test_master_and_standby_are_in_sync_only_when_both_applied(lab: Lab) -> None
     receipts = lab.api.call("GET", f"{IB}/deployments", params={"limit": 1000})["data"]
     last = [r for r in receipts if r["target"] == "sm-standby"][-1]
     assert "sweep" not in last["durations"] and last["role"] == "standby"
+
+
+def test_after_the_keys_change_master_and_standby_agree_on_the_sm_key(lab: Lab) -> None:
+    if lab.standby is None:
+        pytest.skip("needs the standby of the previous test (the module runs in file order)")
+    lab.converge()
+    rekey(lab, sm_key=0x8000_0000_0000_5A1E, sa_key=0x8000_0000_0000_5A1F)
+
+    # The master reloads and sweeps, then the standby reloads; in between they disagree (the
+    # master's sweep logs the standby's old key once): that window is the cycle itself.
+    for node in lab.nodes:
+        done = lab.agent(node)
+        assert done.returncode == 0, done.stderr
+        assert "sm_key 0x800000000000" + "5a1e" in node.path("opensm.conf").read_text()
+    assert lab.sync()["in_sync"]
+    offsets = {node.name: len(node.log_text()) for node in lab.nodes}
+    time.sleep(POLL_SECONDS)  # a standby polls the master's SMInfo, with its SM_Key, this often
+
+    for node in lab.nodes:
+        written = node.log_text()[offsets[node.name] :]
+        assert "2F18" not in written and "non-matching sm_key" not in written, written[-2000:]
+    assert "SIGHUP reloaded its options" in lab.target("sm-standby")["detail"]
+    assert lab.standby.sweeps() == 0  # reloaded, never swept
+
+
+def rekey(lab: Lab, **keys: int) -> None:
+    """Restart the service's settings with other subnet keys (ISOFABRIC_OPENSM_SM_KEY, …)."""
+    uow = lab.app.state.uow
+    changed = {f"opensm_{name}": value for name, value in keys.items()}
+    lab.app.state.uow = dataclasses.replace(
+        uow, settings=dataclasses.replace(uow.settings, **changed)
+    )
 
 
 # ------------------------------------------------------------------------------- flood
