@@ -47,6 +47,7 @@ def test_0021_deletes_opensm_conf_kept_in_clear_and_keeps_the_other_files(url): 
         ]
         command.downgrade(config, "0020")
         with engine.connect() as connection:
-            assert "sealed" not in connection.execute(text("SELECT * FROM artifact_blob")).keys()
+            columns = list(connection.execute(text("SELECT * FROM artifact_blob")).keys())
+            assert "sealed" not in columns
     finally:
         engine.dispose()

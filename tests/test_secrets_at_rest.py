@@ -158,9 +158,10 @@ def values_of(where: str, value: Any) -> Iterator[tuple[str, bytes]]:
     data = bytes(value) if isinstance(value, bytes | memoryview) else str(value).encode()
     yield where, data
     try:
-        yield f"{where} (zlib)", zlib.decompress(data)
+        opened = zlib.decompress(data)
     except zlib.error:
-        pass
+        return
+    yield f"{where} (zlib)", opened
 
 
 def backup_findings(engine: Engine, path: Path, needles: dict[str, bytes]) -> list[str]:
