@@ -30,8 +30,8 @@ from tenancy.store import backup, key_store
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
 from tenancy.usecases.bootstrap import prepare_database
-from tests.api.test_deploy import ARTIFACT_PATHS, manifest_digest
-from tests.builders import FABRIC, api_onboard, created, ok
+from tests.api.test_deploy import manifest_digest
+from tests.builders import ARTIFACT_PATHS, FABRIC, api_onboard, created, ok
 from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import key_settings, register_key
 
@@ -127,7 +127,7 @@ def secret_needles(client: TestClient, tokens: list[str]) -> dict[str, bytes]:
     needles["OpenSM secret hex"] = opensm_secret.hex().encode()
     signing = Path(settings.signing_key_file).read_bytes()
     private = serialization.load_pem_private_key(signing, password=None)
-    raw = private.private_bytes(  # type: ignore[union-attr]
+    raw = private.private_bytes(
         serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
     )
     needles["signing key"], needles["signing key hex"] = raw, raw.hex().encode()
