@@ -25,7 +25,7 @@ import tenancy.models  # noqa: F401  (registers the tables)
 from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import MAX_NODE_DESCRIPTION
 from tenancy.schemas import TokenRole
-from tenancy.schemas.deploy import ReportState, SmRole, TargetKind
+from tenancy.schemas.deploy import LeafPart, ReportState, SmRole, TargetKind
 from tests.builders import (
     ROCE_FABRIC_SPEC,
     TEXT_PLAIN,
@@ -133,6 +133,8 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "deploy_target.deployed": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deploy_target.observed_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
     "deploy_target.phase_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deploy_target.frr_digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
+    "deploy_target.covers": ("LeafPart values joined by commas", len(",".join(get_args(LeafPart)))),
     "deployment_report.state": ("ReportState", max(map(len, get_args(ReportState)))),
     "deployment_report.role": ("SmRole", max(map(len, get_args(SmRole)))),
     "deployment_report.digest": ("sha256:<hex>", len("sha256:" + "0" * 64)),
