@@ -147,7 +147,7 @@ class DatabaseGate:
             return
         if not self.state.prepared and _gated(scope["path"]):
             error = DatabaseUnavailableError(
-                f"the database is unavailable: {self.state.error}; retrying, try again later"
+                "the database is unavailable; retrying, try again later"  # the log has why
             )
             await domain_problem(Request(scope), error)(scope, receive, send)
             return

@@ -208,6 +208,11 @@ class SyncTargetView(BaseModel):
         description="True when it does not hold `desired`: deployed differs, or its agent "
         "leaves frr.conf alone and `desired`'s frr.conf for it is not the one last read back"
     )
+    affected: bool = Field(
+        description="RoCE: it must remove access in phase 1: its deployed snapshot's files for "
+        "it have VLAN members (ports in tenant VLANs) or route-target imports that `desired`'s "
+        "lack. False for a target that never deployed, and on InfiniBand",
+    )
     covers: list[str] | None = Field(
         default=None,
         description="RoCE: what its agent's last report covered ('config_db', 'frr'); null "
@@ -219,11 +224,6 @@ class SyncTargetView(BaseModel):
         "the service knows: true when its agent deploys FRR; else only when it equals the "
         "frr.conf of the last snapshot an agent read back there (`frr_digest`); null on "
         "InfiniBand",
-    )
-    affected: bool = Field(
-        description="RoCE: it must remove access in phase 1: its deployed snapshot's files for "
-        "it have VLAN members (ports in tenant VLANs) or route-target imports that `desired`'s "
-        "lack. False for a target that never deployed, and on InfiniBand",
     )
 
 

@@ -12,9 +12,11 @@ something (an allocation, a grant, a token, a proof): each checked the tenant's 
 own snapshot, so an allocation could commit after an offboarding that never saw it. Those use
 cases lock the tenant's row (`lock_tenant`) and re-read its status under it.
 
-Lock order, the same in every transaction so that none waits in a cycle: the tenant row, then its
-quota lock, then the token lineage lock, then fabric locks in id order, then the audit log's lock
-(taken by the first audit record, so every other lock is taken before anything is recorded).
+Lock order, the same in every transaction so that none waits in a cycle: the tenant row (several:
+by name), then its quota lock (several: by tenant id), then the token lineage lock, then fabric
+locks in id order, then the audit log's lock (taken by the first audit record, so every other lock
+is taken before anything is recorded). A change set, whose operations each take their own,
+takes them all ahead in this order (tenancy/usecases/changesets.py).
 """
 
 from __future__ import annotations

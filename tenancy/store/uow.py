@@ -10,6 +10,7 @@ and rolls it back (tenancy/gate/what_if.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,11 @@ from policies.errors import ConflictError, DatabaseUnavailableError
 from tenancy.store.db import session_scope, storage_error_detail
 from tenancy.store.read_cache import ReadCache
 from tenancy.store.settings import Settings
+
+log = logging.getLogger("isofabric")
+# SQLSTATEs of a transaction PostgreSQL rolled back to resolve a conflict with another one:
+# serialization_failure and deadlock_detected (PostgreSQL, Appendix A, class 40).
+_ROLLED_BACK_FOR_A_CONFLICT = {"40001", "40P01"}
 
 Clock = Callable[[], datetime]
 
@@ -130,7 +136,10 @@ class UnitOfWork:
         # like any other: a busy database is the same 503, not a 500.
         rehearsal = None if read_only else self.rehearsal
         first = None if read_only or rehearsal is not None else self._pending_first_write()
-        with _storage_errors(), session_scope(self.engine, read_only=read_only) as session:
+        with (
+            _storage_errors(self.request_id),
+            session_scope(self.engine, read_only=read_only) as session,
+        ):
             tx = Tx(session, self.clock(), self.settings, self.principal, self.request_id)
             if rehearsal is not None:
                 with rehearsal(tx):
@@ -148,8 +157,12 @@ class UnitOfWork:
 
 
 @contextmanager
-def _storage_errors() -> Iterator[None]:
-    """The database's failures in the block as domain errors: a lost race, an outage."""
+def _storage_errors(request_id: str | None) -> Iterator[None]:
+    """The database's failures in the block as domain errors: a lost race, an outage.
+
+    The driver's text (server addresses, process ids, lock keys) goes to the server's log under
+    the request id, never to the client: the problem's detail is one of two stable sentences.
+    """
     try:
         yield
     except IntegrityError as error:
@@ -164,9 +177,17 @@ def _storage_errors() -> Iterator[None]:
         # SQLite busy past its timeout): a 503 the client may retry, not a 500.
         if _write_in_read_only(error):
             raise
-        raise DatabaseUnavailableError(
-            f"the database is unavailable: {storage_error_detail(error)}; retry later"
-        ) from error
+        log.warning("database error (request %s): %s", request_id, storage_error_detail(error))
+        raise DatabaseUnavailableError(_unavailable(error)) from error
+
+
+def _unavailable(error: OperationalError) -> str:
+    if getattr(error.orig, "sqlstate", None) in _ROLLED_BACK_FOR_A_CONFLICT:
+        return (
+            "the database rolled this request back to resolve a conflict with a concurrent "
+            "one; nothing was changed, retry it"
+        )
+    return "the database is unavailable; retry later"
 
 
 def _write_in_read_only(error: OperationalError) -> bool:

@@ -6,16 +6,25 @@ appends its audit entry, and each touched fabric is verified once at the end ove
 owners the operations touched. Any failure, an operation's or the verification's, rolls the
 whole change set back; the problem names the failing operation's index. This is how an operator
 onboards a thousand tenants in one request.
+
+Before the first operation runs, the change set takes every lock its operations will take, in
+the order of tenancy/store/locks.py: the named tenants' rows (by name), their quota locks, then
+the fabrics. Taken operation by operation instead, operation 0's audit entry would hold the
+audit log's lock while operation 1 waits for a fabric that another change set holds while it
+waits for the audit log: a deadlock on PostgreSQL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import or_
+from sqlmodel import col, select
 
-from policies.errors import IsofabricError
+from policies.errors import IsofabricError, NotFoundError
+from tenancy import models as m
 from tenancy.gate.change_batch import ChangeBatch, deferred_gate
 from tenancy.gate.verification import close_batch
 from tenancy.gate.what_if import DryRunDone, committing, preview
@@ -40,6 +49,7 @@ from tenancy.schemas.changesets import (
     ReleaseOp,
     RevokeOp,
 )
+from tenancy.store.locks import lock_fabrics, lock_tenant, lock_tenant_quota
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.usecases.allocations import allocate_in, release_allocation_in
 from tenancy.usecases.shared_services import grant_service_in, revoke_grant_in
@@ -59,9 +69,60 @@ def apply_changeset(uow: UnitOfWork, *, spec: ChangeSetCreate) -> ChangeSetView:
     if spec.dry_run or uow.dry_run:  # the body's flag, or ?dry_run=true
         return _dry_run(committing(uow), spec)
     with uow.transaction() as tx:
+        lock_ahead(tx, spec.operations)
         with deferred_gate(tx, close_batch) as batch:
             results = [run_operation(tx, index, op) for index, op in enumerate(spec.operations)]
         return ChangeSetView(dry_run=False, results=results, fabrics=outcomes(batch))
+
+
+def lock_ahead(tx: Tx, operations: Sequence[Operation]) -> None:
+    """Take the locks `operations` will take, in the documented order (tenancy/store/locks.py).
+
+    Operations take them again as they run, which waits for nothing. A tenant the change set
+    creates, or that does not exist, is left to its operation (which reports it).
+    """
+    if tx.session.get_bind().dialect.name != "postgresql":
+        return  # SQLite serialises writers: a transaction holds the whole database
+    tenants = _lock_tenants(tx, operations)
+    allocating = {op.tenant for op in operations if isinstance(op, AllocateOp)}
+    for tenant in sorted(tenants, key=m.pk):
+        if tenant.name in allocating:
+            lock_tenant_quota(tx.session, tenant)
+    lock_fabrics(tx.session, _fabrics_touched(tx, operations, tenants))
+
+
+def _lock_tenants(tx: Tx, operations: Sequence[Operation]) -> list[m.Tenant]:
+    named = {op.tenant for op in operations if not isinstance(op, CreateTenantOp)}
+    offboarded = {op.tenant for op in operations if isinstance(op, OffboardOp)}
+    locked = []
+    for name in sorted(named):
+        try:
+            locked.append(lock_tenant(tx.session, name, exclusive=name in offboarded))
+        except NotFoundError:
+            continue
+    return locked
+
+
+def _fabrics_touched(
+    tx: Tx, operations: Sequence[Operation], tenants: Sequence[m.Tenant]
+) -> list[m.Fabric]:
+    """The fabrics the operations may change: those named by allocations and grants.
+
+    And every fabric where a tenant whose allocation, grant or tenancy ends holds a segment: a
+    superset (the lock of a fabric the operation then leaves alone costs a round trip).
+    """
+    named = {op.fabric for op in operations if isinstance(op, AllocateOp | GrantOp)}
+    ending = {op.tenant for op in operations if isinstance(op, ReleaseOp | RevokeOp | OffboardOp)}
+    ids = [m.pk(t) for t in tenants if t.name in ending]
+    query = select(m.Fabric).where(
+        or_(
+            col(m.Fabric.name).in_(named),
+            col(m.Fabric.id).in_(
+                select(m.Segment.fabric_id).where(col(m.Segment.tenant_id).in_(ids))
+            ),
+        )
+    )
+    return list(tx.session.exec(query))
 
 
 def _dry_run(uow: UnitOfWork, spec: ChangeSetCreate) -> ChangeSetView:
