@@ -13,10 +13,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from api.idempotency import DRY_RUN_TRUE
+from api.dry_run_flag import dry_run_flag
 from policies.errors import InvalidValueError
 
-DRY_RUN_FALSE = frozenset({"", "0", "false", "f", "no", "n", "off"})
 NO_DRY_RUN_PREFIXES = ("/v1/tokens", "/v1/keys")
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -27,15 +26,15 @@ def dry_run_requested(request: Request) -> bool:
     Raises:
         InvalidValueError: the value is not a boolean, or the route has no dry run.
     """
-    raw = request.query_params.get("dry_run")
-    if raw is None or request.method not in MUTATING:
+    if request.method not in MUTATING:
         return False
-    value = raw.strip().lower()
-    if value not in DRY_RUN_TRUE | DRY_RUN_FALSE:
+    flag = dry_run_flag(request.url.query)
+    if flag is None:
+        raw = request.query_params.get("dry_run", "")
         raise InvalidValueError(f"dry_run must be true or false, not '{raw[:20]}'")
-    if value in DRY_RUN_TRUE and request.url.path.startswith(NO_DRY_RUN_PREFIXES):
+    if flag and request.url.path.startswith(NO_DRY_RUN_PREFIXES):
         raise InvalidValueError("token and key management have no dry run; nothing was changed")
-    return value in DRY_RUN_TRUE
+    return flag
 
 
 async def dry_run_answer(_request: Request, error: Exception) -> JSONResponse:

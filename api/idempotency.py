@@ -28,11 +28,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers, QueryParams
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY, PROTECTED_PREFIX
+from api.dry_run_flag import dry_run_flag
 from api.limits import media_type
 from api.problems import domain_problem, problem_response
 from policies.errors import InvalidValueError, IsofabricError, SecretNotReplayedError
@@ -47,7 +48,6 @@ KEYED_REQUEST_SCOPE_KEY = "isofabric.idempotency"
 KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
 # The record's path column; no resource's path is this long, so such a request fails anyway.
 MAX_PATH = 512
-DRY_RUN_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})  # what FastAPI reads as true
 REPLAYED_HEADERS = ("content-type", "location")
 REPLAYED_MARK = "Idempotent-Replayed"
 
@@ -130,9 +130,8 @@ def _idempotency_key(scope: Scope) -> str | None:
         return None
     if not isinstance(scope.get(PRINCIPAL_SCOPE_KEY), Principal):
         return None
-    dry_run = QueryParams(scope.get("query_string", b"")).get("dry_run", "")
-    if dry_run.lower() in DRY_RUN_TRUE:
-        return None  # a dry run writes nothing, so there is nothing to repeat or record
+    if dry_run_flag(scope.get("query_string", b"")) is not False:
+        return None  # a dry run writes nothing, nor does a refused flag: nothing to record
     return Headers(scope=scope).get(IDEMPOTENCY_KEY_HEADER)
 
 

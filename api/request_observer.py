@@ -12,13 +12,13 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import parse_qs
 
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY
-from api.idempotency import DRY_RUN_TRUE, REPLAYED_MARK
+from api.dry_run_flag import dry_run_flag
+from api.idempotency import REPLAYED_MARK
 from api.problem_types import PROBLEM_TYPES
 from api.problems import PROBLEM_MEDIA_TYPE, leaf_routes
 from api.request_id import request_id_of
@@ -139,8 +139,7 @@ def mutation_outcome(scope: Scope, route: str, answer: _Answer) -> str | None:
 
 
 def _dry_run(scope: Scope) -> bool:
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    return any(v.strip().lower() in DRY_RUN_TRUE for v in query.get("dry_run", []))
+    return dry_run_flag(scope.get("query_string", b"")) is True
 
 
 def route_template(scope: Scope) -> str:

@@ -239,6 +239,31 @@ def test_a_dry_run_is_neither_recorded_nor_replayed(client, probe, engine):
     assert records(engine) == []
 
 
+@pytest.mark.parametrize("flag", ["%20true", "TRUE", "%09yes%20", "1", "on", "false&dry_run=true"])
+def test_every_spelling_of_a_dry_run_is_a_dry_run_to_the_key_layer_too(
+    client, onboarded, engine, flag
+):
+    before = allocated_nodes(client)
+    for body in (ONE_NODE, {**ONE_NODE, "count": 2}):  # another body: no idempotency mismatch
+        answer = ok(client.post(f"{ACME}?dry_run={flag}", json=body, headers=keyed("k")))
+        assert answer["holds"] is True and "fabrics" in answer
+
+    assert records(engine) == []
+    assert allocated_nodes(client) == before
+
+
+@pytest.mark.parametrize("flag", ["maybe", "%20", "tru"])
+def test_a_flag_that_is_not_a_boolean_is_refused_and_not_recorded(client, onboarded, engine, flag):
+    response = client.post(f"{ACME}?dry_run={flag}", json=ONE_NODE, headers=keyed("k"))
+
+    if flag == "%20":  # blank: FastAPI's false, so the allocation runs and is recorded
+        assert response.status_code == 201, response.text
+        assert len(records(engine)) == 1
+    else:
+        assert_problem(response, 422)
+        assert records(engine) == []
+
+
 def test_a_request_that_failed_after_committing_is_in_progress_for_its_retries(crashing, engine):
     assert crashing.post("/v1/probe/crash", headers=keyed("k")).status_code == 500
 
