@@ -29,6 +29,7 @@ from sqlalchemy import ColumnElement, or_
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
+from policies.authz import TENANT_ROLES
 from policies.errors import ConflictError, InvalidValueError, NotFoundError
 from policies.infiniband.model import format_pkey
 from policies.model import Owner
@@ -62,7 +63,7 @@ def request_peering(uow: UnitOfWork, *, tenant_name: str, spec: PeeringCreate) -
     with uow.transaction() as tx:
         requester, peer = _lock_pair(tx.session, tenant_name, spec.peer)
         fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
-        _check_allowed(tx.session, requester, peer)
+        _check_requestable(tx, requester, peer)
         _refuse_open_twin(tx.session, fabric, requester, peer)
         peering = _new_request(tx, fabric, requester, peer)
         _gate(tx, fabric, peering, "peering.request", tenant_name)
@@ -95,10 +96,28 @@ def _lock_pair(session: Session, tenant_name: str, peer_name: str) -> tuple[m.Te
         peer = None
     if peer is None or peer.status != "active":
         # One answer for unknown and offboarded peers: a requester learns no tenant's status.
-        raise NotFoundError(
-            f"no active tenant '{peer_name}' to peer with", resource="tenant", name=peer_name
-        )
+        raise _no_peer(peer_name)
     return requester, peer
+
+
+def _no_peer(peer_name: str) -> NotFoundError:
+    return NotFoundError(
+        f"no active tenant '{peer_name}' to peer with", resource="tenant", name=peer_name
+    )
+
+
+def _check_requestable(tx: Tx, requester: m.Tenant, peer: m.Tenant) -> None:
+    """`_check_allowed`; to a tenant role a peer the policy rules out is a missing one.
+
+    Tenant roles cannot list other tenants: a 409 naming the peering rule would tell them that
+    the tenant exists and its kind, which a 404 for an unknown name would not.
+    """
+    try:
+        _check_allowed(tx.session, requester, peer)
+    except ConflictError as refused:
+        if tx.principal.role in TENANT_ROLES:
+            raise _no_peer(peer.name) from refused
+        raise
 
 
 def _check_allowed(session: Session, requester: m.Tenant, peer: m.Tenant) -> None:

@@ -188,6 +188,34 @@ def test_tenant_admins_request_accept_and_end_their_own_tenants_peerings(closed)
     )
 
 
+def test_to_a_tenant_role_a_peer_the_policy_rules_out_looks_exactly_like_a_missing_one(
+    closed, db_dump
+):
+    acme = bearer(closed, "tenant-admin", "acme")  # external: the policy lets it peer with none
+    before = db_dump()
+
+    hidden = closed.post(
+        "/v1/tenants/acme/peerings", json={"fabric": FABRIC, "peer": "globex"}, headers=acme
+    )
+    missing = closed.post(
+        "/v1/tenants/acme/peerings", json={"fabric": FABRIC, "peer": "nobody"}, headers=acme
+    )
+
+    assert_problem(hidden, 404, "not-found")
+    unnamed = [
+        body.json() | {"detail": None, "name": None, "instance": None} for body in (hidden, missing)
+    ]
+    assert unnamed[0] | {"request_id": None} == unnamed[1] | {"request_id": None}
+    assert hidden.json()["detail"].replace("globex", "nobody") == missing.json()["detail"]
+    assert "external" not in hidden.text and "policy" not in hidden.text
+    assert db_dump() == before
+    operator = {"Authorization": f"Bearer {ADMIN}"}
+    refused = closed.post(
+        "/v1/tenants/acme/peerings", json={"fabric": FABRIC, "peer": "globex"}, headers=operator
+    )
+    assert assert_problem(refused, 409, "conflict")["rule"] == "policy-peering"
+
+
 def test_a_tenant_viewer_reads_its_peerings_but_changes_none(closed):
     operator = {"Authorization": f"Bearer {ADMIN}"}
     viewer = bearer(closed, "tenant-viewer", "labs")
