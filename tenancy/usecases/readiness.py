@@ -8,12 +8,19 @@ retrying, and a load balancer only stops sending it traffic.
 
 from __future__ import annotations
 
+import logging
+
 from policies.errors import NotReadyError
 from tenancy.schemas.health import ReadinessChecks, ReadinessView
 from tenancy.store.db import STORAGE_ERRORS, storage_error_detail
 from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import scheduler, signing_keys
 from tenancy.usecases.bootstrap import database_revision, head_revision, known_revisions
+
+log = logging.getLogger("isofabric")
+# What /readyz says of an unreachable database. It needs no token, so the driver's text (hosts,
+# ports, users, paths) goes to the server's log only.
+DATABASE_UNREACHABLE = "database unreachable (the server's log says why)"
 
 
 def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessView:
@@ -32,11 +39,9 @@ def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessVie
             revision = database_revision(uow.engine)
         except STORAGE_ERRORS as error:
             database_error = storage_error_detail(error)
-    if database_error is not None:
-        raise NotReadyError(
-            f"not ready: database unreachable: {database_error}",
-            not_ready=[f"database unreachable: {database_error}"],
-        )
+            log.warning("not ready: database unreachable: %s", database_error)
+    if database_error is not None:  # one given by the server was logged when it changed
+        raise NotReadyError(f"not ready: {DATABASE_UNREACHABLE}", not_ready=[DATABASE_UNREACHABLE])
     if revision != head_revision():
         reason = _migration_reason(revision)
         raise NotReadyError(f"not ready: {reason}", not_ready=[reason])
