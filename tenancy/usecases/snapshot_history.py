@@ -179,11 +179,9 @@ def _store_blob(session: Session, artifact: Artifact, seal: bytes | None) -> Non
     """
     dialect = session.get_bind().dialect.name
     insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-    content = zlib.compress(artifact.content, 6)
-    sealed = seal is not None and holds_secrets(artifact.path)
-    if sealed:
-        assert seal is not None
-        content = sealing.seal(seal, content, artifact.sha256.encode())
+    content, sealed = zlib.compress(artifact.content, 6), False
+    if seal is not None and holds_secrets(artifact.path):
+        content, sealed = sealing.seal(seal, content, artifact.sha256.encode()), True
     values = {
         "sha256": artifact.sha256,
         "size": len(artifact.content),
@@ -242,8 +240,9 @@ def snapshot_files(
         found = _kept_contents(tx, fabric, digest, paths)
         if found or _any_kept(tx.session, m.pk(fabric), digest):
             _refuse_absent(fabric_name, paths, found)
-            if all(found.get(path) is not None for path in paths):
-                return [Artifact(path, found[path] or b"") for path in paths]
+            kept = [Artifact(path, c) for path in paths if (c := found.get(path)) is not None]
+            if len(kept) == len(paths):
+                return kept
         elif newest_with(tx.session, m.pk(fabric), digest) is None:
             raise NotFoundError(
                 f"fabric '{fabric_name}' has no snapshot {digest}",
