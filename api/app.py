@@ -6,17 +6,17 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from api import health
 from api.auth import BearerTokenAuth
-from api.deps import authorize, bearer_scheme, require_json_body
 from api.docs import DESCRIPTION, install_docs
 from api.dry_run import dry_run_answer
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
 from api.metrics import install_metrics
+from api.mounting import serve_routes
 from api.problems import install_problem_handlers
 from api.request_id import RequestId
 from api.routes import (
@@ -49,8 +49,8 @@ from tenancy.store.settings import Settings, load_settings
 from tenancy.store.uow import Clock, UnitOfWork, system_clock
 
 log = logging.getLogger("isofabric.api")
-# Mounted in this order, which is also the order of the paths in the OpenAPI document.
-AUTHORIZED_ROUTERS = (
+# Served in this order, which is also the order of the paths in the OpenAPI document.
+V1_ROUTERS = (
     changesets.router,
     fabrics.router,
     topology.router,
@@ -69,9 +69,9 @@ AUTHORIZED_ROUTERS = (
     config_audits.router,
     usage.router,
     policy.router,
+    proofs.router,
+    keys.router,
 )
-# These routers carry the authorization dependencies themselves.
-SELF_AUTHORIZED_ROUTERS = (proofs.router, keys.router)
 
 
 def create_app(
@@ -99,15 +99,9 @@ def create_app(
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
     install_problem_handlers(app)
     app.add_exception_handler(DryRunDone, dry_run_answer)
-    for router in AUTHORIZED_ROUTERS:
-        # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
-        # JSON body (if it takes one) must be sent as JSON: 415 otherwise.
-        app.include_router(
-            router,
-            dependencies=[Depends(bearer_scheme), Depends(authorize), Depends(require_json_body)],
-        )
-    for router in SELF_AUTHORIZED_ROUTERS:
-        app.include_router(router, dependencies=[Depends(require_json_body)])
+    # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
+    # JSON body (if it takes one) must be sent as JSON: 415 otherwise (api/deps.py).
+    serve_routes(app, *V1_ROUTERS)
     install_docs(app)  # /docs, /problems and the error responses of the OpenAPI document
     install_console(app)  # /ui: the web console (api/ui/)
     # Added last = outermost: the request id is set first (and echoed on every response, 401
@@ -120,7 +114,7 @@ def create_app(
     app.add_middleware(RequestId)
     install_verdict_warmer(app)  # computes a changed fabric's verdict in the background
     install_metrics(app)  # /metrics; outermost middleware: request metrics and the request log
-    app.include_router(health.router)  # /healthz, /readyz: no token (probes carry none)
+    serve_routes(app, health.router)  # /healthz, /readyz: no token (probes carry none)
     return app
 
 

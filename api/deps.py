@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
@@ -203,6 +203,20 @@ async def require_json_body(request: Request, _: Annotated[None, Depends(authori
         "this route takes a JSON body: send 'Content-Type: application/json' (or an "
         f"application/*+json type); the request has {sent}",
         accepted=list(JSON_MEDIA_TYPES),
+    )
+
+
+def authorized_router(**options: Any) -> APIRouter:
+    """An APIRouter (same `options`) for /v1 routes: each is authorized, then JSON-only.
+
+    Every route it declares authenticates the bearer token (documented in OpenAPI), is
+    authorized against the RBAC policy (`authorize`), and refuses a JSON body sent as another
+    type (`require_json_body`). The dependencies are the router's own, not added when an app
+    includes it, so its routes are complete when the module is imported (api/mounting.py).
+    """
+    return APIRouter(
+        dependencies=[Depends(bearer_scheme), Depends(authorize), Depends(require_json_body)],
+        **options,
     )
 
 

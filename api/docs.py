@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from api import problem_pages
+from api.mounting import serve_routes
 from api.openapi_responses import document_responses
 
 ASSETS_DIR = Path(__file__).parent / "static" / "swagger-ui"
@@ -95,7 +96,7 @@ def install_docs(app: FastAPI) -> None:
     app.add_api_route(
         OAUTH2_REDIRECT_URL, oauth2_redirect_page, methods=["GET"], include_in_schema=False
     )
-    app.include_router(problem_pages.router)
+    serve_routes(app, problem_pages.router)
     document_responses(app)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import Query, Response, status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import AllocationIdPath, TenantPath
 from tenancy.schemas import AllocationCreate, AllocationView, Page
 from tenancy.store.history import AllocationState
@@ -14,7 +14,7 @@ from tenancy.usecases import allocations
 
 STATE_HELP = "active (not released, the default), released, or all"
 
-router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+router = authorized_router(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/allocations", status_code=status.HTTP_201_CREATED)

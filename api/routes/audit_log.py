@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from tenancy.record import audit_log
 from tenancy.schemas import (
     AuditEntryView,
@@ -16,7 +16,7 @@ from tenancy.schemas import (
     Page,
 )
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"])
+router = authorized_router(prefix="/v1/audit", tags=["audit"])
 
 
 @router.get("/entries")

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from api.deps import Uow
+from api.deps import Uow, authorized_router
 from tenancy.schemas.changesets import ChangeSetCreate, ChangeSetView
 from tenancy.usecases import changesets
 
-router = APIRouter(prefix="/v1/changesets", tags=["changesets"])
+router = authorized_router(prefix="/v1/changesets", tags=["changesets"])
 
 
 @router.post("")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from api.deps import HEAVY_WORK, Uow
+from api.deps import HEAVY_WORK, Uow, authorized_router
 from api.limits import RawBody, decode_text
 from api.params import FabricPath
 from api.responses import json_response
@@ -23,7 +23,7 @@ from tenancy.schemas import (
 )
 from tenancy.usecases import config_audits, roce_observations
 
-router = APIRouter(prefix="/v1/fabrics", tags=["audits"])
+router = authorized_router(prefix="/v1/fabrics", tags=["audits"])
 
 
 # Plain functions: FastAPI runs them in a worker thread, so parsing a large deployed file and

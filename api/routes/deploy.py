@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response, status
+from fastapi import Path, Response, status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import FabricPath, NodePath
 from tenancy.schemas import (
     SLUG_PATTERN,
@@ -21,7 +21,7 @@ from tenancy.schemas import (
 from tenancy.schemas.deploy import ForceDrainView
 from tenancy.usecases import deploy, deploy_sync, drains
 
-router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
+router = authorized_router(prefix="/v1/fabrics", tags=["deployment"])
 TargetName = Annotated[
     str,
     Path(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import FabricPath
 from tenancy.schemas import AnyFabricCreate, FabricView, Page
 from tenancy.usecases import fabrics
 
-router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import Query, Response, status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import GrantIdPath, TenantPath
 from tenancy.schemas import GrantCreate, GrantView, Page
 from tenancy.store.history import GrantState
@@ -14,7 +14,7 @@ from tenancy.usecases import shared_services
 
 STATE_HELP = "active (not revoked, the default), revoked, or all"
 
-router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+router = authorized_router(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/grants", status_code=status.HTTP_201_CREATED)

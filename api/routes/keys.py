@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
-
-from api.deps import Uow, authorize, bearer_scheme
+from api.deps import Uow, authorized_router
 from tenancy.schemas import SigningKeysView
 from tenancy.usecases import signing_keys
 
-router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
+router = authorized_router(tags=["proofs"])
 
 
 @router.get("/v1/keys")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import FabricPath, NodePath
 from tenancy.schemas import NodePatch, NodeView, Page
 from tenancy.usecases import nodes
 
-router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 @router.get("/{fabric}/nodes")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import Query, Response, status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import PeeringIdPath, TenantPath
 from tenancy.schemas import Page
 from tenancy.schemas.peerings import PeeringCreate, PeeringState, PeeringView
@@ -18,7 +18,7 @@ from tenancy.usecases import peerings
 
 STATE_HELP = "open (requested or accepted, the default), requested, accepted, ended, or all"
 
-router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+router = authorized_router(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("/{tenant}/peerings", status_code=status.HTTP_201_CREATED)

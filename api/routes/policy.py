@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import Depends, Path, Request
 from fastapi.responses import Response
 
-from api.deps import HEAVY_WORK, Listing, Uow
+from api.deps import HEAVY_WORK, Listing, Uow, authorized_router
 from api.limits import body_at_most, decode_text, media_type
 from api.responses import json_response
 from tenancy.schemas import Page
@@ -21,7 +21,7 @@ from tenancy.schemas.policy import MAX_DOCUMENT_BYTES, PolicyDocument, PolicyVie
 from tenancy.store.documents import parse_policy
 from tenancy.usecases import policy
 
-router = APIRouter(prefix="/v1/policy", tags=["policy"])
+router = authorized_router(prefix="/v1/policy", tags=["policy"])
 # A policy is at most a few dozen KB: a larger body is a 413 before any parsing.
 PolicyBody = Annotated[bytes, Depends(body_at_most(MAX_DOCUMENT_BYTES))]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, status
+from fastapi import Query, status
 
-from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorize, bearer_scheme
+from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorized_router
 from api.params import ProofIdPath, TenantPath
 from policies.authz import Role
 from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
@@ -20,7 +20,7 @@ from tenancy.schemas import Page, ProofCreated, ProofIssue, ProofView
 from tenancy.store.uow import Principal
 from tenancy.usecases import proofs
 
-router = APIRouter(tags=["proofs"], dependencies=[Depends(bearer_scheme), Depends(authorize)])
+router = authorized_router(tags=["proofs"])
 
 # Roles that may see who else shares a segment; any other role (fail closed) sees tenant views.
 FULL_VIEW_ROLES = frozenset({Role.OPERATOR.value, Role.AUDITOR.value})

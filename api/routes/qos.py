@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from tenancy.schemas import Page, QosClassCreate, QosClassView
 from tenancy.usecases import tenants
 
 # Tagged "tenants" as well as "qos": the OpenAPI document has always grouped them so.
-router = APIRouter(prefix="/v1/qos-classes", tags=["tenants", "qos"])
+router = authorized_router(prefix="/v1/qos-classes", tags=["tenants", "qos"])
 
 
 @router.get("")

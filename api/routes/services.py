@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import status
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import FabricPath, ServicePath
 from tenancy.schemas import Page, ServiceCreate, ServiceView
 from tenancy.usecases import shared_services
 
-router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 @router.post("/{fabric}/services", status_code=status.HTTP_201_CREATED)

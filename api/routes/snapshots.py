@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import Path, Query, Response
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
 from api.routes.verification import ARTIFACT_FILE, artifact_response
 from tenancy.schemas import SLUG_PATTERN, SNAPSHOT_DIGEST_PATTERN, DSSEEnvelope, Page, SnapshotView
 from tenancy.usecases import leaf_patches, snapshot_history
 
-router = APIRouter(prefix="/v1/fabrics", tags=["deployment"])
+router = authorized_router(prefix="/v1/fabrics", tags=["deployment"])
 Digest = Annotated[
     str,
     Path(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import Query, status
 
-from api.deps import CurrentPrincipal, Listing, Uow
+from api.deps import CurrentPrincipal, Listing, Uow, authorized_router
 from api.params import TenantPath
 from policies.authz import Role
 from tenancy.gate import cached_reads
@@ -20,7 +20,7 @@ from tenancy.schemas import (
 from tenancy.schemas.tenants import TenantPatch
 from tenancy.usecases import tenant_patch, tenants
 
-router = APIRouter(prefix="/v1/tenants", tags=["tenants"])
+router = authorized_router(prefix="/v1/tenants", tags=["tenants"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

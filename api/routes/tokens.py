@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import Response, status
 
-from api.deps import CurrentPrincipal, Listing, Uow, hidden_tenant
+from api.deps import CurrentPrincipal, Listing, Uow, authorized_router, hidden_tenant
 from api.params import TokenIdPath
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
 from tenancy.usecases import tokens
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+router = authorized_router(prefix="/v1/tokens", tags=["tokens"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import Response
 
-from api.deps import HEAVY_WORK, Uow
+from api.deps import HEAVY_WORK, Uow, authorized_router
 from api.limits import RawBody, decode_text, media_type
 from api.params import FabricPath
 from api.responses import json_response
@@ -18,7 +18,7 @@ INVENTORY_DOC = (
     '"nodes":[{"name","nics":[{"name","switch","port"}]}]}'
 )
 
-router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
 
 # A plain function: FastAPI runs it in a worker thread, so parsing, verification and the

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 
-from api.deps import Listing, Uow
+from api.deps import Listing, Uow, authorized_router
 from tenancy.schemas import SLUG_PATTERN, UsageEventsPage, UsageRecordsPage
 from tenancy.schemas.common import TIME_TEXT_PATTERN
 from tenancy.usecases import usage
 
-router = APIRouter(prefix="/v1/usage", tags=["usage"])
+router = authorized_router(prefix="/v1/usage", tags=["usage"])
 
 TIME = TIME_TEXT_PATTERN
 From = Annotated[

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fastapi import APIRouter, Response, status
+from fastapi import Response, status
 
-from api.deps import Uow
+from api.deps import Uow, authorized_router
 from api.params import ArtifactPath, FabricPath, IfNoneMatch
 from tenancy.gate import cached_reads
 from tenancy.schemas import ArtifactsView, VerificationView
 
-router = APIRouter(prefix="/v1/fabrics", tags=["fabrics"])
+router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 NOT_MODIFIED: dict[int | str, dict[str, Any]] = {304: {"description": "Not modified"}}
 # A rendered file of any format (partitions.conf, config_db.json, frr.conf) is served as text.
 ARTIFACT_FILE: dict[str, Any] = {

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from api.auth import TokenAuthenticator
+from api.mounting import serve_routes
 from api.ui.pages import PAGE_ROUTERS, home
 from api.ui.render import STATIC_DIR, STATIC_URL
 from api.ui.session import ConsoleSessions
@@ -24,6 +25,5 @@ def install_console(app: FastAPI) -> None:
     authenticator = TokenAuthenticator(uow.settings.admin_token, uow)
     app.state.console_sessions = ConsoleSessions(authenticator)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC_DIR), name="console-static")
-    for router in PAGE_ROUTERS:
-        app.include_router(router)
-    app.include_router(home.fallback)  # last: only paths no page serves
+    serve_routes(app, *PAGE_ROUTERS)
+    serve_routes(app, home.fallback)  # last: only paths no page serves

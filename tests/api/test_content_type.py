@@ -12,7 +12,7 @@ import re
 import pytest
 from fastapi.routing import APIRoute
 
-from api.app import AUTHORIZED_ROUTERS, SELF_AUTHORIZED_ROUTERS
+from api.app import V1_ROUTERS
 from tenancy.schemas import TokenCreate
 from tenancy.usecases import tokens
 from tests.builders import TEXT_PLAIN, assert_problem, created
@@ -21,7 +21,7 @@ FORM = {"content-type": "application/x-www-form-urlencoded"}  # what curl -d sen
 ACME = {"name": "acme", "kind": "external", "qos_class": "gold"}
 JSON_BODY_ROUTES = sorted(
     (method, route.path)
-    for router in (*AUTHORIZED_ROUTERS, *SELF_AUTHORIZED_ROUTERS)
+    for router in V1_ROUTERS
     for route in router.routes
     if isinstance(route, APIRoute) and route.body_field is not None
     for method in route.methods or ()

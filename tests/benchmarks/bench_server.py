@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from functools import cache
 
 import httpx2
-from fastapi import APIRouter, Depends, FastAPI, Response
+from fastapi import FastAPI, Response
 
 BYTES_ROUTE = "/v1/bench/bytes/{size}"
 START_TIMEOUT_SECONDS = 120.0
@@ -37,19 +37,17 @@ def prebuilt(size: int) -> bytes:
 
 def add_bytes_route(app: FastAPI) -> None:
     """Mount ``GET /v1/bench/bytes/{size}?media=...`` with the /v1 routes' dependencies."""
-    from api.deps import authorize, bearer_scheme, require_json_body
+    from api.deps import authorized_router
+    from api.mounting import serve_routes
 
-    router = APIRouter()
+    router = authorized_router()
 
     # `def`, not `async def`, like the fabric routes: both answer from the thread pool.
     @router.get(BYTES_ROUTE, include_in_schema=False)
     def bench_bytes(size: int, media: str = "application/json") -> Response:
         return Response(prebuilt(size), media_type=media)
 
-    app.include_router(
-        router,
-        dependencies=[Depends(bearer_scheme), Depends(authorize), Depends(require_json_body)],
-    )
+    serve_routes(app, router)
 
 
 def serve() -> None:
