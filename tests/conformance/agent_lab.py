@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .harness import AGENT_SCRIPT, OpenSM, SimFabric, stop_process, wait_until
+from .harness import AGENT_SCRIPT, HarnessError, OpenSM, SimFabric, stop_process, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT = 120.0
@@ -42,6 +42,33 @@ if [ -f {lie} ] && [ "$last" = "$(cat {lie})" ]; then
 fi
 exec {tool} "$@"
 """
+
+
+# A standby that starts sets IS_SM on its port (trap 144 to the master), and the master's next
+# sweep asks it for its SMInfo. libumad2sim forwards MADs with no timeout (umad2sim.c zeroes
+# timeout_ms and retries; linux-rdma/ibsim), so when that exchange is lost while the standby's
+# OpenSM starts, the master's sweep waits forever: its log ends at the trap, and
+# `clear_madw: ERR 5401` evicts the MAD at exit. On real hardware the MAD times out and the
+# sweep goes on, so the lab restarts a master that does not finish that sweep.
+MASTER_SWEEP_SECONDS = 10.0
+STANDBY_TRAP = "num:144"
+
+
+def start_standby(master: SmNode, standby: SmNode) -> None:
+    """Start `standby` and wait for the master's sweep after its trap (restarting a stuck one)."""
+    offset = len(master.log_text())
+
+    def swept() -> bool:
+        written = master.log_text()[offset:]
+        trap = written.find(STANDBY_TRAP)
+        return trap >= 0 and "SUBNET UP" in written[trap:]
+
+    standby.start(standby=True)
+    try:
+        wait_until(swept, timeout=MASTER_SWEEP_SECONDS, what="the master's sweep after the trap")
+    except HarnessError:
+        master.stop()
+        master.start()
 
 
 @dataclass

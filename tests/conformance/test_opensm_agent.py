@@ -45,6 +45,7 @@ from .agent_lab import (
     kill_hard,
     run_agent,
     start_agent,
+    start_standby,
     stop_agent,
     wait_for_line,
 )
@@ -406,7 +407,7 @@ def test_master_and_standby_are_in_sync_only_when_both_applied(lab: Lab) -> None
     lab.register(standby)
     standby.install({name: lab.master.path(name).read_bytes() for name in NAMES})
     standby.write_wrappers()
-    standby.start(standby=True)
+    start_standby(lab.master, standby)
     lab.standby = standby
     lab.tenant("hooli")
     lab.allocate("hooli", 1)
