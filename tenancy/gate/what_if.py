@@ -6,6 +6,12 @@ committed state the same way and compares: the verdict after, the reachability d
 artifact, the sha256 before and after with a unified diff. The caller then rolls its whole
 transaction back (`DryRunDone`), so a dry run writes nothing: no row, no audit entry, no claimed
 Idempotency-Key. Secrets never reach a diff: the subnet keys in opensm.conf are redacted.
+
+What a dry run answers a role never exceeds what that role may read without it. A tenant role
+gets the tenant view (`DryRunView.view`): the verdict, the reachability edges and the
+counterexamples that involve only its tenant and shared services, and each changed file as the
+diff of its projection to the lines about the tenant's own segments
+(policies/evidence/tenant_files.py), without the files' hashes.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ from typing import TypeVar
 from sqlalchemy.orm import SessionTransaction
 
 from policies.artifacts import Artifact
+from policies.authz import TENANT_ROLES, Role
+from policies.evidence.tenant_files import TenantFileView, tenant_file_view
+from policies.model import Owner, OwnerKind
 from policies.verdict import ReachabilityEdge, Verdict
 from tenancy import models as m
 from tenancy.gate.change_batch import deferred_gate
-from tenancy.record.snapshot import load_snapshot
+from tenancy.record.snapshot import Snapshot, load_snapshot
+from tenancy.schemas.verification import CounterexampleView, EdgeView
 from tenancy.schemas.what_if import ArtifactChange, DryRunView, FabricWhatIf, ReachabilityDelta
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.technology import render_snapshot, verify_snapshot
@@ -46,6 +56,7 @@ class DryRunDone(Exception):  # noqa: N818 - control flow, not an error
 
 @dataclass(frozen=True)
 class _State:
+    snapshot: Snapshot
     verdict: Verdict
     artifacts: dict[str, Artifact]
 
@@ -67,8 +78,10 @@ def rehearse(tx: Tx) -> Iterator[None]:
     savepoint = tx.session.begin_nested()
     with deferred_gate(tx, lambda _tx, _batch: None) as batch:
         yield
-    fabrics = _report(tx, savepoint, [c.fabric for c in batch.fabrics.values()])
-    raise DryRunDone(DryRunView(holds=all(f.holds for f in fabrics), fabrics=fabrics))
+    tenant = _viewing_tenant(tx)
+    fabrics = _report(tx, savepoint, [c.fabric for c in batch.fabrics.values()], tenant)
+    view = "full" if tenant is None else "tenant"
+    raise DryRunDone(DryRunView(view=view, holds=all(f.holds for f in fabrics), fabrics=fabrics))
 
 
 def rehearsing(uow: UnitOfWork) -> UnitOfWork:
@@ -81,11 +94,22 @@ def committing(uow: UnitOfWork) -> UnitOfWork:
     return replace(uow, rehearsal=None)
 
 
-def _report(tx: Tx, savepoint: SessionTransaction, fabrics: list[m.Fabric]) -> list[FabricWhatIf]:
+def _viewing_tenant(tx: Tx) -> str | None:
+    """The tenant whose view the answer is (a tenant role's); None for the full view."""
+    principal = tx.principal
+    return principal.tenant if Role(principal.role) in TENANT_ROLES else None
+
+
+def _report(
+    tx: Tx, savepoint: SessionTransaction, fabrics: list[m.Fabric], tenant: str | None = None
+) -> list[FabricWhatIf]:
     after = [_state(tx, fabric) for fabric in fabrics]
     savepoint.rollback()
     before = [_state(tx, fabric) for fabric in fabrics]
-    return [_compare(f, b, a) for f, b, a in zip(fabrics, before, after, strict=True)]
+    compared = zip(fabrics, before, after, strict=True)
+    if tenant is None:
+        return [_compare(f, b, a) for f, b, a in compared]
+    return [_tenant_compare(f, b, a, tenant) for f, b, a in compared]
 
 
 def _state(tx: Tx, fabric: m.Fabric) -> _State:
@@ -93,7 +117,7 @@ def _state(tx: Tx, fabric: m.Fabric) -> _State:
     verdict = verify_snapshot(snapshot)
     # A state that does not verify is never rendered (it would be refused): no file to compare.
     files = render_snapshot(tx, fabric, snapshot) if verdict.holds else ()
-    return _State(verdict, {f.path: f for f in files})
+    return _State(snapshot, verdict, {f.path: f for f in files})
 
 
 def _compare(fabric: m.Fabric, before: _State, after: _State) -> FabricWhatIf:
@@ -119,6 +143,66 @@ def _compare(fabric: m.Fabric, before: _State, after: _State) -> FabricWhatIf:
     )
 
 
+def _tenant_compare(fabric: m.Fabric, before: _State, after: _State, tenant: str) -> FabricWhatIf:
+    """`_compare` as `tenant` may see it: its own edges, and its projection of each file."""
+    full = _compare(fabric, before, after)
+    files = tenant_file_view((before.snapshot, after.snapshot), tenant)
+    reachability = ReachabilityDelta(
+        added=_edges_of(full.reachability.added, tenant),
+        removed=_edges_of(full.reachability.removed, tenant),
+    )
+    return full.model_copy(
+        update={
+            "counterexamples": _counterexamples_of(full.counterexamples, tenant),
+            "reachability": reachability,
+            "artifacts": _projected_changes(full.artifacts, before, after, files),
+        }
+    )
+
+
+def _edges_of(edges: list[EdgeView], tenant: str) -> list[EdgeView]:
+    """The edges with the tenant at one end, as its reachability read lists them."""
+    owner = str(Owner.tenant(tenant))
+    return [edge for edge in edges if owner in (edge.source, edge.target)]
+
+
+def _counterexamples_of(
+    examples: list[CounterexampleView], tenant: str
+) -> list[CounterexampleView]:
+    """The counterexamples whose every end is the tenant's or a shared service's."""
+
+    def visible(owner: str) -> bool:
+        return owner == str(Owner.tenant(tenant)) or owner.startswith(f"{OwnerKind.SERVICE}:")
+
+    return [
+        example
+        for example in examples
+        if all(visible(end.owner) for end in (example.a, example.b) if end is not None)
+    ]
+
+
+def _projected_changes(
+    changes: list[ArtifactChange], before: _State, after: _State, files: TenantFileView
+) -> list[ArtifactChange]:
+    """Each file's change as the diff of the tenant's projections; no hashes (not its files)."""
+    projected = []
+    for change in changes:
+        old, new = before.artifacts.get(change.path), after.artifacts.get(change.path)
+        diff = _projected_diff(change.path, old, new, files)
+        projected.append(
+            ArtifactChange(path=change.path, sha256_before=None, sha256_after=None, diff=diff)
+        )
+    return projected
+
+
+def _projected_diff(
+    path: str, before: Artifact | None, after: Artifact | None, files: TenantFileView
+) -> str | None:
+    old = files.project(_redacted(before)).splitlines(keepends=True)
+    new = files.project(_redacted(after)).splitlines(keepends=True)
+    return _unified(path, old, new) if old != new else None
+
+
 def _sorted(edges: set[ReachabilityEdge]) -> list[ReachabilityEdge]:
     return sorted(edges, key=lambda e: (e.source.sort_key, e.target.sort_key, e.segment))
 
@@ -142,6 +226,10 @@ def _diff(path: str, before: Artifact | None, after: Artifact | None) -> str | N
         return None
     old = _redacted(before).splitlines(keepends=True)
     new = _redacted(after).splitlines(keepends=True)
+    return _unified(path, old, new)
+
+
+def _unified(path: str, old: list[str], new: list[str]) -> str:
     lines = list(difflib.unified_diff(old, new, f"a/{path}", f"b/{path}"))
     if len(lines) > MAX_DIFF_LINES:
         lines = [*lines[:MAX_DIFF_LINES], f"... {len(lines) - MAX_DIFF_LINES} more lines\n"]

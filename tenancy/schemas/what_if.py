@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from tenancy.schemas.verification import CounterexampleView, EdgeView
@@ -12,15 +14,18 @@ class ArtifactChange(BaseModel):
 
     path: str = Field(description="Path in the bundle, e.g. 'opensm/partitions.conf'")
     sha256_before: str | None = Field(
-        description="SHA-256 (hex) of the file today; null when the change creates it"
+        description="SHA-256 (hex) of the file today; null when the change creates it, and "
+        "in the tenant view (the files are not a tenant's to read)"
     )
     sha256_after: str | None = Field(
-        description="SHA-256 (hex) of the file after the change; null when it removes it"
+        description="SHA-256 (hex) of the file after the change; null when it removes it, "
+        "and in the tenant view"
     )
     diff: str | None = Field(
         default=None,
         description="Unified diff (a/<path>, b/<path>), secrets redacted, cut after "
-        "2,000 lines; null when unchanged",
+        "2,000 lines; null when unchanged. In the tenant view, the diff of the lines about "
+        "the tenant's own and shared services' segments only; null when those are unchanged",
     )
 
 
@@ -54,5 +59,11 @@ class DryRunView(BaseModel):
     """
 
     dry_run: bool = Field(default=True, description="Always true: nothing was written")
+    view: Literal["full", "tenant"] = Field(
+        default="full",
+        description="'full' for operators; 'tenant' for a tenant role, which sees only what "
+        "it may read: edges and counterexamples of its tenant and shared services, and each "
+        "file's lines about those, without hashes",
+    )
     holds: bool = Field(description="Whether every fabric touched would still verify")
     fabrics: list[FabricWhatIf] = Field(description="One entry per fabric the request touches")
