@@ -84,6 +84,12 @@ def local_caller(scope: Scope) -> str | None:
     return client_host(scope) if is_loopback(Request(scope).url.hostname) else None
 
 
+def bearer_of(request: Request) -> str:
+    """The credential of the request's ``Authorization: Bearer <token>`` header; "" if none."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else ""
+
+
 class TokenAuthenticator:
     """Who a credential is: the one check behind the bearer header and the console's cookie.
 
@@ -140,8 +146,7 @@ class BearerTokenAuth:
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-        bearer = credentials.strip() if scheme.lower() == "bearer" else ""
+        bearer = bearer_of(request)
         outcome = await run_in_threadpool(
             self.authenticator.authenticate, bearer, local_caller(scope)
         )

@@ -22,12 +22,14 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.auth import TokenAuthenticator, bearer_of, local_caller
 from api.periodic import scheduled_jobs
 from api.problems import PROBLEM_RESPONSE, domain_problem
+from policies.authz import Role
 from policies.errors import DatabaseUnavailableError
 from tenancy.gate.full_check import upgrade_digests
 from tenancy.schemas.health import HealthView, ReadinessView
-from tenancy.store.uow import UnitOfWork
+from tenancy.store.uow import Principal, UnitOfWork
 from tenancy.usecases import readiness, signing_keys
 from tenancy.usecases.bootstrap import try_prepare
 
@@ -200,7 +202,22 @@ async def healthz() -> HealthView:
 def readyz(request: Request) -> ReadinessView:
     """Readiness (a worker thread: it queries the database)."""
     state = database_state(request.app)
-    return readiness.check(request.app.state.uow, database_error=state.error)
+    uow: UnitOfWork = request.app.state.uow
+    detailed = state.prepared and _reads_configuration(request, uow)
+    return readiness.check(uow, database_error=state.error, detailed=detailed)
+
+
+def _reads_configuration(request: Request, uow: UnitOfWork) -> bool:
+    """Whether the caller may read why a check fails (key file paths, schema revisions).
+
+    An operator or auditor may (in open mode, a loopback caller); a probe sends no token.
+    """
+    authenticator = TokenAuthenticator(uow.settings.admin_token, uow)
+    try:
+        caller = authenticator.authenticate(bearer_of(request), local_caller(request.scope))
+    except DatabaseUnavailableError:  # the unit of work's name for every storage error
+        return False
+    return isinstance(caller, Principal) and caller.role in (Role.OPERATOR, Role.AUDITOR)
 
 
 # RFC 9110 §9.1: a general-purpose server supports HEAD wherever it supports GET; load balancers'

@@ -21,17 +21,23 @@ log = logging.getLogger("isofabric")
 # What /readyz says of an unreachable database. It needs no token, so the driver's text (hosts,
 # ports, users, paths) goes to the server's log only.
 DATABASE_UNREACHABLE = "database unreachable (the server's log says why)"
+# Where a caller without an operator's or auditor's token learns why a check fails.
+SHOWN_WITH_A_TOKEN = "an operator's or auditor's token shows why"
 
 
-def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessView:
+def check(
+    uow: UnitOfWork, *, database_error: str | None = None, detailed: bool = True
+) -> ReadinessView:
     """Check every readiness condition; the view lists the latest scheduled runs.
 
     `database_error` is why this server could not prepare the database yet (it retries):
-    the database then counts as unreachable without being asked again.
+    the database then counts as unreachable without being asked again. Without `detailed`
+    (a caller who may not read the configuration), a failing check is named with its state
+    only: no file path, schema revision or driver text.
 
     Raises:
-        NotReadyError: naming each condition that does not hold (``not_ready``), and the key
-            files that are missing (``missing``), if any.
+        NotReadyError: naming each condition that does not hold (``not_ready``), and, when
+            `detailed`, the key files that are missing (``missing``), if any.
     """
     revision: str | None = None
     if database_error is None:
@@ -43,9 +49,9 @@ def check(uow: UnitOfWork, *, database_error: str | None = None) -> ReadinessVie
     if database_error is not None:  # one given by the server was logged when it changed
         raise NotReadyError(f"not ready: {DATABASE_UNREACHABLE}", not_ready=[DATABASE_UNREACHABLE])
     if revision != head_revision():
-        reason = _migration_reason(revision)
-        raise NotReadyError(f"not ready: {reason}", not_ready=[reason])
-    _require_keys(uow)
+        reason = _migration_reason(revision) if detailed else "migrations: not at head"
+        raise _not_ready([reason], detailed)
+    _require_keys(uow, detailed)
     return ReadinessView(
         status="ready",
         checks=ReadinessChecks(
@@ -69,9 +75,17 @@ def _migration_reason(revision: str | None) -> str:
     )
 
 
-def _require_keys(uow: UnitOfWork) -> None:
-    problems = signing_keys.readiness(uow)
-    if problems:
-        reasons = [p.detail for p in problems]
-        missing = [name for p in problems for name in p.extensions.get("missing", [])]
-        raise NotReadyError("not ready: " + "; ".join(reasons), not_ready=reasons, missing=missing)
+def _require_keys(uow: UnitOfWork, detailed: bool) -> None:
+    problems = signing_keys.readiness_by_check(uow)
+    if not problems:
+        return
+    if not detailed:
+        raise _not_ready([f"{check}: missing or unusable" for check in problems], detailed)
+    reasons = [p.detail for p in problems.values()]
+    missing = [name for p in problems.values() for name in p.extensions.get("missing", [])]
+    raise NotReadyError("not ready: " + "; ".join(reasons), not_ready=reasons, missing=missing)
+
+
+def _not_ready(reasons: list[str], detailed: bool) -> NotReadyError:
+    said = "; ".join(reasons) if detailed else f"{'; '.join(reasons)} ({SHOWN_WITH_A_TOKEN})"
+    return NotReadyError(f"not ready: {said}", not_ready=reasons)

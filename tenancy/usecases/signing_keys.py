@@ -303,16 +303,21 @@ def readiness(uow: UnitOfWork) -> list[KeyUnavailableError]:
 
     Each error names the missing file (or variable) and the command that creates it.
     """
-    problems: list[KeyUnavailableError] = []
+    return list(readiness_by_check(uow).values())
+
+
+def readiness_by_check(uow: UnitOfWork) -> dict[str, KeyUnavailableError]:
+    """`readiness` by the /readyz check that fails: ``signing_key``, ``opensm_secret``."""
+    problems: dict[str, KeyUnavailableError] = {}
     try:
         with uow.transaction(read_only=True) as tx:
             key_store.signer(tx.session, tx.settings)
     except KeyUnavailableError as error:
-        problems.append(error)
+        problems["signing_key"] = error
     try:
         _opensm_ready(uow.settings)
     except KeyUnavailableError as error:
-        problems.append(error)
+        problems["opensm_secret"] = error
     return problems
 
 

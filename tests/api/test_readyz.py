@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
+from tenancy.schemas import TokenCreate
+from tenancy.usecases import tokens
 from tenancy.usecases.bootstrap import head_revision
 from tests.builders import FABRIC, PROBLEM_JSON
 
@@ -76,6 +79,43 @@ def test_readyz_needs_no_token(make_client, tmp_path):
     client = without_keys(make_client, tmp_path, admin_token="s3cret-admin-token")
 
     assert client.get("/readyz").status_code == 503  # not 401: probes carry no token
+
+
+PLAIN_KEYS = ["signing_key: missing or unusable", "opensm_secret: missing or unusable"]
+
+
+def test_a_caller_without_an_operators_token_gets_check_names_and_states_only(
+    make_client, tmp_path
+):
+    client = without_keys(make_client, tmp_path, admin_token="s3cret-admin-token")
+    billing = tokens.create_token(
+        client.app.state.uow,  # type: ignore[attr-defined]  # the app create_app built
+        spec=TokenCreate(name="billing", role="billing"),
+    ).token
+
+    for headers in ({}, {"Authorization": f"Bearer {billing}"}, {"Authorization": "Bearer nope"}):
+        response = client.get("/readyz", headers=headers)
+        assert response.status_code == 503
+        problem = response.json()
+        assert problem["not_ready"] == PLAIN_KEYS and "missing" not in problem
+        assert str(tmp_path) not in response.text and "keys create" not in response.text
+
+    detailed = client.get("/readyz", headers={"Authorization": "Bearer s3cret-admin-token"})
+    assert detailed.json()["missing"] == [
+        str(tmp_path / "missing-signing.key"),
+        str(tmp_path / "missing-opensm.secret"),
+    ]
+
+
+def test_a_schema_behind_is_a_state_without_its_revisions_to_a_probe(make_client, engine):
+    client = make_client(admin_token="adm1n")
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0017'"))
+    probe = client.get("/readyz")
+    assert probe.json()["not_ready"] == ["migrations: not at head"]
+    assert "0017" not in probe.text
+    operator = client.get("/readyz", headers={"Authorization": "Bearer adm1n"})
+    assert "the database is at revision 0017" in operator.json()["not_ready"][0]
 
 
 def test_start_up_logs_what_is_missing(make_client, tmp_path, caplog):
