@@ -47,7 +47,7 @@ def test_a_dry_run_tenant_touches_no_fabric_and_an_error_is_the_same_problem(
 ):
     before = db_dump()
     body = ok(client.post("/v1/tenants?dry_run=true", json={"name": "hooli", "kind": "external"}))
-    assert body == {"dry_run": True, "holds": True, "fabrics": []}
+    assert body == {"dry_run": True, "view": "full", "holds": True, "fabrics": []}
     assert_problem(
         client.post("/v1/tenants?dry_run=true", json={"name": "acme", "kind": "external"}), 409
     )
