@@ -48,7 +48,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("fabric", "pool"),
     ),
     "isofabric_pool_size": ("Identifiers in the fabric's pool", ("fabric", "pool")),
-    "isofabric_nodes": ("Nodes of the fabric by state", ("fabric", "state")),
+    "isofabric_nodes": (
+        "Nodes of the fabric by state (management nodes apart: state=management)",
+        ("fabric", "state"),
+    ),
     "isofabric_deploy_targets": (
         "Deploy targets of the fabric by sync state: in_sync (its last report applied the "
         "fabric's current snapshot), pending (it applied or installed an older one), failed "

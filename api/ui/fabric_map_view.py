@@ -4,7 +4,8 @@ A fabric of at most `DETAIL_LEAVES` leaves is drawn port by port. A larger one (
 benchmark fabric) is drawn one cell per leaf, coloured by the owner holding most of its host
 ports, with a drill-down per rail (`DETAIL_LEAVES` leaves a page, port by port) and, with a tenant
 filter, the tenant's own leaves port by port. Owner colours are CSS classes (console.css):
-``own-0`` .. ``own-11`` for tenants, ``own-svc`` for services, ``own-free`` for free ports.
+``own-0`` .. ``own-11`` for tenants, ``own-svc`` for services, ``own-free`` for free ports,
+``own-mgmt`` for management nodes' ports (never allocatable).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from tenancy.usecases.fabric_map import FREE, FabricLayout, LeafUse, PortUse
+from tenancy.usecases.fabric_map import FREE, MANAGEMENT, FabricLayout, LeafUse, PortUse
 
 DETAIL_LEAVES = 64
 # Port by port up to this many ports a page (64 leaves of 32 ports; 16 leaves of 256 ports):
@@ -48,6 +49,8 @@ class Colours:
         """The owner's colour class."""
         if owner == FREE:
             return "own-free"
+        if owner == MANAGEMENT:
+            return "own-mgmt"
         if owner.startswith("service:"):
             return "own-svc"
         return f"own-{self.tenants.get(owner, 0)}"
@@ -147,7 +150,7 @@ def leaf_drawing(
 
 def legend(counts: dict[str, int], colours: Colours) -> dict[str, Any]:
     """The owners shown, most ports first (at most `LEGEND_LIMIT`), and how many are not."""
-    ranked = sorted(counts.items(), key=lambda kv: (kv[0] == FREE, -kv[1], kv[0]))
+    ranked = sorted(counts.items(), key=lambda kv: (kv[0] in (FREE, MANAGEMENT), -kv[1], kv[0]))
     shown = [{"owner": o, "css": colours.css(o), "ports": n} for o, n in ranked[:LEGEND_LIMIT]]
     return {"owners": shown, "hidden": max(0, len(ranked) - LEGEND_LIMIT)}
 

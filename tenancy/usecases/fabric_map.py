@@ -20,13 +20,15 @@ from sqlalchemy import Select, func
 from sqlalchemy import select as columns_of
 from sqlmodel import col, select
 
-from policies.model import FabricKind, Owner
+from policies.model import FabricKind, NodeRole, Owner
 from tenancy import models as m
 from tenancy.record import snapshot_log
 from tenancy.store.lookups import fabric_named, tenant_named
 from tenancy.store.uow import Tx, UnitOfWork
 
 FREE = "free"
+# A management node's ports (the SM's host, monitoring): never held, so never free to allocate.
+MANAGEMENT = "management"
 # Layouts kept per committed state (service, fabric, snapshot digest): the digest covers every
 # port's host, HCA, switch and port and every node's owner (the snapshot's ports and
 # partitions), so a layout is a function of it, as the verdict is (tenancy/store/read_cache.py).
@@ -40,7 +42,7 @@ _INDEX = re.compile(r"(\d+)$")
 
 @dataclass(frozen=True, slots=True)
 class LeafUse:
-    """Host ports on one leaf: how many each owner holds (owner string, or `FREE`) per HCA.
+    """Host ports on one leaf: how many each owner holds (owner, `FREE` or `MANAGEMENT`) per HCA.
 
     `rail` is the HCA index most of the leaf's ports have (None: no index in their names);
     `ports` and the ports per owner are derived once, when the leaf is made.
@@ -134,13 +136,18 @@ def _layout(tx: Tx, fabric: m.Fabric) -> FabricLayout:
     query = (
         _owned(fabric, [leaf, hca, func.count()])
         .where(leaf.is_not(None))
-        .group_by(leaf, hca, col(m.Tenant.name), col(m.Service.name))
+        .group_by(leaf, hca, col(m.Tenant.name), col(m.Service.name), col(m.Node.role))
     )
-    grouped: dict[str, list[tuple[str, str, int]]] = {}
+    ports: dict[str, dict[tuple[str, str], int]] = {}
     for row in tx.session.execute(query):
-        grouped.setdefault(row[0], []).append((row[1], _owner(row[3], row[4]), int(row[2])))
-    leaves = tuple(LeafUse(n, tuple(grouped[n])) for n in sorted(grouped))
-    return FabricLayout(fabric.name, fabric.kind, _spines(tx, fabric, set(grouped)), leaves)
+        on_leaf = ports.setdefault(row[0], {})
+        key = (row[1], _owner(row[3], row[4], row[5]))  # free compute and storage ports add up
+        on_leaf[key] = on_leaf.get(key, 0) + int(row[2])
+    leaves = tuple(
+        LeafUse(n, tuple((hca, owner, count) for (hca, owner), count in ports[n].items()))
+        for n in sorted(ports)
+    )
+    return FabricLayout(fabric.name, fabric.kind, _spines(tx, fabric, set(ports)), leaves)
 
 
 def leaf_ports(uow: UnitOfWork, *, fabric_name: str, leaves: Collection[str]) -> list[PortUse]:
@@ -204,14 +211,15 @@ def _ports(tx: Tx, fabric: m.Fabric, condition: Any) -> list[PortUse]:
     leaf, hca, port = _columns(fabric.kind)
     query = _owned(fabric, [leaf, hca, port, col(m.Node.name)]).where(condition)
     rows = [
-        PortUse(r[0], str(r[2]), r[3], r[1], _owner(r[4], r[5])) for r in tx.session.execute(query)
+        PortUse(r[0], str(r[2]), r[3], r[1], _owner(r[4], r[5], r[6]))
+        for r in tx.session.execute(query)
     ]
     return sorted(rows, key=lambda p: (p.leaf, _port_order(p.port)))
 
 
 def _owned(fabric: m.Fabric, columns: Iterable[Any]) -> Select[Any]:
-    """SELECT `columns` + tenant and service names over the fabric's host ports and owners."""
-    query = columns_of(*columns, col(m.Tenant.name), col(m.Service.name))
+    """SELECT `columns` + tenant name, service name and node role over the host ports."""
+    query = columns_of(*columns, col(m.Tenant.name), col(m.Service.name), col(m.Node.role))
     if fabric.kind == FabricKind.ROCE:
         query = (
             query.select_from(m.Nic)
@@ -234,10 +242,12 @@ def _owned(fabric: m.Fabric, columns: Iterable[Any]) -> Select[Any]:
     )
 
 
-def _owner(tenant: str | None, service: str | None) -> str:
+def _owner(tenant: str | None, service: str | None, role: str) -> str:
     if tenant is not None:
         return str(Owner.tenant(tenant))
-    return FREE if service is None else str(Owner.service(service))
+    if service is not None:
+        return str(Owner.service(service))
+    return MANAGEMENT if role == NodeRole.MANAGEMENT else FREE
 
 
 def _spines(tx: Tx, fabric: m.Fabric, leaves: set[str]) -> tuple[str, ...]:

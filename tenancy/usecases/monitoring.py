@@ -20,7 +20,7 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies import usage as metering
-from policies.model import FabricKind
+from policies.model import FabricKind, NodeRole
 from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.gate.cached_reads import cached_verdict
@@ -34,6 +34,10 @@ from tenancy.store.uow import Tx, UnitOfWork
 # or installing an older one (pending); its last report was a refusal, failure or rollback
 # (failed); it never reported (unreported).
 SYNC_STATES = ("in_sync", "pending", "failed", "unreported")
+# Node counts: by state, except management nodes (the SM's host: never held, never free), which
+# count apart so that `free` is what tenants can be given.
+MANAGEMENT_NODES = "management"
+NODE_COUNT_KEYS = (*(state.value for state in NodeState), MANAGEMENT_NODES)
 _PENDING = frozenset({"applied", "restart_required"})
 
 
@@ -111,7 +115,8 @@ def _fabric_state(
     fabric_id = m.pk(fabric)
     stored = tx.session.get(m.FabricDigest, fabric_id)
     holds, counterexamples = _verdict(uow, tx, fabric, digest, stored)
-    by_state = {state.value: nodes.get(fabric_id, {}).get(state.value, 0) for state in NodeState}
+    counted = nodes.get(fabric_id, {})
+    by_state = {key: counted.get(key, 0) for key in NODE_COUNT_KEYS}
     return FabricState(
         name=fabric.name,
         kind=fabric.kind,
@@ -206,12 +211,14 @@ def _pool_sizes(session: Session, fabric: m.Fabric) -> list[tuple[str, int]]:
 
 
 def _nodes(session: Session) -> dict[int, dict[str, int]]:
-    query = core_select(col(m.Node.fabric_id), col(m.Node.state), func.count()).group_by(
-        col(m.Node.fabric_id), col(m.Node.state)
-    )
+    """Nodes per fabric by state; a management node (never held) counts as `management`."""
+    columns = (col(m.Node.fabric_id), col(m.Node.state), col(m.Node.role))
+    query = core_select(*columns, func.count()).group_by(*columns)
     counts: dict[int, dict[str, int]] = defaultdict(dict)
-    for fabric_id, state, count in fetch_all(session, query):
-        counts[int(fabric_id)][state] = int(count)
+    for fabric_id, state, role, count in fetch_all(session, query):
+        key = MANAGEMENT_NODES if role == NodeRole.MANAGEMENT else state
+        by_key = counts[int(fabric_id)]
+        by_key[key] = by_key.get(key, 0) + int(count)
     return counts
 
 

@@ -299,3 +299,16 @@ def test_the_route_is_documented_as_text(client):
     assert operation["description"].startswith("The service's metrics")
     assert "text/plain" in operation["responses"]["200"]["content"]
     assert operation.get("parameters", []) == []
+
+
+def test_a_management_node_counts_as_management_never_as_free(client, onboarded):
+    """sm01 is ib-east's SM host (tests/builders.py ROLES): never held, so not capacity."""
+    nodes = ok(client.get(f"{IB}/nodes", params={"limit": 1000}))["data"]
+    free = [n for n in nodes if n["state"] == "free" and n["role"] != "management"]
+    management = [n for n in nodes if n["role"] == "management"]
+    assert [n["name"] for n in management] == ["sm01"]
+
+    samples = scrape(client)
+
+    assert value(samples, "isofabric_nodes", fabric=FABRIC, state="free") == len(free)
+    assert value(samples, "isofabric_nodes", fabric=FABRIC, state="management") == 1

@@ -37,7 +37,8 @@ def test_the_overview_shows_the_demo_fabrics_facts(page: Page, sign_in):
     expect(pkeys.locator(".size")).to_have_text("32511")
     expect(pkeys.locator("svg.bar")).to_be_visible()
     expect(ib.locator("li[data-state=allocated] .count")).to_have_text("8")
-    expect(ib.locator("li[data-state=free] .count")).to_have_text("3")
+    expect(ib.locator("li[data-state=free] .count")).to_have_text("2")  # gpu0007, gpu0008
+    expect(ib.locator("li[data-state=management] .count")).to_have_text("1")  # sm01: never held
     expected_roce = {"vlan": "8", "l2vni": "4", "l3vni": "4", "subnet": "4"}
     for pool, used in expected_roce.items():
         expect(roce.locator(f"tr[data-pool={pool}] .used")).to_have_text(used)

@@ -7,6 +7,8 @@ The demo's ib-east cables HCA mlx5_0 of every host to leaf01 and mlx5_1 to leaf0
 
 from __future__ import annotations
 
+import re
+
 from fastapi.testclient import TestClient
 from playwright.sync_api import Page, expect
 
@@ -207,3 +209,17 @@ def test_a_fabric_of_72_leaves_is_served_one_cell_per_leaf_with_its_drill_downs(
     assert acme.count(' hl" data-leaf=') == 8 and acme.count('<figure class="leaf"') == 8
     assert acme.count('class="port own-0 hl" data-owner="tenant:acme" data-node="gpu00040"') == 8
     assert "acme</strong>: 8 ports on 8 leaves" in acme
+
+
+def test_the_sm_hosts_ports_are_management_not_free_on_the_map_and_the_overview(
+    site: ConsoleSite,
+):
+    with TestClient(site.app(), follow_redirects=False) as client:
+        client_sign_in(client, site.tokens["auditor"])
+        drawn = client.get("/ui/fabrics/ib-east/map").text
+        overview = client.get("/ui/fabrics").text
+    squares = re.findall(
+        r'<rect class="port ([^" ]+)[^"]*" data-owner="([^"]+)" data-node="sm01"', drawn
+    )
+    assert squares and all(owner == "management" and css == "own-mgmt" for css, owner in squares)
+    assert re.search(r'data-state="management">.*?<strong class="count">1</strong>', overview)

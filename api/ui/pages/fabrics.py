@@ -20,6 +20,7 @@ from api.ui.render import render
 from policies.node_state import NodeState
 from tenancy.store.uow import UnitOfWork
 from tenancy.usecases.monitoring import (
+    NODE_COUNT_KEYS,
     FabricState,
     PoolUse,
     ServiceState,
@@ -90,12 +91,12 @@ def fabric_card(fabric: FabricState) -> dict[str, Any]:
         "verdict": verdict_of(fabric),
         "pools": [pool_row(p) for p in fabric.pools],
         "nodes": [
-            {"state": s.value, "count": fabric.nodes.get(s.value, 0)}
-            for s in NodeState
-            if fabric.nodes.get(s.value, 0) or s in (NodeState.FREE, NodeState.ALLOCATED)
+            {"state": key, "count": fabric.nodes.get(key, 0)}
+            for key in NODE_COUNT_KEYS
+            if fabric.nodes.get(key, 0) or key in (NodeState.FREE, NodeState.ALLOCATED)
         ],
         "node_segments": stacked_segments(
-            [(s.value, fabric.nodes.get(s.value, 0)) for s in NodeState], total_nodes
+            [(key, fabric.nodes.get(key, 0)) for key in NODE_COUNT_KEYS], total_nodes
         ),
         "total_nodes": total_nodes,
         "targets": [target_row(t) for t in fabric.targets],
