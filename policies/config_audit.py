@@ -57,6 +57,15 @@ class AuditFormat(StrEnum):
     FRR = "frr"
 
 
+# What an audit's reachability is derived from, per format: an empty list means "none of this".
+REACHABILITY_SCOPE = {
+    AuditFormat.PARTITIONS: "every P_Key's members (the whole fabric)",
+    AuditFormat.CONFIG_DB: "this leaf's VLAN members (L2 only: routed reachability is in the "
+    "leaf's frr.conf)",
+    AuditFormat.FRR: "this leaf's VRF route-target imports",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Drift:
     """What the file adds to (`added`) or lacks from (`missing`) one owner's segment.
@@ -182,7 +191,8 @@ def audit_partitions(intended: IbSnapshot, text: str) -> AuditReport:
     deployed = deployed_snapshot(intended, parsed)
     verdict = verify_isolation(deployed)
     drift = partition_drift(intended, deployed)
-    return AuditReport(parsed.findings, drift, verdict.counterexamples)
+    granted = tuple(e for e in verdict.reachability if e.allowed and e.source != e.target)
+    return AuditReport(parsed.findings, drift, verdict.counterexamples, granted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,11 +249,26 @@ def audit_config_db(intended: RoceSnapshot, leaf: str, text: str) -> AuditReport
     identity = _other_device(
         intended, leaf, parsed.hostname, parsed.bgp_asn, set(parsed.loopback_addresses)
     )
-    return AuditReport((*identity, *parsed.findings), tuple(drift), counterexamples)
+    edges = tuple(sorted(set(_vlan_edges(index, by_vlan, deployed)), key=_edge_key))
+    return AuditReport((*identity, *parsed.findings), tuple(drift), counterexamples, edges)
 
 
 def _ports(ports: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(ports, key=lambda p: (len(p), p)))
+
+
+def _vlan_edges(
+    index: _RoceIndex, by_vlan: dict[int, VrfSegment], deployed: dict[int, set[str]]
+) -> Iterator[ReachabilityEdge]:
+    """Another owner's port in a segment's VLAN that intent allows there: an L2 edge."""
+    for vlan, ports in deployed.items():
+        segment = by_vlan.get(vlan)
+        for port in ports:
+            holder = index.port_owner.get(port)
+            if holder is None or segment is None or segment.owner == holder:
+                continue
+            if is_allowed_edge(segment.owner, holder, index.grants, index.peerings):
+                yield ReachabilityEdge(segment.owner, holder, segment.l2vni, True)
 
 
 def _vlan_counterexamples(

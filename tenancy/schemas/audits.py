@@ -87,8 +87,15 @@ class ConfigAuditView(BaseModel):
     )
     reachability: list[EdgeView] = Field(
         default_factory=list,
-        description="Intended reachability the file grants (a tenant VRF importing a granted "
-        "service's route target): reported as such, not as a finding.",
+        description="Intended reachability the file grants between different owners, reported "
+        "as such, not as a finding; `reachability_scope` says what the format can show",
+    )
+    reachability_scope: str = Field(
+        default="",
+        description="What `reachability` is derived from, so that an empty list is read "
+        "right: 'partitions' every P_Key's members (the whole fabric); 'config_db' this "
+        "leaf's VLAN members (L2 only: routed reachability is in its frr.conf); 'frr' this "
+        "leaf's VRF route-target imports",
     )
 
 

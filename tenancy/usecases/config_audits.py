@@ -9,6 +9,7 @@ Nothing is stored and nothing is audit-logged.
 from __future__ import annotations
 
 from policies.config_audit import (
+    REACHABILITY_SCOPE,
     AuditFormat,
     AuditReport,
     audit_config_db,
@@ -90,6 +91,7 @@ def audit_config(
         ],
         counterexamples=[counterexample_view(c, fabric.kind) for c in report.counterexamples],
         reachability=[edge_view(e, fabric.kind) for e in report.reachability],
+        reachability_scope=REACHABILITY_SCOPE[audit_format],
     )
 
 

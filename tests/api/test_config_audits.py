@@ -58,6 +58,22 @@ def test_the_rendered_partitions_conf_audits_clean(client, onboarded: Onboarded,
     assert db_dump() == before
 
 
+def test_a_partitions_audit_derives_the_reachability_the_file_grants(
+    client, onboarded: Onboarded
+) -> None:
+    """acme holds the storage grant on ib-east: the storage partition makes the two reach."""
+    report = ok(audit(client, rendered(client)))
+
+    edges = {(e["from"], e["to"]) for e in report["reachability"]}
+    assert ("tenant:acme", "service:storage") in edges or (
+        "service:storage",
+        "tenant:acme",
+    ) in edges
+    assert all(e["allowed"] for e in report["reachability"])
+    assert not any(e["from"] == e["to"] for e in report["reachability"])
+    assert "P_Key" in report["reachability_scope"]
+
+
 def test_an_acme_guid_in_globex_partition_is_drift_and_a_counterexample(
     client, onboarded: Onboarded, db_dump: Callable[[], Dump]
 ) -> None:
@@ -184,6 +200,21 @@ def test_roce_config_db_and_frr_audit_clean(client, roce_onboarded, db_dump) -> 
             assert report["holds"] is True, report
             assert report["drift"] == [] and report["counterexamples"] == []
     assert db_dump() == before
+
+
+def test_every_format_derives_the_reachability_it_can_and_says_from_what(
+    client, roce_onboarded
+) -> None:
+    """acme holds a storage grant on roce-west: frr.conf shows it; config_db.json, L2 only,
+    cannot (its scope says so, so its empty list does not read as 'nothing reachable')."""
+    edge = {"from": "tenant:acme", "to": "service:storage"}
+    shown = {}
+    for fmt, path in (("config_db", "sonic/leaf01/config_db.json"), ("frr", "frr/leaf01/frr.conf")):
+        text = roce_artifact(client, path)
+        report = ok(audit(client, text, f"format={fmt}&leaf=leaf01", ROCE_AUDITS))
+        shown[fmt] = [{k: e[k] for k in edge} for e in report["reachability"]]
+        assert report["reachability_scope"]
+    assert edge in shown["frr"] and shown["config_db"] == []
 
 
 def test_roce_audits_need_a_leaf_of_the_fabric(client, roce_onboarded) -> None:
