@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Sequence
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
@@ -72,6 +73,27 @@ def client_host(scope: Scope) -> str | None:
     """The ASGI client address (the TCP peer); request headers are never consulted."""
     client = scope.get("client")
     return str(client[0]) if client else None
+
+
+def forwarded_https(request: Request, trusted: Sequence[str]) -> bool:
+    """Whether a trusted proxy (the TCP peer is in `trusted`) says the client used https.
+
+    Only the scheme is taken from the proxy (X-Forwarded-Proto's first value, the one the
+    client-facing proxy set); the client's address stays the TCP peer.
+    """
+    peer = client_host(request.scope)
+    if peer is None or not _among(peer, trusted):
+        return False
+    proto = request.headers.get("x-forwarded-proto", "")
+    return proto.split(",")[0].strip().lower() == "https"
+
+
+def _among(host: str, trusted: Sequence[str]) -> bool:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(e == "*" or address in ipaddress.ip_network(e, strict=False) for e in trusted)
 
 
 def local_caller(scope: Scope) -> str | None:

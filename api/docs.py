@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from api import problem_pages
 from api.mounting import serve_routes
 from api.openapi_responses import document_responses
+from api.problem_pages import NO_FRAMING
 
 ASSETS_DIR = Path(__file__).parent / "static" / "swagger-ui"
 DOCS_URL = "/docs"
@@ -103,7 +104,7 @@ def install_docs(app: FastAPI) -> None:
 async def docs_page(request: Request) -> HTMLResponse:
     """The Swagger UI page; every URL in it is on this server (under its root path, if any)."""
     root = request.scope.get("root_path", "").rstrip("/")
-    return get_swagger_ui_html(
+    page = get_swagger_ui_html(
         openapi_url=root + (request.app.openapi_url or "/openapi.json"),
         title=f"{request.app.title} - API docs",
         swagger_js_url=f"{root}{ASSETS_URL}/swagger-ui-bundle.js",
@@ -112,8 +113,12 @@ async def docs_page(request: Request) -> HTMLResponse:
         oauth2_redirect_url=root + OAUTH2_REDIRECT_URL,
         swagger_ui_parameters=SWAGGER_UI_PARAMETERS,
     )
+    page.headers.update(NO_FRAMING)
+    return page
 
 
 async def oauth2_redirect_page() -> HTMLResponse:
     """Swagger UI's OAuth2 redirect page (FastAPI's, which has no external reference)."""
-    return get_swagger_ui_oauth2_redirect_html()
+    page = get_swagger_ui_oauth2_redirect_html()
+    page.headers.update(NO_FRAMING)
+    return page

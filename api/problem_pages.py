@@ -22,6 +22,9 @@ from tenancy.schemas import Page
 
 router = APIRouter(prefix="/problems", tags=["problem types"])
 SLUG_SHOWN = 64  # the longest slug is 23 characters
+# No page of this server may be framed by another site (clickjacking): CSP's frame-ancestors,
+# and X-Frame-Options for browsers that predate it (as the console's pages, api/ui/render.py).
+NO_FRAMING = {"Content-Security-Policy": "frame-ancestors 'none'", "X-Frame-Options": "DENY"}
 HTML_RESPONSE = {
     "text/html": {"schema": {"type": "string", "description": "A page to read (Accept: text/html)"}}
 }
@@ -96,7 +99,7 @@ async def list_problem_types(request: Request) -> Page[ProblemTypeView] | HTMLRe
     """
     kinds = problem_types()
     if prefers_html(request.headers.get("accept")):
-        return HTMLResponse(_index_page(kinds, _root(request)))
+        return HTMLResponse(_index_page(kinds, _root(request)), headers=NO_FRAMING)
     return Page(data=[view(kind) for kind in kinds], count=len(kinds), next=None)
 
 
@@ -120,7 +123,7 @@ async def get_problem_type(
         shown = problem_type if len(problem_type) <= SLUG_SHOWN else problem_type[:SLUG_SHOWN] + "…"
         raise NotFoundError(f"there is no problem type '{shown}'; GET /problems lists them")
     if prefers_html(request.headers.get("accept")):
-        return HTMLResponse(_type_page(kind, _root(request)))
+        return HTMLResponse(_type_page(kind, _root(request)), headers=NO_FRAMING)
     return view(kind)
 
 

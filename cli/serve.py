@@ -11,6 +11,7 @@ from cli.errors import detail_of, reported
 from cli.options import DEMO_ROCE_INVENTORY, DEMO_TOPOLOGY, DbOption, open_uow, settings_for
 
 if TYPE_CHECKING:
+    from tenancy.store.settings import Settings
     from tenancy.store.uow import UnitOfWork
 
 
@@ -31,6 +32,15 @@ def serve(
             help="Log lines as text or one JSON object each", envvar="ISOFABRIC_LOG_FORMAT"
         ),
     ] = LogFormat.TEXT,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated addresses or networks (or '*') of TLS-terminating proxies "
+            "whose X-Forwarded-Proto gives the client's scheme (the console's cookies are "
+            "then Secure); the client address stays the TCP peer",
+            envvar="ISOFABRIC_FORWARDED_ALLOW_IPS",
+        ),
+    ] = None,
 ) -> None:
     """Run the REST API (migrations are applied on start, or once the database answers)."""
     import uvicorn
@@ -42,6 +52,8 @@ def serve(
     if demo:
         create_demo_keys(db)
     settings = settings_for(db)
+    if forwarded_allow_ips is not None:
+        settings = _with_proxies(settings, forwarded_allow_ips)
     application = create_app(settings)
     uow = application.state.uow
     try:
@@ -65,6 +77,18 @@ def serve(
         # Stopped, or failed before serving: close the connections, so SQLite folds the
         # write-ahead log into the database and removes the -wal and -shm files.
         uow.engine.dispose()
+
+
+def _with_proxies(settings: Settings, text: str) -> Settings:
+    """`settings` trusting the proxies `text` lists (ISOFABRIC_FORWARDED_ALLOW_IPS's format)."""
+    import dataclasses
+
+    from tenancy.store.settings import forwarded_allow_ips
+
+    try:
+        return dataclasses.replace(settings, forwarded_allow_ips=forwarded_allow_ips(text))
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--forwarded-allow-ips") from error
 
 
 def _open_mode(host: str, admin_token: str | None, uow: UnitOfWork) -> bool:

@@ -65,6 +65,8 @@ def root_logger_kept() -> Iterator[None]:
         ({"ISOFABRIC_METRICS_ACCESS": "public"}, [], "ISOFABRIC_METRICS_ACCESS"),
         ({"ISOFABRIC_CHECKPOINT_INTERVAL_SECONDS": "1e9"}, [], "CHECKPOINT_INTERVAL"),
         ({}, ["--log-format", "xml"], "--log-format"),
+        ({"ISOFABRIC_FORWARDED_ALLOW_IPS": "proxy.example"}, [], "FORWARDED_ALLOW_IPS"),
+        ({}, ["--forwarded-allow-ips", "10.0.0.0/8,nope"], "--forwarded-allow-ips"),
     ],
 )
 def test_serve_refuses_a_bad_setting_with_exit_2(tmp_path, env, args, named):
@@ -75,3 +77,9 @@ def test_serve_refuses_a_bad_setting_with_exit_2(tmp_path, env, args, named):
     assert result.exit_code == 2, result.output
     assert named in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "never.db").exists()
+
+
+def test_trusted_proxies_are_addresses_networks_or_any(monkeypatch):
+    monkeypatch.setenv("ISOFABRIC_FORWARDED_ALLOW_IPS", " 10.0.0.1, 192.168.0.0/16 ,::1,*")
+
+    assert load_settings().forwarded_allow_ips == ("10.0.0.1", "192.168.0.0/16", "::1", "*")

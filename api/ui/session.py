@@ -26,10 +26,10 @@ from enum import StrEnum
 from starlette.requests import Request
 from starlette.responses import Response
 
-from api.auth import TokenAuthenticator, client_host, is_loopback
+from api.auth import TokenAuthenticator, client_host, forwarded_https, is_loopback
 from policies.authz import Role
 from policies.errors import AuthenticationError
-from tenancy.store.uow import Principal
+from tenancy.store.uow import Principal, UnitOfWork
 
 SESSION_COOKIE = "isofabric_session"
 SIGN_IN_COOKIE = "isofabric_sign_in"  # the sign-in form's double-submit nonce
@@ -134,8 +134,15 @@ def csrf_matches(expected: str, sent: str | None) -> bool:
 
 
 def is_https(request: Request) -> bool:
-    """Whether the request came over https (then the cookies are Secure)."""
-    return request.url.scheme == "https"
+    """Whether the client's request came over https (then the cookies are Secure).
+
+    This server's own scheme, or what a trusted TLS-terminating proxy says of it
+    (`Settings.forwarded_allow_ips`, api/auth.py `forwarded_https`).
+    """
+    if request.url.scheme == "https":
+        return True
+    uow: UnitOfWork = request.app.state.uow
+    return forwarded_https(request, uow.settings.forwarded_allow_ips)
 
 
 def set_session_cookie(response: Response, request: Request, secret: str) -> None:

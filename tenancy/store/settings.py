@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,10 @@ class Settings:
     # Seconds between scheduled audit-log checkpoints by `serve` (0: never).
     checkpoint_interval_seconds: int = DEFAULT_CHECKPOINT_INTERVAL_SECONDS
     metrics_access: str = METRICS_ACCESS_MODES[0]
+    # Peers (addresses, networks, or "*") whose X-Forwarded-Proto says the client's scheme: a
+    # TLS-terminating proxy in front of `serve`. The scheme only: the client address stays the
+    # TCP peer (open mode trusts loopback peers, api/auth.py).
+    forwarded_allow_ips: tuple[str, ...] = ()
     # Tests: the gate also verifies the whole fabric and fails if the incremental verdict differs.
     verify_cross_check: bool = False
     # Compute a changed fabric's whole verdict in the background (api/verdict_warmer.py). On for
@@ -196,8 +201,28 @@ def load_settings() -> Settings:
         ),
         verify_cross_check=env("ISOFABRIC_VERIFY_CROSS_CHECK", "").strip() in ("1", "true"),
         metrics_access=_metrics_access(),
+        forwarded_allow_ips=forwarded_allow_ips(env("ISOFABRIC_FORWARDED_ALLOW_IPS", "")),
         verdict_warm=env("ISOFABRIC_VERDICT_WARM", "1").strip().lower() not in OFF_WORDS,
     )
+
+
+def forwarded_allow_ips(text: str) -> tuple[str, ...]:
+    """The trusted proxies of a comma-separated list: addresses, networks, or "*" for any.
+
+    Raises:
+        ValueError: an entry is neither an address, a network nor "*".
+    """
+    entries = tuple(part.strip() for part in text.split(",") if part.strip())
+    for entry in entries:
+        if entry != "*":
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as error:
+                raise ValueError(
+                    f"ISOFABRIC_FORWARDED_ALLOW_IPS: {entry!r} is not an IP address, a network "
+                    "such as 10.0.0.0/8, or '*'"
+                ) from error
+    return entries
 
 
 def _metrics_access() -> str:

@@ -122,3 +122,14 @@ def test_the_command_line_says_infiniband_and_roce():
     assert "InfiniBand" in result.output
     assert "RoCE" in result.output
     assert "for InfiniBand fabrics." not in result.output
+
+
+@pytest.mark.parametrize(
+    "path", ["/docs", "/docs/oauth2-redirect", "/problems", "/problems/conflict"]
+)
+def test_no_other_site_may_frame_the_docs_or_the_problem_pages(guarded, path):
+    page = guarded.get(path, headers={"Accept": "text/html"})
+
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"

@@ -80,6 +80,13 @@ def test_forwarding_headers_do_not_make_a_remote_client_local(peer, headers):
     assert_bootstrap_problem(peer(REMOTE[0]).get("/v1/tenants", headers=headers))
 
 
+def test_a_trusted_proxy_gives_the_scheme_only_never_the_client_address(peer):
+    """Behind a proxy trusted for X-Forwarded-Proto, the proxy's own peer is still remote."""
+    forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "127.0.0.1"}
+    remote = peer(REMOTE[0], forwarded_allow_ips=("*",))
+    assert_bootstrap_problem(remote.get("/v1/tenants", headers=forwarded))
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"])
 def test_open_mode_answers_a_loopback_client_as_the_operator(peer, host):
     client = peer(host)

@@ -15,6 +15,8 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
+from api.app import create_app
+from tenancy.store.settings import Settings
 from tenancy.usecases import tokens
 from tests.builders import FakeClock
 from tests.ui.console_site import ConsoleSite
@@ -211,3 +213,34 @@ def test_open_mode_refuses_a_loopback_client_naming_another_host(tmp_path):
     ) as client:
         assert client.get("/ui/fabrics").status_code == 200
     site.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("trusted", "peer", "proto", "secure"),
+    [
+        (("127.0.0.1",), "127.0.0.1", "https", True),
+        (("10.0.0.0/8",), "10.1.2.3", "https", True),
+        (("*",), "192.0.2.7", "https, http", True),  # the client-facing proxy's value first
+        ((), "127.0.0.1", "https", False),  # no proxy configured: the header is anyone's
+        (("10.0.0.0/8",), "192.0.2.7", "https", False),  # a peer that is not the proxy
+        (("127.0.0.1",), "127.0.0.1", "http", False),
+    ],
+)
+def test_behind_a_trusted_tls_proxy_the_cookies_are_secure(site, trusted, peer, proto, secure):
+    settings = Settings(database_url=site.url, forwarded_allow_ips=trusted)
+    app = create_app(settings, engine=site.engine)
+    headers = {"X-Forwarded-Proto": proto}
+    with TestClient(app, follow_redirects=False, client=(peer, 50000), headers=headers) as client:
+        form = client.get("/ui/sign-in")
+        nonce = NONCE.search(form.text)
+        assert nonce is not None
+        # Sent by hand: the client speaks http to the proxy's side, where a Secure cookie
+        # would not come back by itself.
+        answer = client.post(
+            "/ui/sign-in",
+            data={"csrf_token": nonce.group(1), "token": site.tokens["auditor"], "next": "/ui"},
+            headers={"Cookie": f"isofabric_sign_in={nonce.group(1)}"},
+        )
+    for response, name in ((form, "isofabric_sign_in"), (answer, "isofabric_session")):
+        cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith(name))
+        assert ("secure" in {a.strip().lower() for a in cookie.split(";")}) is secure
