@@ -9,6 +9,7 @@ retries on its next cycle.
 
 from __future__ import annotations
 
+import io
 import json
 import urllib.error
 import urllib.parse
@@ -79,7 +80,7 @@ class ServerClient:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=body, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 data = bytes(response.read(MAX_RESPONSE_BYTES + 1))
         except urllib.error.HTTPError as error:
             raise ServerError(
@@ -90,6 +91,47 @@ class ServerClient:
         if len(data) > MAX_RESPONSE_BYTES:
             raise ServerError(f"{method} {url}: the response exceeds {MAX_RESPONSE_BYTES} bytes")
         return data
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """RFC 6454 origin of `url`: scheme, host and port (the scheme's default when unsaid)."""
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect within the service's origin only: the token never goes elsewhere.
+
+    urllib's own handler follows any redirect and keeps every header but the body's, so a
+    redirect (to another host, or from https to http) would hand the agent's token to whoever
+    answers there. A redirect elsewhere is an error that names where it pointed.
+    """
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        """The request to `newurl` when it is on the request's origin; else refuse it."""
+        if origin(newurl) != origin(req.full_url):
+            scheme, host, port = origin(newurl)
+            raise urllib.error.HTTPError(
+                req.full_url,
+                code,
+                f"the service redirected to {scheme}://{host}:{port}, another origin; the agent "
+                "sends its token to its --server only (give the service's own URL there)",
+                headers,
+                io.BytesIO(),
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(SameOriginRedirects)
 
 
 def _problem(error: urllib.error.HTTPError) -> str:

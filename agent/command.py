@@ -35,6 +35,24 @@ agent_app = typer.Typer(help="Deploy agents run on fabric hosts.", no_args_is_he
 MAX_CONCURRENCY = 10
 
 
+def _token(ctx: typer.Context, token: str | None, token_file: Path | None) -> str | None:
+    """The agent token from --token-file, ISOFABRIC_TOKEN or (warned about) --token."""
+    if token is not None and token_file is not None:
+        raise typer.BadParameter("give one of --token and --token-file", param_hint="--token")
+    if token_file is not None:
+        try:
+            text = token_file.read_text().strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise typer.BadParameter(str(error), param_hint="--token-file") from error
+        if not text:
+            raise typer.BadParameter(f"{token_file} is empty", param_hint="--token-file")
+        return text
+    source = ctx.get_parameter_source("token")  # click's ParameterSource (typer vendors it)
+    if token is not None and source is not None and source.name == "COMMANDLINE":
+        _say("warning: --token on the command line shows in process lists; use --token-file")
+    return token
+
+
 @agent_app.callback()
 def agent_group() -> None:
     """Deploy agents run on fabric hosts (a group, also when run as ``python -m api.agent``)."""
@@ -63,7 +81,23 @@ PublicKeyOption = Annotated[
     ),
 ]
 TokenOption = Annotated[
-    str | None, typer.Option("--token", envvar="ISOFABRIC_TOKEN", help="Agent token")
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="ISOFABRIC_TOKEN",
+        help="Agent token (the environment's ISOFABRIC_TOKEN, or --token-file: a token on the "
+        "command line shows in every process list)",
+    ),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        envvar="ISOFABRIC_TOKEN_FILE",
+        help="File holding the agent token (e.g. 0600, or a systemd credential)",
+        exists=True,
+        dir_okay=False,
+    ),
 ]
 OnceOption = Annotated[bool, typer.Option("--once", help="Run one cycle and exit")]
 IntervalOption = Annotated[
@@ -106,7 +140,9 @@ def opensm(
     conf_dir: ConfDirOption,
     public_key: PublicKeyOption,
     log_file: LogFileOption,
+    ctx: typer.Context,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     pid_file: PidFileOption = None,
     systemd_unit: SystemdUnitOption = None,
     once: OnceOption = False,
@@ -136,7 +172,7 @@ def opensm(
     except (ManifestError, OSError) as error:  # OSError: e.g. not readable
         raise typer.BadParameter(str(error), param_hint="--public-key") from error
     settings = AgentSettings(conf_dir, fabric, keys, full, sample, sweep_timeout, min_interval)
-    client = ServerClient(server, token, fabric, target)
+    client = ServerClient(server, _token(ctx, token, token_file), fabric, target)
     if plan:
         raise typer.Exit(print_plan(settings, client, typer.echo))
     locator = SmLocator(pid_file=pid_file, unit=systemd_unit)
@@ -157,7 +193,9 @@ def sonic(
     fabric: FabricOption,
     target: Annotated[str, typer.Option("--target", help="This leaf's target name")],
     public_key: PublicKeyOption,
+    ctx: typer.Context,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     config_db: Annotated[
         str | None,
         typer.Option("--config-db", help="CONFIG_DB in Redis: redis://HOST:PORT/4, unix:///…?db=4"),
@@ -202,7 +240,7 @@ def sonic(
     if (config_db is None) == (not gcu):
         raise typer.BadParameter("give exactly one of --config-db URL and --gcu")
     agent = _sonic_agent(
-        ServerClient(server, token, fabric, target),
+        ServerClient(server, _token(ctx, token, token_file), fabric, target),
         _sonic_settings(fabric, target, public_key, state_dir, (allow_disruptive, bootstrap)),
         config_db,
         frr_conf,

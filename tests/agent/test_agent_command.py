@@ -25,7 +25,7 @@ def base(tmp_path: Path) -> list[str]:
     return [
         "opensm", "--server", UNREACHABLE, "--fabric", "ib-east", "--target", "sm01",
         "--conf-dir", str(conf), "--public-key", str(key), "--log-file", str(conf / "opensm.log"),
-        "--pid-file", str(conf / "opensm.pid"), "--token", "isf_x",
+        "--pid-file", str(conf / "opensm.pid"),
     ]  # fmt: skip
 
 
