@@ -47,14 +47,37 @@ class SnapshotView(BaseModel):
     )
 
 
+REPORTED = "Read-only, as GET answers it: accepted and ignored (only the target's agent reports)"
+
+
 class TargetCreate(Strict):
-    """Body of PUT /v1/fabrics/{fabric}/targets/{name}: what enforces the fabric's files there."""
+    """Body of PUT /v1/fabrics/{fabric}/targets/{name}: what enforces the fabric's files there.
+
+    A target read with GET, edited and put back is accepted as it is: `name` must be the path's,
+    and the members that describe its reports are ignored (they change with every report, so
+    comparing them would refuse most round trips).
+    """
 
     kind: TargetKind = Field(
         description="'opensm': a Subnet Manager host (InfiniBand fabrics); 'sonic': a RoCE leaf "
         "(SONiC CONFIG_DB and FRR), whose target name is the name of a leaf with a VTEP in the "
         "fabric's topology"
     )
+    name: str | None = Field(
+        default=None, max_length=200, description="Read-only: the path's target name, or 422"
+    )
+    created_at: datetime | None = Field(default=None, description=REPORTED)
+    state: str | None = Field(default=None, max_length=200, description=REPORTED)
+    role: str | None = Field(default=None, max_length=200, description=REPORTED)
+    deployed: str | None = Field(default=None, max_length=200, description=REPORTED)
+    digest: str | None = Field(default=None, max_length=200, description=REPORTED)
+    observed_digest: str | None = Field(default=None, max_length=200, description=REPORTED)
+    mismatches: list[dict[str, object]] | None = Field(
+        default=None, max_length=100_000, description=REPORTED
+    )
+    detail: str | None = Field(default=None, max_length=100_000, description=REPORTED)
+    reported_at: datetime | None = Field(default=None, description=REPORTED)
+    last_seen_at: datetime | None = Field(default=None, description=REPORTED)
 
 
 class PortMismatch(Strict):

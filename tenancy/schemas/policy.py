@@ -105,6 +105,32 @@ class PolicyDocument(Strict):
         description=SERVICES + "; a name no fabric has yet is accepted and applies to services "
         "created later",
     )
+    # What GET answers besides the rules, so that a document read, edited and put back is
+    # accepted as it is: `version` is a precondition, the rest must be what that version says.
+    version: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_QUOTA,
+        description="Optional precondition (like If-Match): the version this document was read "
+        "as; refused (409) when the policy in force has another version",
+    )
+    fingerprint: str | None = Field(
+        default=None,
+        max_length=80,
+        description="Read-only: accepted unchanged from GET (that version's), else 422",
+    )
+    created_at: datetime | None = Field(
+        default=None, description="Read-only: accepted unchanged from GET, else 422"
+    )
+    created_by: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Read-only: accepted unchanged from GET, else 422",
+    )
+
+
+# The members of a policy document that describe a stored version, not the rules.
+VERSION_MEMBERS = frozenset({"version", "fingerprint", "created_at", "created_by"})
 
 
 class KindPolicyView(BaseModel):

@@ -55,10 +55,15 @@ def put_target(
     """Register target `name` on the fabric (idempotent); True when it was created.
 
     Raises:
+        InvalidValueError: the body's read-only `name` is not `name` (422).
         ConflictError: the kind does not deploy this fabric's technology, the name is
             registered with another kind, or a 'sonic' target's name is not a leaf with a VTEP
             in the fabric's topology.
     """
+    if spec.name is not None and spec.name != name:
+        raise InvalidValueError(
+            f"'name' is '{spec.name[:80]}' but the path names target '{name}'", pointer="/name"
+        )
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
         if _TARGET_FABRIC_KIND[spec.kind] != fabric.kind:

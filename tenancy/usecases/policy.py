@@ -16,7 +16,12 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import col, select
 
-from policies.errors import InvalidValueError, IsolationViolationError, NotFoundError
+from policies.errors import (
+    ConflictError,
+    InvalidValueError,
+    IsolationViolationError,
+    NotFoundError,
+)
 from policies.policy import DEFAULT_POLICY, Policy
 from tenancy import models as m
 from tenancy.gate.verification import commit_gate, ensure_isolated
@@ -29,7 +34,7 @@ from tenancy.record.policy_store import (
     remember_policy,
 )
 from tenancy.schemas import Page
-from tenancy.schemas.policy import PolicyDocument, PolicyView
+from tenancy.schemas.policy import VERSION_MEMBERS, PolicyDocument, PolicyView
 from tenancy.store.locks import lock_fabrics, lock_policy
 from tenancy.store.pagination import decode_cursor, next_cursor
 from tenancy.store.uow import Tx, UnitOfWork
@@ -108,6 +113,7 @@ def put_policy(uow: UnitOfWork, *, document: PolicyDocument) -> PolicyView:
         fabrics = list(tx.session.exec(select(m.Fabric).order_by(col(m.Fabric.id))))
         lock_fabrics(tx.session, fabrics)  # before the policy is read: changes wait for this one
         current, row = current_policy(tx.session), newest_version(tx.session)
+        _check_read_as(document, policy_view(current, row))
         proposed = policy_from_document(_given(document), version=current.version + 1)
         _check_classes(tx, proposed)
         if proposed.fingerprint == current.fingerprint:
@@ -118,8 +124,29 @@ def put_policy(uow: UnitOfWork, *, document: PolicyDocument) -> PolicyView:
 
 
 def _given(document: PolicyDocument) -> dict[str, Any]:
-    """What the client wrote, omissions left out (they take the default's values)."""
-    return document.model_dump(mode="json", exclude_unset=True)
+    """The rules the client wrote, omissions left out (they take the default's values)."""
+    return document.model_dump(mode="json", exclude_unset=True, exclude=set(VERSION_MEMBERS))
+
+
+def _check_read_as(document: PolicyDocument, in_force: PolicyView) -> None:
+    """Accept a document as GET answered it: its version in force, its read-only members as is.
+
+    Raises:
+        ConflictError: `version` is not the version in force (409): read it again.
+        InvalidValueError: a read-only member differs from the version in force (422).
+    """
+    if document.version is not None and document.version != in_force.version:
+        raise ConflictError(
+            f"the document was read as policy version {document.version}, but version "
+            f"{in_force.version} is in force: GET /v1/policy again and reapply the change",
+            policy_version=in_force.version,
+        )
+    for name in sorted((VERSION_MEMBERS - {"version"}) & document.model_fields_set):
+        if getattr(document, name) != getattr(in_force, name):
+            raise InvalidValueError(
+                f"'{name}' is read-only: send it as GET /v1/policy answers it, or leave it out",
+                pointer=f"/{name}",
+            )
 
 
 def _check_classes(tx: Tx, policy: Policy) -> None:

@@ -85,6 +85,22 @@ def test_a_target_is_registered_once_and_listed_with_its_state(client, onboarded
     assert [t["name"] for t in ok(client.get(f"{IB}/targets"))["data"]] == ["sm-a"]
 
 
+def test_a_target_read_with_get_is_accepted_back_as_it_is(client, onboarded: Onboarded, db_dump):
+    register(client)
+    report(client, "applied", current_digest(client))
+    target = ok(client.get(f"{IB}/targets/sm-a"))
+    assert target["state"] == "applied"
+
+    again = client.put(f"{IB}/targets/sm-a", json=target)
+
+    assert again.status_code == 200, again.text
+    assert ok(client.get(f"{IB}/targets/sm-a")) == target
+    before = db_dump()
+    renamed = client.put(f"{IB}/targets/sm-a", json={**target, "name": "sm-b"})
+    assert assert_problem(renamed, 422, "validation-error")["pointer"] == "/name"
+    assert db_dump() == before
+
+
 def test_an_opensm_target_is_refused_on_a_roce_fabric(client, roce_onboarded, db_dump):
     before = db_dump()
 

@@ -276,3 +276,43 @@ def test_a_first_allocation_brings_the_default_grants_and_the_versions_are_audit
     assert (granted["fabric"], granted["service"]) == (FABRIC, "storage")
     entries = ok(client.get("/v1/audit/entries?limit=1000"))["data"]
     assert ("policy.update", "policy/versions/1") in {(e["action"], e["target"]) for e in entries}
+
+
+def test_a_policy_read_with_get_is_accepted_back_as_it_is(client, onboarded):
+    first = ok(client.put("/v1/policy", json=EXTERNAL_CLASSES))
+
+    same = ok(client.put("/v1/policy", json=first))
+    edited = {**first, "kinds": {**first["kinds"]}}
+    edited["kinds"]["external"] = {
+        **first["kinds"]["external"],
+        "qos_classes": ["bronze", "gold", "silver"],
+    }
+    second = ok(client.put("/v1/policy", json=edited))
+
+    assert same == first  # the same rules: nothing written, the version in force
+    assert second["version"] == first["version"] + 1
+    assert second["kinds"]["external"]["qos_classes"] == ["bronze", "gold", "silver"]
+
+
+@pytest.mark.parametrize(
+    ("member", "value", "status"),
+    [
+        ("version", 0, 409),  # read before the version in force: a stale edit
+        ("fingerprint", "sha256:" + "0" * 64, 422),
+        ("created_by", "token:someone-else:1", 422),
+        ("created_at", "2020-01-01T00:00:00Z", 422),
+    ],
+)
+def test_a_stale_version_or_an_edited_read_only_member_changes_nothing(
+    client, onboarded, db_dump, member, value, status
+):
+    read = ok(client.put("/v1/policy", json=EXTERNAL_CLASSES))
+    before = db_dump()
+
+    response = client.put(
+        "/v1/policy", json={**read, "services": {"storage": "all"}, member: value}
+    )
+
+    problem = assert_problem(response, status, "conflict" if status == 409 else "validation-error")
+    assert problem.get("policy_version", 1) == 1 and db_dump() == before
+    assert ("read-only" if status == 422 else "GET /v1/policy again") in problem["detail"]
