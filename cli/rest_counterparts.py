@@ -97,6 +97,16 @@ def token_revoke(url: str, token: str | None, token_id: str) -> None:
     typer.echo(f"revoked {token_id}")
 
 
+def token_reissue(url: str, token: str | None, token_id: str, as_json: bool) -> None:
+    """POST /v1/tokens/{id}/reissue: the token, now a child of this command's token."""
+    with ApiClient(url, token, as_json=as_json) as api:
+        view = api.json("POST", f"/v1/tokens/{quote(token_id, safe='')}/reissue")
+    if as_json:
+        output.print_json(view)
+    else:
+        typer.echo(f"reissued {token_id} under {view['parent'] or 'no parent (a root)'}")
+
+
 # --- proof ------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,7 @@
-"""`isofabric token create|list|revoke`: API tokens, minted and revoked on the database.
+"""`isofabric token create|list|revoke|reissue`: API tokens, minted and revoked on the database.
+
+A token is revoked with the token it was minted with; `reissue` moves a token (an agent's,
+before its operator's token is revoked) under the token of the command.
 
 With ``--url`` (or ``ISOFABRIC_URL``) the same commands go over REST (`cli.rest_counterparts`).
 """
@@ -40,7 +43,11 @@ def token_create(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Mint an API token and print its secret (shown this once; only its hash is stored)."""
+    """Mint an API token and print its secret (shown this once; only its hash is stored).
+
+    Over REST the new token is a child of --token: revoking that one revokes it too (keep it
+    with `token reissue`). On the local database it has no parent.
+    """
     from datetime import UTC, datetime, timedelta
 
     if rest.exclusive(url, db):
@@ -123,3 +130,28 @@ def token_revoke(
 
     tokens.revoke_token(open_uow(db), token_id=token_id)
     typer.echo(f"revoked {token_id}")
+
+
+@token_app.command("reissue")
+def token_reissue(
+    token_id: Annotated[str, typer.Argument()],
+    db: DbOption = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-parent a token under this command's token, so that it outlives the one it came from.
+
+    Same secret, role and scope; on the local database it becomes a root.
+    """
+    if rest.exclusive(url, db):
+        rest.token_reissue(str(url), token, token_id, as_json)
+        return
+
+    from tenancy.usecases import tokens
+
+    view = tokens.reissue_token(open_uow(db), token_id=token_id)
+    if as_json:
+        typer.echo(view.model_dump_json(indent=2))
+    else:
+        typer.echo(f"reissued {token_id} under {view.parent or 'no parent (a root)'}")

@@ -222,6 +222,27 @@ def test_token_create_list_revoke_over_rest(served):
     assert served.run("tenants", "list", token=secret.strip())[0] == client.DENIED
 
 
+def test_token_reissue_over_rest_and_locally_keeps_a_token_its_parent_took(served):
+    ops = served.run("token", "create", "--role", "operator", "--name", "ops-2")[1].strip()
+    viewer = served.run(
+        "token", "create", "--role", "tenant-viewer", "--tenant", "acme", "--name", "dash",
+        token=ops,
+    )[1].strip()  # fmt: skip
+    by_name = {t["name"]: t for t in served.ok_json("token", "list")["data"]}
+    dash, ops_id = by_name["dash"]["id"], by_name["ops-2"]["id"]
+    assert by_name["dash"]["parent"] == ops_id
+
+    assert served.run("token", "reissue", dash) == (
+        0,
+        f"reissued {dash} under no parent (a root)\n",  # the admin token roots a lineage
+        "",
+    )
+    served.run("token", "revoke", ops_id)
+    assert served.run("tenants", "list", token=viewer)[0] == 0  # it outlived ops-2
+    local = runner.invoke(app, ["token", "reissue", dash, "--db", served.db, "--json"])
+    assert local.exit_code == 0 and json.loads(local.stdout)["parent"] is None
+
+
 def test_token_commands_stay_local_without_url(served):
     created = runner.invoke(
         app, ["token", "create", "--role", "auditor", "--name", "local", "--db", served.db]

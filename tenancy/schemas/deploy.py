@@ -72,7 +72,7 @@ class TargetCreate(Strict):
     deployed: str | None = Field(default=None, max_length=200, description=REPORTED)
     digest: str | None = Field(default=None, max_length=200, description=REPORTED)
     observed_digest: str | None = Field(default=None, max_length=200, description=REPORTED)
-    mismatches: list[dict[str, object]] | None = Field(
+    mismatches: list[PortMismatch] | None = Field(
         default=None, max_length=100_000, description=REPORTED
     )
     detail: str | None = Field(default=None, max_length=100_000, description=REPORTED)

@@ -91,7 +91,8 @@ class TokenView(BaseModel):
         description="When it was revoked, RFC 3339 UTC; null while not revoked"
     )
     parent: str | None = Field(
-        description="Id of the token that minted it; null when minted without a token"
+        description="Id of the token that minted it (or that reissued it); null when minted "
+        "without a token. Revoking the parent revokes this token too"
     )
 
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
-from policies.errors import AuthenticationError, NotFoundError
+from policies.errors import AuthenticationError, ConflictError, NotFoundError
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
@@ -162,6 +162,51 @@ def revoke_token(uow: UnitOfWork, *, token_id: str, tenant: str | None = None) -
         if row is None or (tenant is not None and row.tenant != tenant):
             raise NotFoundError(f"token '{token_id}' does not exist", resource="token")
         revoke_lineages(tx, [row])
+
+
+def reissue_token(uow: UnitOfWork, *, token_id: str) -> TokenView:
+    """Re-parent token `token_id` under the caller's own token, keeping its secret and role.
+
+    A token is revoked with the token that minted it (`revoke_lineages`). An operator about to
+    revoke its own credential first reissues the agent (or other) tokens minted with it under
+    its new one, so that no agent stops. Under the admin token, open mode or the command line
+    the token becomes a root. Its expiry is capped at its new parent's, as at creation.
+
+    Raises:
+        NotFoundError: no token has this id (404).
+        ConflictError: it is revoked or expired, or it is the caller's own token or one the
+            caller's token descends from (a lineage cannot loop) (409).
+    """
+    with uow.transaction() as tx:
+        lock_token_lineage(tx.session)
+        row = tx.session.get(m.ApiToken, token_id, populate_existing=True)
+        if row is None:
+            raise NotFoundError(f"token '{token_id}' does not exist", resource="token")
+        if not _usable(row, tx.now):
+            raise ConflictError(f"token '{token_id}' is revoked or expired: create a new one")
+        parent = _live_parent(tx.session, tx.principal, tx.now)
+        if parent is not None and row.id in _lineage(tx.session, parent):
+            raise ConflictError(
+                f"token '{token_id}' is the token of this request or one it descends from: "
+                "reissue it with another operator's token"
+            )
+        row.parent_id = None if parent is None else parent.id
+        row.expires_at = _capped_expiry(row.expires_at, parent)
+        tx.session.add(row)
+        tx.session.flush()
+        audit_log.record(tx, "token.reissue", f"tokens/{row.id}")
+        return token_view(row)
+
+
+def _lineage(session: Session, token: m.ApiToken) -> set[str]:
+    """`token`'s id and the ids of every token it descends from."""
+    ids = {token.id}
+    parent_id = token.parent_id
+    while parent_id is not None and parent_id not in ids:
+        ids.add(parent_id)
+        above = session.get(m.ApiToken, parent_id)
+        parent_id = None if above is None else above.parent_id
+    return ids
 
 
 def revoke_tenant_tokens(tx: Tx, tenant: str) -> None:

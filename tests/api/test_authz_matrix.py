@@ -85,6 +85,8 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("GET", "/v1/tokens"): ("FAFAA", None),
     # the token revoked is one of tenant acme or globex; others' tokens are invisible (404)
     ("DELETE", "/v1/tokens/{token_id}"): ("FAFFA", "FNFFA"),
+    # re-parenting a token under the caller's is the operator's (before revoking its own)
+    ("POST", "/v1/tokens/{token_id}/reissue"): ("FFFFA", "FFFFA"),
     # isolation proofs: issuing changes nothing (auditors may POST); reads are tenant-scoped
     ("POST", "/v1/tenants/{tenant}/isolation-proofs"): ("FAFAA", "NNFAA"),
     ("GET", "/v1/proofs"): ("AAFAA", None),

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from policies.errors import AuthenticationError
+from policies.errors import AuthenticationError, ConflictError, NotFoundError
 from tenancy.schemas import TenantCreate, TokenCreate, TokenCreated, TokenView
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
@@ -128,6 +128,49 @@ def test_revoking_a_token_revokes_all_its_descendants_each_audited(uow, onboarde
         ("token.revoke", f"tokens/{child.id}"),
         ("token.revoke", f"tokens/{grandchild.id}"),
     ]
+
+
+# --- reissue: moving a token to another lineage before its parent is revoked -----------------
+
+
+def test_a_reissued_agent_token_outlives_the_operator_token_it_was_minted_with(
+    uow, onboarded, clock, engine
+):
+    old = mint(uow, "old-operator", "operator", None)
+    new = mint(uow, "new-operator", "operator", None, expires_at=clock.now + HOUR)
+    agent = mint(uow, "agent", "tenant-viewer", by=old)
+
+    view = tokens.reissue_token(holder(uow, new), token_id=agent.id)
+    tokens.revoke_token(uow, token_id=old.id)
+
+    assert (view.parent, view.expires_at) == (new.id, clock.now + HOUR)  # capped at its parent's
+    assert working(uow, old, new, agent) == ["new-operator", "agent"]  # same secret
+    assert ("token.reissue", f"tokens/{agent.id}") in audit_trail(engine)
+    tokens.revoke_token(uow, token_id=new.id)
+    assert working(uow, agent) == []  # the new lineage holds it now
+
+
+def test_reissued_from_the_command_line_a_token_becomes_a_root(uow, onboarded):
+    parent = mint(uow, "parent", "operator", None)
+    child = mint(uow, "child", by=parent)
+
+    assert tokens.reissue_token(uow, token_id=child.id).parent is None
+    tokens.revoke_token(uow, token_id=parent.id)
+    assert working(uow, child) == ["child"]
+
+
+def test_a_lineage_cannot_loop_nor_a_dead_token_come_back(uow, onboarded, db_dump):
+    root = mint(uow, "root", "operator", None)
+    child = mint(uow, "child", "operator", None, by=root)
+    dead = mint(uow, "dead", by=root)
+    tokens.revoke_token(uow, token_id=dead.id)
+    before = db_dump()
+
+    for token_id, by in ((root.id, child), (child.id, child), (dead.id, root), ("nope", root)):
+        error = NotFoundError if token_id == "nope" else ConflictError
+        with pytest.raises(error):
+            tokens.reissue_token(holder(uow, by), token_id=token_id)
+    assert db_dump() == before
 
 
 def test_revoking_a_child_leaves_its_parent_working(uow, onboarded):
