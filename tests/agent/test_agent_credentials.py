@@ -13,16 +13,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from typer.testing import CliRunner
 
 from agent.client import SameOriginRedirects, ServerClient, ServerError
 from agent.command import agent_app
 from cli import app as cli_app
-from tenancy.store.key_store import public_pem
 
 runner = CliRunner()
 TOKEN = "isf_the-agents-secret"
@@ -129,26 +126,20 @@ def test_the_command_line_never_follows_a_redirect_with_its_token(serve):
     assert elsewhere.seen == []
 
 
-@pytest.fixture
-def agent_args(tmp_path: Path) -> list[str]:
-    key = tmp_path / "service.pub"
-    key.write_text(public_pem(Ed25519PrivateKey.generate().public_key()))
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    return [
-        "opensm", "--fabric", "ib-east", "--target", "sm01", "--conf-dir", str(conf),
-        "--public-key", str(key), "--log-file", str(conf / "opensm.log"),
-        "--pid-file", str(conf / "opensm.pid"), "--once",
-    ]  # fmt: skip
+def against(base: list[str], url: str) -> list[str]:
+    """The agent's argv (tests/agent/conftest.py) for one cycle against the service at `url`."""
+    args = [*base, "--once"]
+    args[args.index("--server") + 1] = url
+    return args
 
 
-def test_an_agent_reads_its_token_from_a_file(serve, agent_args, tmp_path):
+def test_an_agent_reads_its_token_from_a_file(serve, base, tmp_path):
     service = serve(Origin())
     token_file = tmp_path / "token"
     token_file.write_text(f"{TOKEN}\n")
 
     result = runner.invoke(
-        agent_app, [*agent_args, "--server", service.url, "--token-file", str(token_file)]
+        agent_app, [*against(base, service.url), "--token-file", str(token_file)]
     )
 
     assert result.exit_code == 1  # {} is no signed manifest
@@ -156,13 +147,11 @@ def test_an_agent_reads_its_token_from_a_file(serve, agent_args, tmp_path):
     assert "warning" not in result.stderr
 
 
-def test_a_token_on_the_command_line_works_but_warns(serve, agent_args):
+def test_a_token_on_the_command_line_works_but_warns(serve, base):
     service = serve(Origin())
 
-    result = runner.invoke(agent_app, [*agent_args, "--server", service.url, "--token", TOKEN])
-    from_env = runner.invoke(
-        agent_app, [*agent_args, "--server", service.url], env={"ISOFABRIC_TOKEN": TOKEN}
-    )
+    result = runner.invoke(agent_app, [*against(base, service.url), "--token", TOKEN])
+    from_env = runner.invoke(agent_app, against(base, service.url), env={"ISOFABRIC_TOKEN": TOKEN})
 
     assert "--token on the command line shows in process lists" in result.stderr
     assert "warning" not in from_env.stderr
@@ -170,14 +159,14 @@ def test_a_token_on_the_command_line_works_but_warns(serve, agent_args):
 
 
 @pytest.mark.parametrize("content", [None, "", "  \n"])
-def test_a_token_file_that_is_empty_or_beside_token_is_a_usage_error(agent_args, tmp_path, content):
+def test_a_token_file_that_is_empty_or_beside_token_is_a_usage_error(base, tmp_path, content):
     token_file = tmp_path / "token"
     token_file.write_text(content or "")
     extra = ["--token", TOKEN] if content is None else []
 
     result = runner.invoke(
         agent_app,
-        [*agent_args, "--server", "http://127.0.0.1:1", "--token-file", str(token_file), *extra],
+        [*base, "--once", "--token-file", str(token_file), *extra],
     )
 
     assert result.exit_code == 2, result.output
