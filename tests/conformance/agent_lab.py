@@ -45,11 +45,11 @@ exec {tool} "$@"
 
 
 # A standby that starts sets IS_SM on its port (trap 144 to the master), and the master's next
-# sweep asks it for its SMInfo. libumad2sim forwards MADs with no timeout (umad2sim.c zeroes
-# timeout_ms and retries; linux-rdma/ibsim), so when that exchange is lost while the standby's
-# OpenSM starts, the master's sweep waits forever: its log ends at the trap, and
-# `clear_madw: ERR 5401` evicts the MAD at exit. On real hardware the MAD times out and the
-# sweep goes on, so the lab restarts a master that does not finish that sweep.
+# sweep asks it for its SMInfo. libumad2sim hands a MAD to ibsim and never times it out (its
+# write path ignores timeout_ms; umad2sim.c in linux-rdma/ibsim), so when that exchange is
+# lost while the standby's OpenSM starts, the master's sweep waits forever: its log ends at the
+# trap, and `clear_madw: ERR 5401` evicts the MAD at exit. On real hardware the MAD times out
+# and the sweep goes on, so the lab restarts a master that does not finish that sweep.
 MASTER_SWEEP_SECONDS = 10.0
 STANDBY_TRAP = "num:144"
 
