@@ -1,202 +1,24 @@
-"""Audit a deployed config file against the fabric's intent: findings, drift, counterexamples.
+"""Audit a SONiC leaf's deployed config_db.json or frr.conf, and its observed tables.
 
-Three formats are audited: OpenSM's ``partitions.conf`` (InfiniBand), and a SONiC leaf's
-``config_db.json`` or ``frr.conf`` (RoCE). Each audit reports
-
-* findings: the parser's findings (constructs the software fails open on or misreads);
-* drift: per owner and segment, what the file adds to or lacks from the intended state;
-* counterexamples: isolation violations the deployed file allows. For partitions.conf the
-  deployed memberships replace the intended partitions in a copy of the snapshot (the database's
-  port ownership is kept) and `verify_isolation` judges it; a file OpenSM would discard makes
-  every CA port a full member of 0x7fff, as OpenSM's fallback does (docs/facts/infiniband.md
-  §1.6). For config_db.json and frr.conf they are derived from the parsed facts: another owner's
-  port in a segment's VLAN, or a route-target import that no grant backs.
-
-It is pure (stdlib only, no I/O).
+Counterexamples come from the parsed facts: another owner's port in a segment's VLAN, or a
+route-target import that no grant backs. Pure (stdlib only, no I/O).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import Any
 
+from policies.config_audit.report import AuditReport, Drift
 from policies.findings import Finding, Severity
-from policies.infiniband.model import (
-    DEFAULT_PKEY,
-    IbSnapshot,
-    Member,
-    Partition,
-    format_guid,
-    format_pkey,
-)
-from policies.infiniband.parse_partitions import (
-    ParsedPartitions,
-    memberships,
-    parse_partitions_conf,
-)
-from policies.infiniband.verify import verify_isolation
 from policies.intent import is_allowed_edge
-from policies.model import NodeRole, Owner
+from policies.model import Owner
 from policies.policy_rules import allowed_peerings
 from policies.roce.model import RoceSnapshot, VrfSegment, route_target
 from policies.roce.parse_config_db import parse_config_db
 from policies.roce.parse_frr import ParsedFrr, parse_frr_conf, rd_rt_type
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Rule, edge_rule
-
-_FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
-
-
-class AuditFormat(StrEnum):
-    """The configuration files an audit accepts."""
-
-    PARTITIONS = "partitions"
-    CONFIG_DB = "config_db"
-    FRR = "frr"
-
-
-# What an audit's reachability is derived from, per format: an empty list means "none of this".
-REACHABILITY_SCOPE = {
-    AuditFormat.PARTITIONS: "every P_Key's members (the whole fabric)",
-    AuditFormat.CONFIG_DB: "this leaf's VLAN members (L2 only: routed reachability is in the "
-    "leaf's frr.conf)",
-    AuditFormat.FRR: "this leaf's VRF route-target imports",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Drift:
-    """What the file adds to (`added`) or lacks from (`missing`) one owner's segment.
-
-    `owner` is ``tenant:acme`` (None for a segment no owner holds); `segment` is the P_Key
-    (``0x0101``), the VLAN (``Vlan102``) or the VRF (``Vrf50001``). Items are port GUIDs, switch
-    ports or route targets; `changed` lists GUIDs whose membership (full/limited) differs.
-    """
-
-    owner: str | None
-    segment: str
-    added: tuple[str, ...]
-    missing: tuple[str, ...]
-    changed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class AuditReport:
-    """The outcome of one audit; `holds` iff the file allows no isolation violation."""
-
-    findings: tuple[Finding, ...]
-    drift: tuple[Drift, ...]
-    counterexamples: tuple[Counterexample, ...]
-    reachability: tuple[ReachabilityEdge, ...] = ()
-
-    @property
-    def holds(self) -> bool:
-        """True when no counterexample was found."""
-        return not self.counterexamples
-
-    @property
-    def critical(self) -> bool:
-        """True when any finding is critical."""
-        return any(f.severity is Severity.CRITICAL for f in self.findings)
-
-
-# ---------------------------------------------------------------------------------------------
-# InfiniBand: partitions.conf
-
-
-def deployed_snapshot(intended: IbSnapshot, parsed: ParsedPartitions) -> IbSnapshot:
-    """The snapshot with the file's partitions in place of the intended ones.
-
-    Ownership (nodes, ports, grants) is the intended snapshot's. A partition keeps the owner and
-    QoS class of the intended partition with its key; an unknown key is owned by nobody
-    (``unassigned:0x....``). When OpenSM would discard the file, or its Default statement makes
-    ALL/ALL_CAS full, every CA port is a full member of 0x7fff.
-    """
-    if parsed.fails_open:
-        return replace(intended, partitions=(), default_full=_all_ports(intended))
-    deployed = memberships(parsed)
-    default = deployed.pop(DEFAULT_PKEY, {})
-    default_full = {guid for guid, how in default.items() if how == "full"}
-    if _default_all_full(parsed):
-        default_full |= set(_all_ports(intended))
-    by_key = {p.pkey: p for p in intended.partitions}
-    partitions = tuple(
-        _deployed_partition(key, members, by_key.get(key))
-        for key, members in sorted(deployed.items())
-    )
-    return replace(intended, partitions=partitions, default_full=tuple(sorted(default_full)))
-
-
-def _all_ports(snapshot: IbSnapshot) -> tuple[int, ...]:
-    return tuple(sorted(p.guid for p in snapshot.ports))
-
-
-def _default_all_full(parsed: ParsedPartitions) -> bool:
-    return any(
-        member.special in _FULL_SPECIALS and member.membership != "limited"
-        for partition in parsed.partitions
-        if partition.pkey == DEFAULT_PKEY
-        for member in partition.members
-    )
-
-
-def _deployed_partition(key: int, members: dict[int, str], intended: Partition | None) -> Partition:
-    owner = intended.owner if intended else Owner.unassigned(format_pkey(key))
-    return Partition(
-        pkey=key,
-        owner=owner,
-        members=tuple(sorted(Member(guid, how == "full") for guid, how in members.items())),
-        qos_class=intended.qos_class if intended else None,
-        peering=intended.peering if intended else None,
-    )
-
-
-def partition_drift(intended: IbSnapshot, deployed: IbSnapshot) -> tuple[Drift, ...]:
-    """Per P_Key: GUIDs added, missing or with another membership; 0x7fff: new full members."""
-    before = {p.pkey: p for p in intended.partitions}
-    after = {p.pkey: p for p in deployed.partitions}
-    drift = []
-    for key in sorted(before.keys() | after.keys()):
-        old = {m.guid: m.full for m in before[key].members} if key in before else {}
-        new = {m.guid: m.full for m in after[key].members} if key in after else {}
-        item = Drift(
-            owner=str(before[key].owner) if key in before else None,
-            segment=format_pkey(key),
-            added=_guids(new.keys() - old.keys()),
-            missing=_guids(old.keys() - new.keys()),
-            changed=_guids(g for g in old.keys() & new.keys() if old[g] != new[g]),
-        )
-        if item.added or item.missing or item.changed:
-            drift.append(item)
-    extra_full = set(deployed.default_full) - set(intended.default_full) - _infrastructure(deployed)
-    if extra_full:
-        drift.append(Drift(None, format_pkey(DEFAULT_PKEY), _guids(extra_full), ()))
-    return tuple(drift)
-
-
-def _guids(guids: Iterable[int]) -> tuple[str, ...]:
-    return tuple(format_guid(g) for g in sorted(guids))
-
-
-def _infrastructure(snapshot: IbSnapshot) -> set[int]:
-    management = {n.name for n in snapshot.nodes if n.role is NodeRole.MANAGEMENT}
-    return {p.guid for p in snapshot.ports if p.node in management}
-
-
-def audit_partitions(intended: IbSnapshot, text: str) -> AuditReport:
-    """Audit a deployed partitions.conf against the fabric's intended snapshot."""
-    parsed = parse_partitions_conf(text)
-    deployed = deployed_snapshot(intended, parsed)
-    verdict = verify_isolation(deployed)
-    drift = partition_drift(intended, deployed)
-    granted = tuple(e for e in verdict.reachability if e.allowed and e.source != e.target)
-    return AuditReport(parsed.findings, drift, verdict.counterexamples, granted)
-
-
-# ---------------------------------------------------------------------------------------------
-# RoCE: config_db.json and frr.conf
 
 
 class _RoceIndex:
