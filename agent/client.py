@@ -47,6 +47,15 @@ class ServerClient:
             raise ServerError("the signed manifest is not a JSON object")
         return document
 
+    def key_transitions(self) -> list[Any]:
+        """``GET /v1/keys/transitions``: the statements (verified by agent/trust.py, not here)."""
+        url = f"{self.url.rstrip('/')}/v1/keys/transitions"
+        document = json.loads(self._request("GET", url))
+        statements = document.get("transitions") if isinstance(document, dict) else None
+        if not isinstance(statements, list):
+            raise ServerError("the key transitions are not a JSON object with a list")
+        return statements
+
     def artifact(self, digest: str, path: str) -> bytes:
         """The bytes of `path` in the snapshot `digest` (checked by the caller, not here)."""
         quoted = urllib.parse.quote(path)

@@ -158,17 +158,18 @@ def opensm(
     from agent.client import ServerClient
     from agent.cycle import AgentSettings
     from agent.loop import run_loop
-    from agent.manifest import ManifestError, load_trusted_keys
+    from agent.manifest import ManifestError
     from agent.opensm import Agent
     from agent.plan import plan as print_plan
     from agent.sm import LocalSmHost, SmLocator, SmLog
+    from agent.trust import Trust
 
     if (pid_file is None) == (systemd_unit is None):
         raise typer.BadParameter("give exactly one of --pid-file and --systemd-unit")
     if not plan and once == (interval is not None):
         raise typer.BadParameter("give exactly one of --once and --interval SECONDS")
     try:
-        keys = tuple(load_trusted_keys(public_key))
+        keys = Trust.load(public_key)
     except (ManifestError, OSError) as error:  # OSError: e.g. not readable
         raise typer.BadParameter(str(error), param_hint="--public-key") from error
     settings = AgentSettings(conf_dir, fabric, keys, full, sample, sweep_timeout, min_interval)
@@ -256,11 +257,12 @@ def _sonic_settings(
     fabric: str, leaf: str, public_key: Path, state_dir: Path, disruptive: tuple[bool, bool]
 ) -> SonicSettings:
     """The settings; `disruptive` is (--allow-disruptive, --bootstrap)."""
-    from agent.manifest import ManifestError, load_trusted_keys
+    from agent.manifest import ManifestError
     from agent.sonic import SonicSettings
+    from agent.trust import Trust
 
     try:
-        keys = tuple(load_trusted_keys(public_key))
+        keys = Trust.load(public_key)
     except (ManifestError, OSError) as error:
         raise typer.BadParameter(str(error), param_hint="--public-key") from error
     try:

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from agent.client import ServerError
 from agent.manifest import Manifest
 from agent.sm import SmProcess
+from agent.trust import Trust
 from policies.infiniband.deploy import Mismatch
 from policies.infiniband.opensm_conf import OptionChange
 from policies.infiniband.parse_partitions import ParsedPartitions
@@ -33,6 +32,9 @@ class Server(Protocol):
 
     def signed_manifest(self) -> dict[str, Any]:
         """The DSSE envelope of the current manifest."""
+
+    def key_transitions(self) -> list[Any]:
+        """The service's key transition statements (agent/trust.py)."""
 
     def artifact(self, digest: str, path: str) -> bytes:
         """One file of snapshot `digest`."""
@@ -74,7 +76,7 @@ class AgentSettings:
 
     conf_dir: Path
     fabric: str
-    keys: tuple[Ed25519PublicKey, ...]
+    keys: Trust
     full: bool = False
     sample: int = DEFAULT_SAMPLE
     sweep_timeout: float = DEFAULT_SWEEP_TIMEOUT

@@ -4,8 +4,9 @@ The service signs ``GET /v1/fabrics/{fabric}/signed-manifest``: a DSSE envelope 
 the RFC 8785 JSON of ``{"_type", "fabric", "snapshot_digest", "files": [{"path", "sha256",
 "bytes"}], "sequence"}`` and whose Ed25519 signature covers DSSE PAE(payloadType, payload). The
 agent trusts nothing else the server says: the files it installs must have these sha256 digests.
-``sequence`` (the audit index of the snapshot's change) orders the fabric's manifests: the agent
-refuses one older than the manifest it installed last (a replay, or a stale server).
+``(epoch, sequence)`` (the epoch a database restore advances, and the audit index of the
+snapshot's change) orders the fabric's manifests: the agent refuses one older than the manifest
+it installed last (a replay, or a stale server).
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import InvalidValueError
 from policies.evidence import manifest as evidence_manifest
-from policies.evidence.audit_log import load_public_key
-from policies.evidence.keyring import keyring_keys, parse_keyring
 from policies.evidence.manifest import FileRule
 
 PAYLOAD_TYPE = evidence_manifest.MANIFEST_PAYLOAD_TYPE
@@ -52,37 +50,27 @@ class ManifestFile:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """A verified manifest: the snapshot digest, the files sorted by name, and its sequence."""
+    """A verified manifest: the snapshot digest, the files sorted by name, and its position."""
 
     fabric: str
     digest: str
     files: tuple[ManifestFile, ...]
     sequence: int
+    epoch: int = 0
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """``(epoch, sequence)``: manifests are ordered by this pair (a restore advances epoch)."""
+        return (self.epoch, self.sequence)
+
+    @property
+    def position_text(self) -> str:
+        """The position as messages name it: ``epoch:sequence``."""
+        return evidence_manifest.position_text(self.position)
 
     def file(self, name: str) -> ManifestFile | None:
         """The file installed as `name`, if the manifest has one."""
         return next((f for f in self.files if f.name == name), None)
-
-
-def load_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
-    """The pinned keys: one Ed25519 public key PEM, or a keyring (JSON Lines; every key trusted).
-
-    Raises:
-        ManifestError: the file holds neither.
-    """
-    text = path.read_text()
-    try:
-        if text.lstrip().startswith("-----BEGIN"):
-            keys = [load_public_key(text)]
-        else:  # the service's keyring (policies/evidence/keyring.py)
-            keys = list(keyring_keys(parse_keyring(text, str(path))).values())
-    except (ValueError, InvalidValueError) as error:  # cryptography raises ValueError
-        raise ManifestError(
-            f"{path}: not an Ed25519 public key PEM nor a keyring: {error}"
-        ) from error
-    if not keys:
-        raise ManifestError(f"{path}: the keyring holds no key")
-    return keys
 
 
 OPENSM_FILES = FileRule(frozenset(INSTALLABLE), frozenset({PARTITIONS}), by_base_name=True)
@@ -110,4 +98,4 @@ def verify_manifest(
     except InvalidValueError as error:
         raise ManifestError(error.detail) from error
     files = tuple(ManifestFile(f.path, f.sha256, f.bytes) for f in taken)
-    return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence)
+    return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence, signed.epoch)

@@ -61,6 +61,8 @@ from agent.master import Master, Verification
 from agent.prepare import check_opensm, identity, observe, prepare
 from agent.sm import SmError, SmProcess
 from agent.state import AgentState, Pending, Settled, load_state, save_state
+from agent.trust import position_kept, verified
+from policies.evidence.manifest import position_text
 from policies.infiniband.opensm_conf import management_keys
 
 
@@ -105,16 +107,17 @@ class Agent:
         if envelope_id in self.held:
             return self._repeat_held(envelope_id, "this manifest was refused before")
         try:
-            manifest = verify_manifest(envelope, self.settings.keys, self.settings.fabric)
+            manifest = self._verified(envelope)
         except ManifestError as error:
             self.hold_as = envelope_id
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
-        installed = self.state.installed_sequence
-        if installed is not None and manifest.sequence < installed:
+        installed = self.state.installed_position
+        if installed is not None and manifest.position < installed:
             self.hold_as = envelope_id
             detail = (
-                f"manifest refused: its sequence {manifest.sequence} is older than the installed "
-                f"one ({installed}): a replayed manifest or a stale server; nothing installed"
+                f"manifest refused: its position {manifest.position_text} is older than the "
+                f"installed one ({position_text(installed)}): a replayed manifest or a stale "
+                "server; nothing installed"
             )
             return self._finish(Report("refused", manifest.digest, detail), started)
         pause_point("fetched")
@@ -270,11 +273,28 @@ class Agent:
         return self.state.installed_digest
 
     def _installed_sequence(self, manifest: Manifest) -> None:
-        """Remember `manifest`'s sequence, its files being installed: older ones are refused."""
-        known = self.state.installed_sequence
-        if known is None or manifest.sequence > known:
-            self.state.installed_sequence = manifest.sequence
+        """Remember `manifest`'s position, its files being installed: older ones are refused."""
+        known = self.state.installed_position
+        if known is None or manifest.position > known:
+            self.state.installed_position = manifest.position
             save_state(self.settings.conf_dir, self.state)
+
+    def _verified(self, envelope: dict[str, Any]) -> Manifest:
+        """The manifest, verified with the active keys after following any key rotation."""
+        trust, fabric = self.settings.keys, self.settings.fabric
+        before = len(trust.learned)
+        try:
+            return verified(
+                trust,
+                self.server.key_transitions,
+                lambda keys: verify_manifest(envelope, keys, fabric),
+                self.say,
+            )
+        finally:
+            kept = position_kept(self.state.installed_position, trust.learned[before:], self.say)
+            if kept != self.state.installed_position:
+                self.state.installed_position = kept
+                save_state(self.settings.conf_dir, self.state)
 
     def _settled_for(self, manifest: Manifest) -> None:
         """The settled files are `manifest`'s: it is settled too, if it names another snapshot.

@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from agent.client import ServerError
@@ -21,6 +22,7 @@ from agent.cycle import AgentSettings, FailedError, RefusedError, Server
 from agent.manifest import PARTITIONS, ManifestError, verify_manifest
 from agent.prepare import prepare, read_text, text_of
 from agent.state import load_state
+from agent.trust import verified
 from policies.infiniband.deploy import reachability_changes
 from policies.infiniband.parse_partitions import parse_partitions_conf
 
@@ -33,12 +35,18 @@ def plan(settings: AgentSettings, server: Server, out: Callable[[str], None]) ->
     """Print the plan; 0 when it could be applied, 1 when a cycle would refuse or fail."""
     try:
         envelope = server.signed_manifest()
-        manifest = verify_manifest(envelope, settings.keys, settings.fabric)
-        installed = load_state(settings.conf_dir).installed_sequence
-        if installed is not None and manifest.sequence < installed:
+        # A plan changes nothing: a rotation it follows is not written to the pinned keyring.
+        manifest = verified(
+            replace(settings.keys, keyring_file=None),
+            server.key_transitions,
+            lambda keys: verify_manifest(envelope, keys, settings.fabric),
+            out,
+        )
+        installed = load_state(settings.conf_dir).installed_position
+        if installed is not None and manifest.position < installed:
             raise RefusedError(
-                f"the manifest's sequence {manifest.sequence} is older than the installed one "
-                f"({installed}): a replayed manifest or a stale server"
+                f"the manifest's position {manifest.position_text} is older than the installed "
+                f"one ({installed[0]}:{installed[1]}): a replayed manifest or a stale server"
             )
         deployment = prepare(manifest, server, settings.conf_dir, None, lambda: 0.0)
     except (ServerError, ManifestError, RefusedError, FailedError) as error:

@@ -39,8 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from agent.client import ServerError
 from agent.config_db import Applied, ConfigDb, StoreError
 from agent.cycle import CycleResult, RefusedError, Report, ReportOutbox, Throttle
@@ -49,7 +47,9 @@ from agent.manifest import Manifest, ManifestError, verify_manifest
 from agent.sonic_change import LeafChange, LeafTarget, leaf_files, parse_target, phase_change
 from agent.sonic_change import remaining as still_missing
 from agent.sonic_state import SonicState, load_sonic_state, save_sonic_state
+from agent.trust import Trust, position_kept, verified
 from policies.errors import IsofabricError, PatchRefusedError
+from policies.evidence.manifest import position_text
 
 
 class SonicServer(Protocol):
@@ -57,6 +57,9 @@ class SonicServer(Protocol):
 
     def signed_manifest(self) -> dict[str, Any]:
         """The DSSE envelope of the current manifest."""
+
+    def key_transitions(self) -> list[Any]:
+        """The service's key transition statements (agent/trust.py)."""
 
     def sync(self) -> dict[str, Any]:
         """The fabric's sync status: ``desired``, ``phase``."""
@@ -92,7 +95,7 @@ class SonicSettings:
 
     fabric: str
     leaf: str
-    keys: tuple[Ed25519PublicKey, ...]
+    keys: Trust
     state_dir: Path
     allow_disruptive: bool = False
     # Disruptive changes on the first deployment only: while the state records no applied
@@ -127,22 +130,37 @@ class SonicAgent:
         self.outbox.send()
         started = self.clock()
         try:
-            envelope = self.server.signed_manifest()
-            manifest = verify_manifest(
-                envelope, self.settings.keys, self.settings.fabric, self.rule
-            )
+            manifest = self._verified(self.server.signed_manifest())
         except ServerError as error:
             return self._unreachable(error)
         except ManifestError as error:
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
-        known = self.state.sequence
-        if known is not None and manifest.sequence < known:
+        known = self.state.position
+        if known is not None and manifest.position < known:
             detail = (
-                f"manifest refused: its sequence {manifest.sequence} is older than the last "
-                f"applied one ({known}): a replayed manifest or a stale server; nothing changed"
+                f"manifest refused: its position {manifest.position_text} is older than the last "
+                f"applied one ({position_text(known)}): a replayed manifest or a stale server; "
+                "nothing changed"
             )
             return self._finish(Report("refused", manifest.digest, detail), started)
         return self._cycle_for(manifest, started)
+
+    def _verified(self, envelope: dict[str, Any]) -> Manifest:
+        """The manifest, verified with the active keys after following any key rotation."""
+        trust, fabric, rule = self.settings.keys, self.settings.fabric, self.rule
+        before = len(trust.learned)
+        try:
+            return verified(
+                trust,
+                self.server.key_transitions,
+                lambda keys: verify_manifest(envelope, keys, fabric, rule),
+                self.say,
+            )
+        finally:
+            kept = position_kept(self.state.position, trust.learned[before:], self.say)
+            if kept != self.state.position:
+                self.state.position = kept
+                save_sonic_state(self.settings.state_dir, self.state)
 
     def _cycle_for(self, manifest: Manifest, started: float) -> CycleResult:
         try:
@@ -312,7 +330,7 @@ class SonicAgent:
 
     def _remember(self, manifest: Manifest, phase: int) -> None:
         state = self.state
-        state.sequence = max(state.sequence or 0, manifest.sequence)
+        state.position = max(state.position or (0, 0), manifest.position)
         if phase == 2:
             state.applied_digest = manifest.digest
         save_sonic_state(self.settings.state_dir, state)

@@ -1,7 +1,8 @@
 """What the SONiC leaf agent remembers between restarts: ``<state-dir>/isofabric-agent-sonic.json``.
 
-* ``sequence``: the highest manifest ``sequence`` applied (either phase) or found in place; a
-  manifest with a lower one is refused (a replay, or a stale server);
+* ``epoch`` and ``sequence``: the highest manifest position ``(epoch, sequence)`` applied
+  (either phase) or found in place; a manifest with a lower one is refused (a replay, or a stale
+  server); a state file written before epochs has no epoch: 0;
 * ``applied_digest``: the snapshot last applied in phase 2 (a rollback restores it: its report
   names it as observed).
 
@@ -26,6 +27,16 @@ class SonicState:
 
     sequence: int | None = None
     applied_digest: str | None = None
+    epoch: int | None = None
+
+    @property
+    def position(self) -> tuple[int, int] | None:
+        """``(epoch, sequence)`` of the newest manifest applied, if any."""
+        return None if self.sequence is None else (self.epoch or 0, self.sequence)
+
+    @position.setter
+    def position(self, position: tuple[int, int] | None) -> None:
+        self.epoch, self.sequence = position or (None, None)
 
 
 def load_sonic_state(state_dir: Path) -> SonicState:
@@ -35,6 +46,7 @@ def load_sonic_state(state_dir: Path) -> SonicState:
         return SonicState(
             sequence=_int_or_none(document.get("sequence")),
             applied_digest=_str_or_none(document.get("applied_digest")),
+            epoch=_int_or_none(document.get("epoch")),
         )
     except (OSError, ValueError, AttributeError):
         return SonicState()

@@ -18,8 +18,9 @@
   operator may have put other files in place by hand); a rollback reports what it restored as
   observed only when that digest is known. Not the last *applied* snapshot: files installed
   while OpenSM was down were never applied, yet OpenSM reads them when it starts.
-* ``installed_sequence``: the highest manifest ``sequence`` whose files were all installed (or
-  found installed); a manifest with a lower one is refused (a replay, or a stale server).
+* ``installed_epoch`` and ``installed_sequence``: the highest manifest position ``(epoch,
+  sequence)`` whose files were all installed (or found installed); a manifest with a lower one
+  is refused (a replay, or a stale server). A state file written before epochs has none: 0.
 
 Whether the installed files equal the manifest is never taken from here: the agent hashes them.
 The file is written atomically; an unreadable one counts as empty (the agent re-verifies).
@@ -83,6 +84,18 @@ class AgentState:
     installed_digest: str | None = None
     installed_files: dict[str, str] | None = None
     installed_sequence: int | None = None
+    installed_epoch: int | None = None
+
+    @property
+    def installed_position(self) -> tuple[int, int] | None:
+        """``(epoch, sequence)`` of the newest manifest installed, if any."""
+        if self.installed_sequence is None:
+            return None
+        return (self.installed_epoch or 0, self.installed_sequence)
+
+    @installed_position.setter
+    def installed_position(self, position: tuple[int, int] | None) -> None:
+        self.installed_epoch, self.installed_sequence = position or (None, None)
 
 
 def load_state(conf_dir: Path) -> AgentState:
@@ -103,6 +116,7 @@ def _from_document(document: dict[str, Any]) -> AgentState:
         installed_digest=document.get("installed_digest"),
         installed_files=document.get("installed_files"),
         installed_sequence=document.get("installed_sequence"),
+        installed_epoch=document.get("installed_epoch"),
     )
 
 

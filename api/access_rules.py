@@ -56,15 +56,16 @@ ROUTE_RULES = "\n".join(
         r"p, tenant-admin, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
         r"p, tenant-admin, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
         r"p, tenant-viewer, *, ^/v1/proofs(/\{proof_id\})?$, ^GET$, allow",
-        r"p, billing, *, ^/v1/keys$, ^GET$, allow",
+        r"p, billing, *, ^/v1/keys(/transitions)?$, ^GET$, allow",
         # usage metering: billing reads usage; operators and auditors read everything
         r"p, billing, *, ^/v1/usage/(records|records\.csv|events)$, ^GET$, allow",
-        r"p, tenant-viewer, *, ^/v1/keys$, ^GET$, allow",
-        r"p, tenant-admin, *, ^/v1/keys$, ^GET$, allow",
+        r"p, tenant-viewer, *, ^/v1/keys(/transitions)?$, ^GET$, allow",
+        r"p, tenant-admin, *, ^/v1/keys(/transitions)?$, ^GET$, allow",
         # deploy agents: read their fabric's files, post their target's reports;
         # `agent_scope_allows` narrows both to the one fabric and target of the token
         rf"p, agent, *, {_AGENT_READS}, ^GET$, allow",
         r"p, agent, *, ^/v1/fabrics/\{fabric\}/targets/\{name\}/reports$, ^POST$, allow",
+        r"p, agent, *, ^/v1/keys/transitions$, ^GET$, allow",
         # /metrics names every fabric: the roles that read every fabric read it
         # (ISOFABRIC_METRICS_ACCESS=open lets anyone, without this policy)
         r"p, operator, *, ^/metrics$, ^GET$, allow",
@@ -97,15 +98,20 @@ def decide(
 
 
 def agent_scope_allows(
-    fabric: str | None, deploy_target: str | None, path_params: dict[str, str]
+    fabric: str | None,
+    deploy_target: str | None,
+    path_params: dict[str, str],
+    template: str = "",
 ) -> bool:
     """Whether an agent scoped to (`fabric`, `deploy_target`) may use the path parameters.
 
     The policy rows say which routes an agent may use; this says on which fabric and target: its
     own only (a RoCE leaf's target is named after its leaf, and reads its own leaf's files,
     ``sonic/<leaf>/…`` and ``frr/<leaf>/…``, not another leaf's). A route without a fabric
-    parameter is never an agent's.
+    parameter is never an agent's, except the key transitions every agent follows.
     """
+    if template in _AGENT_ANY_FABRIC:
+        return True
     if fabric is None or path_params.get("fabric") != fabric:
         return False
     leaf = _leaf_of_file(path_params.get("path", ""))
@@ -114,6 +120,8 @@ def agent_scope_allows(
     return all(path_params.get(key, deploy_target) == deploy_target for key in ("name", "leaf"))
 
 
+# Routes about no fabric that every agent reads: how the service's signing key was rotated.
+_AGENT_ANY_FABRIC = frozenset({"/v1/keys/transitions"})
 # The RoCE bundle's per-leaf directories (policies/roce/bundle.py).
 _LEAF_FILE_DIRS = ("sonic", "frr")
 

@@ -34,8 +34,6 @@ from tenancy.store.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from tenancy.store.uow import Principal, UnitOfWork
 
 SLUG = re.compile(SLUG_PATTERN)
-# Routes without a tenant in their path whose answer depends on who asks: a tenant principal's
-# request is about its own tenant (the handler narrows the answer to it).
 # Routes without a tenant in their path that a tenant principal asks about its own tenant.
 SELF_SCOPED = frozenset(
     {
@@ -46,6 +44,7 @@ SELF_SCOPED = frozenset(
         "/v1/proofs",
         "/v1/proofs/{proof_id}",
         "/v1/keys",
+        "/v1/keys/transitions",
     }
 )
 
@@ -161,7 +160,7 @@ async def authorize(request: Request, principal: CurrentPrincipal) -> None:
         raise ForbiddenError(f"role '{principal.role}' may not {request.method} {route.path}")
     params = {k: str(v) for k, v in request.path_params.items()}
     if principal.role == Role.AGENT and not agent_scope_allows(
-        principal.fabric, principal.deploy_target, params
+        principal.fabric, principal.deploy_target, params, route.path
     ):
         raise ForbiddenError(
             f"this agent token acts for target '{principal.deploy_target}' of fabric "

@@ -1,4 +1,4 @@
-"""`isofabric db upgrade|backup|restore`: migrate the database, copy it out and back in.
+"""`isofabric db upgrade|backup|restore|restored`: migrate the database, copy it out and back in.
 
 Backup and restore use SQLite's online backup API on a SQLite database file; PostgreSQL has
 ``pg_dump -Fc`` and ``pg_restore``. The key files are not in the database: back them up apart.
@@ -7,11 +7,14 @@ Backup and restore use SQLite's online backup API on a SQLite database file; Pos
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.options import DbOption, open_uow, settings_for
+
+if TYPE_CHECKING:
+    from tenancy.usecases.epochs import Declared
 
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
@@ -58,11 +61,40 @@ def db_restore(
     `isofabric db upgrade` afterwards. The key files are not in it. PostgreSQL: `pg_restore`.
     """
     from tenancy.store import backup
+    from tenancy.usecases import epochs
 
-    copied = backup.restore(settings_for(db).database_url, file)
+    settings = settings_for(db)
+    backup.database_file(settings.database_url)  # PostgreSQL: refused, naming pg_restore
+    epochs.epoch_file(settings)  # refused before anything is replaced when no file is named
+    copied = backup.restore(settings.database_url, file)
     typer.echo(f"restored {copied.path} from {file} (schema revision {copied.revision})")
+    declared = (
+        epochs.declare_restore(open_uow(db)) if copied.current else epochs.advance_file(settings)
+    )
+    _say_epoch(declared)
     if not copied.current:
         typer.echo(
             f"the database is at schema revision {copied.revision}, older than this version's "
             f"{copied.head}: run `isofabric db upgrade`"
         )
+
+
+@db_app.command("restored")
+def db_restored(db: DbOption = None) -> None:
+    """Declare that the database was restored from a backup (PostgreSQL: after `pg_restore`).
+
+    Advances the manifest epoch (kept in ISOFABRIC_EPOCH_FILE, beside the key files): deploy
+    agents then accept the restored service's manifests, whose sequences went back with the
+    database, and still refuse replays of older ones. Run it once, on one host, before `serve`;
+    `isofabric db restore` does it for SQLite.
+    """
+    from tenancy.usecases import epochs
+
+    _say_epoch(epochs.declare_restore(open_uow(db)))
+
+
+def _say_epoch(declared: Declared) -> None:
+    typer.echo(
+        f"manifest epoch {declared.epoch} (kept in {declared.file}): deploy agents accept the "
+        "restored service's manifests"
+    )

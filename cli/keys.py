@@ -1,4 +1,4 @@
-"""`isofabric keys create|rotate|list`: the service's Ed25519 signing keys and the OpenSM secret.
+"""`isofabric keys create|rotate|list|transitions`: signing keys, keyring and OpenSM secret.
 
 The private key and the OpenSM secret live in files of mode 0600 beside the database (or where
 ``ISOFABRIC_SIGNING_KEY_FILE`` / ``ISOFABRIC_OPENSM_SECRET_FILE`` say), the public keys in the
@@ -60,3 +60,12 @@ def keys_list(db: DbOption = None) -> None:
 
     keys = signing_keys.list_keys(open_uow(db))
     typer.echo(json.dumps(keys.model_dump(mode="json"), indent=2))
+
+
+@keys_app.command("transitions")
+def keys_transitions(db: DbOption = None) -> None:
+    """Print every key transition statement (what agents follow a rotation by) as JSON."""
+    from tenancy.usecases import signing_keys
+
+    transitions = signing_keys.transitions(open_uow(db))
+    typer.echo(json.dumps(transitions.model_dump(mode="json", by_alias=True), indent=2))

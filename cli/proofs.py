@@ -16,6 +16,8 @@ from cli.options import DbOption, FabricOption, open_uow, settings_for
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from policies.evidence.keyring import KeyringEntry
+
 proof_app = typer.Typer(help="Isolation proofs (DSSE, in-toto).", no_args_is_help=True)
 
 
@@ -82,13 +84,12 @@ def proof_verify(
     Only the keys given (--key, --keyring) are trusted; a proof signed by any other key fails.
     """
     from policies.errors import InvalidValueError
-    from policies.evidence.proofs import verify_envelope
+    from policies.evidence.keyring import verify_proof
 
     try:
         document = json.loads(proof.read_text())
         envelope = document.get("envelope", document) if isinstance(document, dict) else {}
-        keys = _trusted_keys(key or [], keyring)
-        statement = verify_envelope(envelope, keys)
+        statement = verify_proof(envelope, *_trusted_keys(key or [], keyring))
         typer.echo("signature: OK")
         if artifacts is not None:
             _check_artifacts(statement, artifacts)
@@ -104,20 +105,20 @@ def proof_verify(
     )
 
 
-def _trusted_keys(pems: list[Path], keyring: Path | None) -> list[Ed25519PublicKey]:
-    """The keys given: each --key PEM, and the keyring's (the default one when no --key)."""
+def _trusted_keys(
+    pems: list[Path], keyring: Path | None
+) -> tuple[list[KeyringEntry], list[Ed25519PublicKey]]:
+    """The keyring's entries (the default keyring when no --key) and each --key PEM's key."""
     from policies.errors import InvalidValueError
     from policies.evidence.audit_log import load_public_key
-    from policies.evidence.keyring import keyring_keys
     from tenancy.store import key_store
 
     keys = [load_public_key(path.read_text()) for path in pems]
     path = keyring or (None if pems else settings_for(None).keyring_path)
-    if path is not None:
-        keys += keyring_keys(key_store.read_keyring(path)).values()
-    if not keys:
+    entries = key_store.read_keyring(path) if path is not None else []
+    if not keys and not entries:
         raise InvalidValueError("no trusted key: pass --keyring FILE or --key PEM")
-    return keys
+    return entries, keys
 
 
 def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.deps import Uow, authorized_router
-from tenancy.schemas import SigningKeysView
+from tenancy.schemas import KeyTransitionsView, SigningKeysView
 from tenancy.usecases import signing_keys
 
 router = authorized_router(tags=["proofs"])
@@ -13,3 +13,13 @@ router = authorized_router(tags=["proofs"])
 def list_keys(uow: Uow) -> SigningKeysView:
     """The public keys proofs and checkpoints are signed with: keyid, PEM, JWK and status."""
     return signing_keys.list_keys(uow)
+
+
+@router.get("/v1/keys/transitions")
+def list_key_transitions(uow: Uow) -> KeyTransitionsView:
+    """Every key transition statement (signed by the retired key and its successor).
+
+    A deploy agent that pinned a retired key reads these to learn its successor
+    (docs/operators/signing-keys.md); every role may read them, agents of any fabric too.
+    """
+    return signing_keys.transitions(uow)

@@ -9,7 +9,7 @@ larger than the log or whose root no longer matches.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import InputFormatError, InvalidValueError
 from policies.evidence.merkle import entry_leaf_hash, root_hash
+from policies.evidence.retirement import Retirement
 from policies.evidence.signed_note import Checkpoint, verify_note
 
 HASHED_FIELDS = (
@@ -73,6 +74,7 @@ def verify_log(
     kept: str | None = None,
     *,
     expected_entries: int = 0,
+    retired: Mapping[str, Retirement] | None = None,
 ) -> LogReport:
     """Recompute the tree from `entries` and check it against signed checkpoint notes.
 
@@ -89,6 +91,8 @@ def verify_log(
         kept: A checkpoint note the auditor kept from an earlier time, if any.
         expected_entries: The fewest entries the log must hold (e.g. one per audited row the
             database holds); fewer means entries were removed.
+        retired: Retirements by key name (the keyring's): a retired key vouches only for
+            checkpoints it could have signed while active, of at most its `log_size` entries.
     """
     report = LogReport(size=len(entries))
     hashes = _leaf_hashes(entries, report)
@@ -100,7 +104,12 @@ def verify_log(
         )
     notes = [(note, "stored checkpoint") for note in checkpoints]
     notes += [(kept, "kept checkpoint")] if kept is not None else []
-    verified = [(c, what) for note, what in notes if (c := _verified(note, keys, report, what))]
+    verified = [
+        (c, what)
+        for note, what in notes
+        if (c := _verified(note, keys, report, what))
+        and _in_office(c, _signer(note), what, retired or {}, report)
+    ]
     _check_roots(sorted(verified, key=lambda item: item[0].size), hashes, report)
     return report
 
@@ -162,6 +171,29 @@ def _verified(
     except InvalidValueError as error:
         report.bad(0, f"{what}: {error.detail}; nothing in the log is proven")
         return None
+
+
+def _in_office(
+    checkpoint: Checkpoint,
+    signer: str | None,
+    what: str,
+    retired: Mapping[str, Retirement],
+    report: LogReport,
+) -> bool:
+    """False (and a problem) for a checkpoint larger than its retired key's log at retirement.
+
+    A rotation retires a key at a log size: any larger checkpoint was signed after it retired,
+    by whoever still holds the key, and proves nothing.
+    """
+    retirement = retired.get(signer or "")
+    if retirement is None or retirement.covers_checkpoint(checkpoint.size):
+        return True
+    report.bad(
+        retirement.log_size,
+        f"{what} of size {checkpoint.size} is signed by a key retired at log size "
+        f"{retirement.log_size}: signed after its retirement, it vouches for nothing",
+    )
+    return False
 
 
 def _signer(note: str) -> str | None:

@@ -30,6 +30,7 @@ __all__ = [
     "ManifestFile",
     "SignedManifest",
     "files_taken",
+    "position_text",
     "sign_manifest",
     "verify_manifest",
 ]
@@ -53,12 +54,26 @@ class ManifestFile:
 
 @dataclass(frozen=True, slots=True)
 class SignedManifest:
-    """What a verified manifest says: the fabric, the snapshot digest and its files by path."""
+    """What a verified manifest says: the fabric, the snapshot digest and its files by path.
+
+    `(epoch, sequence)` is its position in the fabric's order of manifests, compared as a pair.
+    """
 
     fabric: str
     snapshot_digest: str
     files: Mapping[str, ManifestFile]
     sequence: int
+    epoch: int = 0
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """``(epoch, sequence)``: a later manifest has a greater pair."""
+        return (self.epoch, self.sequence)
+
+
+def position_text(position: tuple[int, int]) -> str:
+    """A manifest position as every message and API names it: ``epoch:sequence``."""
+    return f"{position[0]}:{position[1]}"
 
 
 def sign_manifest(
@@ -68,17 +83,21 @@ def sign_manifest(
     key: Ed25519PrivateKey,
     *,
     sequence: int,
+    epoch: int = 0,
 ) -> dict[str, Any]:
     """A DSSE envelope over the manifest of `files` rendered from snapshot `snapshot_digest`.
 
     `sequence` orders the fabric's snapshots (the audit index of the change that made this one,
-    so a state that recurs gets a higher one): an agent refuses a manifest older than the one it
-    installed, so a replayed envelope cannot bring back a removed key.
+    so a state that recurs gets a higher one) within an `epoch`, which a database restore
+    advances (the audit index goes back with the database): an agent refuses a manifest whose
+    ``(epoch, sequence)`` is below the one it installed, so a replayed envelope cannot bring back
+    a removed key, and the first manifest after a restore is still accepted.
     """
     document = {
         "_type": MANIFEST_TYPE,
         **manifest(fabric, snapshot_digest, files),
         "sequence": sequence,
+        "epoch": epoch,
     }
     return sign_envelope(document, key, MANIFEST_PAYLOAD_TYPE)
 
@@ -110,10 +129,16 @@ def verify_manifest(
     files = [_file(entry) for entry in _list(document.get("files"))]
     if len({f.path for f in files}) != len(files):
         raise InvalidValueError("the manifest lists a path twice")
-    sequence = document.get("sequence")
-    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence < 0:
-        raise InvalidValueError("the manifest's sequence is not a whole number")
-    return SignedManifest(fabric, digest, {f.path: f for f in files}, sequence)
+    sequence = _whole(document.get("sequence"), "sequence")
+    # Manifests signed before epochs existed carry none: they belong to the first epoch.
+    epoch = _whole(document.get("epoch", 0), "epoch")
+    return SignedManifest(fabric, digest, {f.path: f for f in files}, sequence, epoch)
+
+
+def _whole(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidValueError(f"the manifest's {what} is not a whole number")
+    return value
 
 
 def _list(value: Any) -> list[Any]:

@@ -56,6 +56,21 @@ class SigningKey(SQLModel, table=True):
     public_pem: str
     status: str = Field(default="active", max_length=16)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    # On a retired key: the key transition statement (DSSE envelope, JSON) its rotation signed
+    # with it and its successor (policies/evidence/key_transition.py).
+    transition: str | None = None
+
+
+class DeployEpoch(SQLModel, table=True):
+    """A manifest epoch declared after a database restore (`isofabric db restore|restored`).
+
+    The epoch also lives in a file beside the key files (tenancy/store/epoch.py): a restore
+    brings this table back to an older state, the file keeps the highest epoch declared.
+    """
+
+    __tablename__ = "deploy_epoch"
+    epoch: int = Field(primary_key=True)
+    declared_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
 
 
 class ApiToken(SQLModel, table=True):

@@ -14,7 +14,6 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from sqlalchemy import func, insert
 from sqlalchemy import select as core_select
 from sqlalchemy.orm import make_transient_to_detached, object_session
@@ -22,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, NotFoundError
 from policies.evidence.audit_log import LogReport, load_public_key, parse_export, verify_log
-from policies.evidence.keyring import keyring_keys
+from policies.evidence.keyring import KeyringEntry, keyring_keys, retirements
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import models as m
@@ -290,7 +289,8 @@ def verify(
         InvalidValueError: neither a key nor a readable keyring was given.
     """
     pinned = load_public_key(key_pem) if key_pem is not None else None
-    trusted = {} if pinned is not None else _keyring(uow.settings, keyring)
+    ring = [] if pinned is not None else _keyring(uow.settings, keyring)
+    trusted = keyring_keys(ring)
     with uow.transaction(read_only=True) as tx:
         documents = (
             [{**entry_document(e), "leaf_hash": e.leaf_hash} for e in entries(tx.session)]
@@ -303,11 +303,13 @@ def verify(
         # One pinned key vouches for whatever name a note gives it: the key ID in each
         # signature line still binds name and key, so only the pinned key's holder can sign.
         trusted = dict.fromkeys(_signer_names([*notes, kept or ""]), pinned)
-    return verify_log(documents, notes, trusted, kept, expected_entries=expected)
+    return verify_log(
+        documents, notes, trusted, kept, expected_entries=expected, retired=retirements(ring)
+    )
 
 
-def _keyring(settings: Settings, path: Path | None) -> dict[str, Ed25519PublicKey]:
-    """The keyring's keys by name: `path`, or the settings' keyring file."""
+def _keyring(settings: Settings, path: Path | None) -> list[KeyringEntry]:
+    """The keyring's entries: `path`, or the settings' keyring file."""
     path = path or settings.keyring_path
     if path is None or not path.is_file():
         raise InvalidValueError(
@@ -315,7 +317,7 @@ def _keyring(settings: Settings, path: Path | None) -> dict[str, Ed25519PublicKe
             "`isofabric keys create` wrote, as you keep it) or --key PEM; the keys in the "
             "database are never trusted"
         )
-    return keyring_keys(key_store.read_keyring(path))
+    return key_store.read_keyring(path)
 
 
 def _signer_names(notes: list[str]) -> set[str]:

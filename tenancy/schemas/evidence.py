@@ -95,12 +95,35 @@ class SigningKeyView(BaseModel):
         description="'active': signs new proofs and checkpoints; 'retired': published only so "
         "that old signatures verify"
     )
+    retired: RetirementView | None = Field(
+        default=None,
+        description="On a key retired by a signed transition: what it could sign while active",
+    )
+
+
+class RetirementView(BaseModel):
+    """Where a retired key's signing ended: it verifies only what it could sign before."""
+
+    at: str = Field(description="When the rotation retired it (RFC 3339): proofs issued later fail")
+    epoch: int = Field(description="The manifest epoch at the rotation")
+    log_size: int = Field(
+        description="Audit log entries before the rotation's own: larger checkpoints fail"
+    )
 
 
 class SigningKeysView(BaseModel):
     """Every signing key, oldest first."""
 
     keys: list[SigningKeyView] = Field(description="Every signing key, oldest first")
+
+
+class KeyTransitionsView(BaseModel):
+    """Every key transition statement, oldest first (policies/evidence/key_transition.py)."""
+
+    transitions: list[DSSEEnvelope] = Field(
+        description="DSSE envelopes (payloadType application/vnd.isofabric.key-transition+json), "
+        "each signed by the retired key and its successor"
+    )
 
 
 # --- isolation proofs ---------------------------------------------------------------------------

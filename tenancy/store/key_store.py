@@ -28,6 +28,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
+from policies.evidence.key_transition import KeyTransition, apply_transition
 from policies.evidence.keyring import KeyringEntry, parse_keyring
 from tenancy import models as m
 from tenancy.store.settings import Settings
@@ -218,6 +219,18 @@ def append_to_keyring(path: Path, entries: list[KeyringEntry]) -> list[KeyringEn
         with path.open("a") as handle:
             handle.writelines(e.line() + "\n" for e in new)
     return new
+
+
+def retire_in_keyring(path: Path, transition: KeyTransition) -> None:
+    """Mark the transition's retired key retired in the keyring (and hold its successor).
+
+    The file is rewritten whole (a scratch file renamed over it), every key kept: a retired
+    key still verifies what it signed while it was active.
+    """
+    entries = apply_transition(read_keyring(path), transition)
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}.new")
+    scratch.write_text("".join(e.line() + "\n" for e in entries))
+    os.replace(scratch, path)
 
 
 # --- the OpenSM secret --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ DEFAULT_AUDIT_ORIGIN = "isofabric.local/audit"
 SIGNING_KEY_SUFFIX = "-signing.key"
 KEYRING_SUFFIX = "-keyring.jsonl"
 OPENSM_SECRET_SUFFIX = "-opensm.secret"
+EPOCH_SUFFIX = "-epoch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class Settings:
     keyring_file: str | None = None
     opensm_secret_file: str | None = None
     opensm_secret: str | None = None
+    epoch_file: str | None = None
     # Seconds between full re-verifications of every fabric by `serve` (0: never).
     full_verify_interval_seconds: int = DEFAULT_FULL_VERIFY_INTERVAL_SECONDS
     # Seconds between scheduled audit-log checkpoints by `serve` (0: never).
@@ -93,6 +95,19 @@ class Settings:
     def keyring_path(self) -> Path | None:
         """The public keyring file verifiers trust (JSON Lines, one key per line)."""
         return _configured_or_beside_db(self.keyring_file, self.database_url, KEYRING_SUFFIX)
+
+    @property
+    def epoch_path(self) -> Path | None:
+        """The file holding the manifest epoch (tenancy/store/epoch.py): beside the key files.
+
+        Unset, it sits beside a SQLite database file, else beside the keyring file (PostgreSQL
+        deployments name the keyring); None when neither can be named.
+        """
+        beside_db = _configured_or_beside_db(self.epoch_file, self.database_url, EPOCH_SUFFIX)
+        keyring = self.keyring_path
+        if beside_db is None and keyring is not None:
+            return keyring.with_name(keyring.stem + EPOCH_SUFFIX)
+        return beside_db
 
     @property
     def opensm_secret_path(self) -> Path | None:
@@ -191,6 +206,7 @@ def load_settings() -> Settings:
         signing_key_file=env("ISOFABRIC_SIGNING_KEY_FILE") or None,
         signing_key_pem=env("ISOFABRIC_SIGNING_KEY") or None,
         keyring_file=env("ISOFABRIC_KEYRING_FILE") or None,
+        epoch_file=env("ISOFABRIC_EPOCH_FILE") or None,
         opensm_secret_file=env("ISOFABRIC_OPENSM_SECRET_FILE") or None,
         opensm_secret=env("ISOFABRIC_OPENSM_SECRET") or None,
         full_verify_interval_seconds=_interval_env(

@@ -15,6 +15,8 @@ verifies.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +27,20 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
-from policies.evidence.keyring import KeyringEntry
+from policies.evidence.key_transition import KeyTransition, sign_transition, verify_transition
+from policies.evidence.keyring import KeyringEntry, Retirement
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import models as m
 from tenancy.record import audit_log
-from tenancy.schemas import PublicJWK, SigningKeysView, SigningKeyView
-from tenancy.store import key_store
+from tenancy.schemas import (
+    DSSEEnvelope,
+    KeyTransitionsView,
+    PublicJWK,
+    RetirementView,
+    SigningKeysView,
+    SigningKeyView,
+)
+from tenancy.store import epoch, key_store
 from tenancy.store.settings import Settings
 from tenancy.store.uow import Tx, UnitOfWork
 
@@ -202,9 +212,16 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
     leaves the previous key file in place. Other replicas need the new key file: until they
     get it they refuse to sign (503) rather than sign with the retired key.
 
+    The retired key is marked retired in the keyring, bounded by what it could sign while it was
+    active (`policies.evidence.keyring.Retirement`), and a key transition statement signed by
+    both keys is kept and published (`transitions`): agents that pinned the old key learn the new
+    one from it and take manifests from the new key only.
+
     Raises:
         InvalidValueError: the key comes from ``ISOFABRIC_SIGNING_KEY`` (update it yourself) or
             no key file or keyring can be named.
+        KeyUnavailableError: the current key file is missing or not the active key (the
+            transition needs the retiring key's signature).
     """
     settings = uow.settings
     if settings.signing_key_pem:
@@ -219,19 +236,57 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
     try:
         with uow.transaction() as tx:
             _lock_keys(tx.session)
-            for row in tx.session.exec(select(m.SigningKey).where(m.SigningKey.status == "active")):
-                row.status = "retired"
-                tx.session.add(row)
-            new = _add_row(tx, key, _fresh_name(tx, keyring))
-            # Rotation is a mutation like any other: the entry also grows the log, so the next
-            # checkpoint is a new one, signed by the key now active (never the retired one).
-            audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
-            key_store.append_to_keyring(keyring, [_entry(new)])
+            new = _retire_and_add(tx, key, keyring)
     except BaseException:
         staged.unlink()
         raise
     os.replace(staged, path)
     return published(new)
+
+
+def _retire_and_add(tx: Tx, key: Ed25519PrivateKey, keyring: Path) -> m.SigningKey:
+    """Retire the active key, record `key` as the new active one, and mark the keyring.
+
+    The transition is signed only when the retiring key's file is here: a lost key cannot sign
+    one, and agents then need the new keyring copied to them (docs/operators/signing-keys.md).
+    """
+    old, old_key = key_store.active_row(tx.session), _retiring_key(tx)
+    if old is not None:
+        old.status = "retired"
+        tx.session.add(old)
+    new = _add_row(tx, key, _fresh_name(tx, keyring))
+    # Rotation is a mutation like any other: the entry also grows the log, so the next
+    # checkpoint is a new one, signed by the key now active (never the retired one). The
+    # entries before it are what the retired key can have vouched for.
+    entry = audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
+    key_store.append_to_keyring(keyring, [_entry(new)])
+    if old is None:
+        return new
+    retirement = Retirement(tx.now, epoch.current_epoch(tx.session, tx.settings), entry.index)
+    transition = KeyTransition(_entry(old).keyid, old.name, _entry(new), retirement)
+    if old_key is not None:
+        statement = sign_transition((old.name, old_key), (new.name, key), retirement)
+        old.transition = json.dumps(statement, sort_keys=True)
+        transition = verify_transition(statement, [_entry(old)])
+    key_store.retire_in_keyring(keyring, transition)
+    return new
+
+
+def _retiring_key(tx: Tx) -> Ed25519PrivateKey | None:
+    """The active key's private half, if its file is here (it signs the transition)."""
+    try:
+        return key_store.signer(tx.session, tx.settings)[1]
+    except KeyUnavailableError:
+        return None
+
+
+def transitions(uow: UnitOfWork) -> KeyTransitionsView:
+    """Every key transition statement the service signed, oldest first (public: no secret)."""
+    with uow.transaction(read_only=True) as tx:
+        query = select(m.SigningKey).where(col(m.SigningKey.transition).is_not(None))
+        rows = tx.session.exec(query.order_by(col(m.SigningKey.id)))
+        statements = [json.loads(row.transition or "{}") for row in rows]
+    return KeyTransitionsView(transitions=[DSSEEnvelope.model_validate(s) for s in statements])
 
 
 def _ensure_opensm_secret(settings: Settings) -> Path | None:
@@ -288,7 +343,16 @@ def published(row: m.SigningKey) -> SigningKeyView:
         pem=row.public_pem,
         jwk=PublicJWK.model_validate(public_jwk(public)),
         status=row.status,
+        retired=_retirement(row),
     )
+
+
+def _retirement(row: m.SigningKey) -> RetirementView | None:
+    """The retirement the row's own transition statement signed (None without one)."""
+    if row.transition is None:
+        return None
+    payload = base64.b64decode(json.loads(row.transition)["payload"])
+    return RetirementView.model_validate(json.loads(payload)["retirement"])
 
 
 def list_keys(uow: UnitOfWork) -> SigningKeysView:

@@ -28,7 +28,7 @@ from tenancy import models as m
 from tenancy.gate import cached_reads
 from tenancy.record.snapshot_log import latest, newest_with
 from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
-from tenancy.store import key_store, sealing
+from tenancy.store import epoch, key_store, sealing
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named
 from tenancy.store.pagination import decode_cursor, next_cursor
@@ -116,7 +116,8 @@ def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
         _, key = key_store.signer(tx.session, tx.settings)
         newest = newest_with(tx.session, m.pk(fabric), digest)
         sequence = newest.audit_index if newest is not None else 0
-        envelope = sign_manifest(fabric.name, digest, files, key, sequence=sequence)
+        current = epoch.current_epoch(tx.session, tx.settings)
+        envelope = sign_manifest(fabric.name, digest, files, key, sequence=sequence, epoch=current)
         kept = _kept_shas(tx.session, m.pk(fabric), digest)
     if kept != {f.path: f.sha256 for f in files}:
         with uow.transaction() as tx:

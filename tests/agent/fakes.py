@@ -18,6 +18,7 @@ from agent.client import ServerError
 from agent.cycle import AgentSettings
 from agent.manifest import MANIFEST_TYPE, PAYLOAD_TYPE
 from agent.sm import SmError, SmProcess
+from agent.trust import Trust
 from policies.evidence.dsse import sign_envelope
 from policies.infiniband.deploy import expected_tables
 from policies.infiniband.parse_partitions import parse_partitions_conf
@@ -86,6 +87,7 @@ class FakeServer:
     down: bool = False
     reports_down: bool = False
     sequence: int = 0
+    transitions: list[dict[str, Any]] = field(default_factory=list)
 
     def publish(
         self,
@@ -94,12 +96,20 @@ class FakeServer:
         key: Ed25519PrivateKey | None = None,
         sequence: int | None = None,
         digest: str | None = None,
+        epoch: int | None = None,
     ) -> str:
         self.sequence = self.sequence + 1 if sequence is None else sequence
         document = manifest_document(files, sequence=self.sequence, digest=digest)
+        if epoch is not None:
+            document["epoch"] = epoch
         self.snapshots[document["snapshot_digest"]] = dict(files)
         self.envelope = sign(document, key or self.key)
         return str(document["snapshot_digest"])
+
+    def key_transitions(self) -> list[Any]:
+        if self.down:
+            raise ServerError("connection refused")
+        return list(self.transitions)
 
     def signed_manifest(self) -> dict[str, Any]:
         if self.down:
@@ -204,7 +214,9 @@ class Clock:
 
 
 def settings(conf_dir: Path, key: Ed25519PrivateKey, **changes: Any) -> AgentSettings:
-    base = AgentSettings(conf_dir=conf_dir, fabric=FABRIC, keys=(key.public_key(),), full=True)
+    base = AgentSettings(
+        conf_dir=conf_dir, fabric=FABRIC, keys=Trust.of([key.public_key()]), full=True
+    )
     return AgentSettings(**{**base.__dict__, **changes})
 
 

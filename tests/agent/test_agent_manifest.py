@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent.manifest import ManifestError, load_trusted_keys, verify_manifest
+from agent.manifest import ManifestError, verify_manifest
+from agent.trust import Trust
 from policies.evidence.keyring import KeyringEntry
 from tenancy.store.key_store import public_pem
 
@@ -92,8 +93,8 @@ def test_the_pinned_key_is_a_pem_or_a_keyring(tmp_path: Path):
         + "\n"
     )
 
-    assert len(load_trusted_keys(pem)) == 1
-    keys = load_trusted_keys(ring)
+    assert len(Trust.load(pem).active()) == 1
+    keys = Trust.load(ring).active()
     assert len(keys) == 2
     verify_manifest(envelope(), keys, FABRIC)
 
@@ -103,4 +104,4 @@ def test_a_key_file_that_is_neither_is_refused(tmp_path: Path):
     junk.write_text("hello\n")
 
     with pytest.raises(ManifestError, match="not an Ed25519"):
-        load_trusted_keys(junk)
+        Trust.load(junk)

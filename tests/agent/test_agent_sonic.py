@@ -16,6 +16,7 @@ from agent.frr import FrrLeaf, FrrTools
 from agent.loop import run_loop
 from agent.sonic import SonicAgent, SonicSettings
 from agent.sonic_state import load_sonic_state
+from agent.trust import Trust
 from tests.agent.fakes import FABRIC
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import (
@@ -76,7 +77,7 @@ def make_leaf(
     daemons = FakeDaemons(running=frr)
     server = FakeSonicServer(KEY)
     frr_leaf = FrrLeaf(conf, FrrTools(), run=daemons)
-    options = SonicSettings(FABRIC, LEAF, (KEY.public_key(),), tmp_path, **settings)
+    options = SonicSettings(FABRIC, LEAF, Trust.of([KEY.public_key()]), tmp_path, **settings)
     return Leaf(server, store, daemons, conf, SonicAgent(options, server, store, frr_leaf))
 
 

@@ -23,6 +23,7 @@ from agent.command import agent_app
 from agent.config_db import ConfigDb, RedisConfigDb, flatten, touched, unflatten
 from agent.frr import FrrLeaf, FrrTools
 from agent.sonic import SonicAgent, SonicSettings
+from agent.trust import Trust
 from policies.evidence.keyring import keyring_keys
 from policies.roce.ownership import LeafOwnership
 from policies.roce.patch import owned_entries
@@ -54,6 +55,9 @@ class ApiServer:
 
     def sync(self) -> dict[str, Any]:
         return self._json(self.client.get(f"{FABRIC}/sync"))
+
+    def key_transitions(self) -> list[Any]:
+        return list(self._json(self.client.get("/v1/keys/transitions"))["transitions"])
 
     def artifact(self, digest: str, path: str) -> bytes:
         response = self.client.get(f"{FABRIC}/snapshots/{digest}/artifacts/{path}")
@@ -109,7 +113,7 @@ def leaf_agent(
     state = tmp_path / leaf
     state.mkdir()
     frr = FrrLeaf(state / "frr.conf", FrrTools(), run=daemons)
-    settings = SonicSettings(ROCE_FABRIC, leaf, tuple(trusted_keys(client)), state)
+    settings = SonicSettings(ROCE_FABRIC, leaf, Trust.of(trusted_keys(client)), state)
     agent = SonicAgent(settings, ApiServer(client, leaf), store, frr)
     return LeafAgent(leaf, store, daemons, agent)
 

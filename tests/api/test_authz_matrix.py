@@ -93,6 +93,7 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     # asked for a proof that does not exist
     ("GET", "/v1/proofs/{proof_id}"): ("NNFNN", None),
     ("GET", "/v1/keys"): ("AAAAA", None),
+    ("GET", "/v1/keys/transitions"): ("AAAAA", None),
     # usage metering (issue 6): billing, auditors and operators read usage; tenant roles do not
     ("GET", "/v1/usage/records"): ("FFAAA", None),
     ("GET", "/v1/usage/records.csv"): ("FFAAA", None),
@@ -341,6 +342,7 @@ def test_billing_reads_usage_and_nothing_else(world):
         ("GET", "/v1/tenants"),
         ("GET", "/v1/tenants/{tenant}"),
         ("GET", "/v1/keys"),
+        ("GET", "/v1/keys/transitions"),
         ("GET", "/v1/usage/records"),
         ("GET", "/v1/usage/records.csv"),
         ("GET", "/v1/usage/events"),
