@@ -125,7 +125,8 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         410,
         "No longer retained",
         "The resource existed but its content is no longer kept (a snapshot's artifacts beyond "
-        "ISOFABRIC_SNAPSHOT_RETAIN); its digest stays in the audit log. Ask for a retained one.",
+        "ISOFABRIC_SNAPSHOT_RETAIN and ISOFABRIC_PROOF_RETAIN); its digest stays in the audit "
+        "log. Ask for a retained one, or verify offline against files you kept.",
     ),
     NotFoundError: ProblemType(
         "not-found",

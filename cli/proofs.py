@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli import rest_counterparts as rest
-from cli.client import TokenOption, UrlOption, fail
+from cli.client import TROUBLE, TokenOption, UrlOption, fail
 from cli.options import DbOption, FabricOption, open_uow, settings_for
 
 if TYPE_CHECKING:
@@ -81,7 +81,9 @@ def proof_verify(
 ) -> None:
     """Check a proof's signature and, with --artifacts, its subjects and reachability claims.
 
-    Only the keys given (--key, --keyring) are trusted; a proof signed by any other key fails.
+    Only the keys given (--key, --keyring) are trusted; a proof signed by any other key fails
+    (exit 1), as does a subject file that differs from the proof's. A subject file missing from
+    --artifacts is not checked, which is no failure: exit 2 (the check could not be done).
     """
     from policies.errors import InvalidValueError
     from policies.evidence.keyring import verify_proof
@@ -93,6 +95,8 @@ def proof_verify(
         typer.echo("signature: OK")
         if artifacts is not None:
             _check_artifacts(statement, artifacts)
+    except _MissingArtifactError as missing:
+        fail(str(missing), TROUBLE)
     except (InvalidValueError, ValueError, KeyError, TypeError, AttributeError) as error:
         reason = getattr(error, "detail", None) or str(error)
         typer.echo(f"proof verification FAILED: {reason}", err=True)
@@ -103,6 +107,10 @@ def proof_verify(
         f"proof OK: tenant {predicate.get('tenant')} on fabric {predicate.get('fabric')} "
         f"({view} view)"
     )
+
+
+class _MissingArtifactError(Exception):
+    """A subject file the verifier was not given: evidence unavailable, nothing found altered."""
 
 
 def _trusted_keys(
@@ -125,7 +133,10 @@ def _check_artifacts(statement: dict[str, Any], artifacts: Path) -> None:
     """Check the Statement's subjects against the rendered files, then re-derive its claims."""
     from policies.evidence.proofs import check_claims
 
-    files = {s["name"]: _artifact_bytes(artifacts, s["name"]) for s in statement["subject"]}
+    predicate = statement["predicate"]
+    files = {
+        s["name"]: _artifact_bytes(artifacts, s["name"], predicate) for s in statement["subject"]
+    }
     reach = check_claims(statement, files)
     typer.echo(f"subjects: OK ({len(files)} file(s) match)")
     typer.echo("reachability: OK (" + ", ".join(f"{o}@{s}" for o, s in sorted(reach)) + ")")
@@ -172,10 +183,21 @@ def _echo_policy(predicate: dict[str, Any]) -> None:
         )
 
 
-def _artifact_bytes(directory: Path, name: str) -> bytes:
+def _artifact_bytes(directory: Path, name: str, predicate: dict[str, Any]) -> bytes:
+    """The subject file `name` in `directory`.
+
+    Raises:
+        ValueError: `name` leads outside `directory` (the proof fails).
+        _MissingArtifactError: no such file; its message says where to fetch it.
+    """
     path = (directory / name).resolve()
     if directory.resolve() not in path.parents:
         raise ValueError(f"subject '{name}' is outside the artifacts directory")
     if not path.is_file():
-        raise ValueError(f"artifact '{name}' is missing from {directory}")
+        digest, fabric = predicate.get("snapshot_digest"), predicate.get("fabric")
+        raise _MissingArtifactError(
+            f"artifact '{name}' is missing from {directory}: the subjects were not checked "
+            f"(nothing was found altered); put the files of snapshot {digest} there (GET "
+            f"/v1/fabrics/{fabric}/snapshots/{digest}/artifacts/{name}) and verify again"
+        )
     return path.read_bytes()

@@ -156,6 +156,26 @@ def test_a_tampered_artifact_fails(issued, tmp_path):
     assert "does not match the proof" in result.output
 
 
+def test_a_missing_artifact_is_not_checked_and_never_reported_as_tampering(issued, tmp_path):
+    artifacts = tmp_path / "ib-east"
+    shutil.copytree(issued["dir"] / "ib-east", artifacts)
+    (artifacts / "opensm" / "partitions.conf").unlink()  # e.g. a snapshot no longer retained
+    proof = write(issued, "ib-missing.json", issued["proofs"]["ib-east"])
+    key = str(issued["dir"] / "key.pem")
+
+    result = invoke("proof", "verify", str(proof), "--key", key, "--artifacts", str(artifacts))
+
+    assert result.exit_code == 2, result.output  # the check could not be done; no failure found
+    assert "signature: OK" in result.output
+    assert "FAILED" not in result.output
+    payload = base64.b64decode(issued["proofs"]["ib-east"]["envelope"]["payload"])
+    digest = json.loads(payload)["predicate"]["snapshot_digest"]
+    assert (
+        f"error: artifact 'opensm/partitions.conf' is missing from {artifacts}: the subjects "
+        f"were not checked (nothing was found altered); put the files of snapshot {digest} there"
+    ) in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize("fabric", ["ib-east", "roce-west"])
 def test_a_validly_signed_false_reachability_claim_fails(issued, fabric):
     def drop_service(statement: dict[str, Any]) -> None:

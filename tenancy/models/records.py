@@ -101,16 +101,21 @@ class Proof(SQLModel, table=True):
     """A signed isolation proof: a DSSE envelope over an in-toto Statement.
 
     `view` is whom it was issued for: ``full`` (operators, auditors) or ``tenant`` (other tenants
-    counted, not named); a tenant's roles read only ``tenant`` ones.
+    counted, not named); a tenant's roles read only ``tenant`` ones. `snapshot_digest` is the
+    snapshot the proof's subjects were rendered from (its predicate's): the row pins that
+    snapshot's retained files (tenancy/usecases/snapshot_history.py); None only for a proof whose
+    envelope named none when the column was added.
     """
 
     __tablename__ = "proof"
+    __table_args__ = (Index("ix_proof_fabric_snapshot_digest", "fabric", "snapshot_digest"),)
     id: str = Field(primary_key=True, max_length=36)
     tenant: str = Field(max_length=63, index=True)
     fabric: str = Field(max_length=63, index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     envelope: str
     view: str = Field(default="full", max_length=8)
+    snapshot_digest: str | None = Field(default=None, max_length=71)
 
 
 class UsageInterval(SQLModel, table=True):

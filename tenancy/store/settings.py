@@ -21,6 +21,10 @@ DEFAULT_HEAVY_CONCURRENCY = 2
 # Snapshots whose artifact bytes stay fetchable per fabric (besides each deploy target's current
 # one): the most recently fetched ones (tenancy/usecases/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
+# Snapshots whose artifact bytes stay fetchable per fabric because an isolation proof names them:
+# the ones most recently proven, so a verifier can fetch a proof's subjects after the fabric moved
+# on (tenancy/usecases/snapshot_history.py). The proofs of one state count once.
+DEFAULT_PROOF_RETAIN = 100
 DEFAULT_FULL_VERIFY_INTERVAL_SECONDS = 3600
 # A signed checkpoint of the audit log whenever it grew, at most this long after.
 DEFAULT_CHECKPOINT_INTERVAL_SECONDS = 300
@@ -57,6 +61,7 @@ class Settings:
     idempotency_ttl_hours: int = MIN_IDEMPOTENCY_TTL_HOURS
     heavy_concurrency: int = DEFAULT_HEAVY_CONCURRENCY
     snapshot_retain: int = DEFAULT_SNAPSHOT_RETAIN
+    proof_retain: int = DEFAULT_PROOF_RETAIN
     audit_origin: str = DEFAULT_AUDIT_ORIGIN
     signing_key_file: str | None = None
     signing_key_pem: str | None = None
@@ -202,6 +207,7 @@ def load_settings() -> Settings:
         idempotency_ttl_hours=_idempotency_ttl_hours(),
         heavy_concurrency=_positive_env("ISOFABRIC_HEAVY_CONCURRENCY", DEFAULT_HEAVY_CONCURRENCY),
         snapshot_retain=_positive_env("ISOFABRIC_SNAPSHOT_RETAIN", DEFAULT_SNAPSHOT_RETAIN),
+        proof_retain=_positive_env("ISOFABRIC_PROOF_RETAIN", DEFAULT_PROOF_RETAIN),
         audit_origin=env("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,
         signing_key_file=env("ISOFABRIC_SIGNING_KEY_FILE") or None,
         signing_key_pem=env("ISOFABRIC_SIGNING_KEY") or None,

@@ -6,7 +6,9 @@ peers and no other tenant: `policies.evidence.peering_claims`) and the policy in
 fingerprint, the tenant's kind and its isolation; on dedicated leaves the topology of the
 tenant's leaves, see `policies.evidence.policy_claims`), signs the Statement with the service's
 active key and stores the envelope. It is recorded in the audit log (``proof.issue``) but
-changes no managed state.
+changes no managed state. The files it names are retained with their snapshot, which the proof
+pins (`snapshot_history.retain_for_proof`), so a verifier can fetch them by digest after the
+fabric moved on.
 
 Each proof has a view (`policies.evidence.proofs`, "Views"), stored with it: ``full`` for
 operators and auditors, ``tenant`` for a tenant's roles, which then read only tenant views, so a
@@ -37,7 +39,7 @@ from tenancy.store.lookups import fabric_named
 from tenancy.store.pagination import page_rows
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.technology import verify_snapshot
-from tenancy.usecases import signing_keys
+from tenancy.usecases import signing_keys, snapshot_history
 
 ENGINE = "isofabric"
 
@@ -87,16 +89,9 @@ def issue(
         predicate = _predicate(tx, fabric, tenant.name, verdict) | claims
         statement = build_statement(subjects, predicate)
         envelope = sign_envelope(statement, signing_keys.signing_key(tx))
-        proof = m.Proof(
-            id=str(uuid.uuid4()),
-            tenant=tenant.name,
-            fabric=fabric.name,
-            created_at=tx.now,
-            envelope=json.dumps(envelope, sort_keys=True),
-            view=view,
-        )
-        tx.session.add(proof)
-        audit_log.record(
+        proof = _store(tx, tenant.name, fabric, envelope, view, verdict.snapshot_digest)
+        snapshot_history.retain_for_proof(tx, fabric, verdict.snapshot_digest, files)
+        audit_log.record(  # last: the audit log's lock comes after the fabric's
             tx,
             "proof.issue",
             f"tenants/{tenant.name}/isolation-proofs/{proof.id}",
@@ -104,6 +99,23 @@ def issue(
             digest_after=verdict.snapshot_digest,
         )
         return ProofCreated(id=proof.id, view=view, envelope=DSSEEnvelope.model_validate(envelope))
+
+
+def _store(
+    tx: Tx, tenant: str, fabric: m.Fabric, envelope: dict[str, Any], view: View, digest: str
+) -> m.Proof:
+    """Add the proof's row; its `snapshot_digest` pins the snapshot its subjects come from."""
+    proof = m.Proof(
+        id=str(uuid.uuid4()),
+        tenant=tenant,
+        fabric=fabric.name,
+        created_at=tx.now,
+        envelope=json.dumps(envelope, sort_keys=True),
+        view=view,
+        snapshot_digest=digest,
+    )
+    tx.session.add(proof)
+    return proof
 
 
 def _predicate(tx: Tx, fabric: m.Fabric, tenant: str, verdict: Verdict) -> dict[str, Any]:

@@ -1,14 +1,16 @@
 """Snapshot history: every committed, verified state of a fabric, and the artifacts kept for some.
 
 The rows come from `tenancy.record.snapshot_log`, written in every change's transaction: digest,
-time and audit index, a few dozen bytes per change. Artifact
-bytes are kept only for snapshots a deploy agent fetched (the signed manifest retains them, so
-the agent's by-digest downloads match what was signed) and only for the most recent
-`Settings.snapshot_retain` of those plus each target's current ones; unchanged files are stored
-once (content-addressed, zlib-compressed), since files carry no snapshot digest. A file that holds
-secrets (opensm.conf) is stored sealed (tenancy/store/sealing.py) under a key derived from the
-fabric's render inputs, which are not in the database; once those inputs change it no longer
-opens, and is served again only while it is the current state's (rendered anew).
+time and audit index, a few dozen bytes per change. Artifact bytes are kept only for snapshots a
+deploy agent fetched (the signed manifest retains them, so the agent's by-digest downloads match
+what was signed) or an isolation proof names (`retain_for_proof`: a verifier fetches the proof's
+subjects by digest), and only for the most recent `Settings.snapshot_retain` of those plus the
+pinned ones: each target's current ones, and the `Settings.proof_retain` snapshots most recently
+named by a proof (ranked apart, so proofs never shorten the agents' window). Unchanged files are
+stored once (content-addressed, zlib-compressed), since files carry no snapshot digest. A file
+that holds secrets (opensm.conf) is stored sealed (tenancy/store/sealing.py) under a key derived
+from the fabric's render inputs, which are not in the database; once those inputs change it no
+longer opens, and is served again only while it is the current state's (rendered anew).
 """
 
 from __future__ import annotations
@@ -161,7 +163,18 @@ def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) ->
             )
         )
     tx.session.flush()
-    _prune(tx.session, fabric_id, tx.settings.snapshot_retain)
+    _prune(tx, fabric)
+
+
+def retain_for_proof(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) -> None:
+    """Keep the files of snapshot `digest`, which a proof issued in `tx` names as its subjects.
+
+    Stored as for a signed manifest (a file that holds secrets sealed, or not at all); the
+    proof's row (`Proof.snapshot_digest`, added to `tx` first) pins the snapshot against pruning
+    while it is among the fabric's `Settings.proof_retain` most recently proven ones. Takes the
+    fabric's lock, which the lock order allows after the tenant's.
+    """
+    _retain(tx, lock_fabric(tx.session, fabric), digest, files)
 
 
 def _seal_for(tx: Tx, fabric: m.Fabric, files: Sequence[Artifact]) -> bytes | None:
@@ -192,17 +205,37 @@ def _store_blob(session: Session, artifact: Artifact, seal: bytes | None) -> Non
     session.execute(insert(m.ArtifactBlob).values(**values).on_conflict_do_nothing())
 
 
-def _prune(session: Session, fabric_id: int, keep_recent: int) -> None:
-    """Drop retained snapshots beyond the most recent `keep_recent`, except targets' own."""
+def _prune(tx: Tx, fabric: m.Fabric) -> None:
+    """Drop retained snapshots beyond the most recent `snapshot_retain`, except pinned ones.
+
+    The snapshots proofs pin are ranked apart: a burst of proofs never pushes out the snapshots
+    kept for agents, and an agent's fetches never push out a proof's evidence.
+    """
+    session, fabric_id = tx.session, m.pk(fabric)
+    proven = set(_proven_digests(session, fabric.name, tx.settings.proof_retain))
+    ranked = [d for d in _retained_digests(session, fabric_id) if d not in proven]
     targets = session.exec(select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id))
     pinned = {d for t in targets for d in (t.deployed, t.digest, t.frr_digest) if d is not None}
-    stale = [d for d in _retained_digests(session, fabric_id)[keep_recent:] if d not in pinned]
+    stale = [d for d in ranked[tx.settings.snapshot_retain :] if d not in pinned]
     if not stale:
         return
     rows = col(m.SnapshotFile.fabric_id) == fabric_id, col(m.SnapshotFile.digest).in_(stale)
     dropped = set(session.exec(select(m.SnapshotFile.sha256).where(*rows)))
     session.exec(delete(m.SnapshotFile).where(*rows))
     _drop_unused_blobs(session, dropped)
+
+
+def _proven_digests(session: Session, fabric_name: str, keep: int) -> list[str]:
+    """The `keep` snapshots of the fabric most recently named by an issued proof."""
+    newest = func.max(m.Proof.created_at)
+    query = (
+        select(m.Proof.snapshot_digest, newest)
+        .where(m.Proof.fabric == fabric_name, col(m.Proof.snapshot_digest).is_not(None))
+        .group_by(col(m.Proof.snapshot_digest))
+        .order_by(newest.desc(), col(m.Proof.snapshot_digest).desc())
+        .limit(keep)
+    )
+    return [digest for digest, _ in session.exec(query) if digest is not None]
 
 
 def _drop_unused_blobs(session: Session, shas: set[str]) -> None:
@@ -261,7 +294,7 @@ def _current_files(
     if current != digest:
         raise NotRetainedError(
             f"the artifacts of snapshot {digest} of fabric '{fabric_name}' are no longer "
-            "retained (ISOFABRIC_SNAPSHOT_RETAIN)",
+            "retained (ISOFABRIC_SNAPSHOT_RETAIN, ISOFABRIC_PROOF_RETAIN)",
             resource="snapshot",
             digest=digest,
         )

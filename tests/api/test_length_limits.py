@@ -59,6 +59,7 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "grant.id": ("uuid4", len(UUID)),
     "proof.id": ("uuid4", len(UUID)),
     "proof.view": ("'full' or 'tenant'", len("tenant")),
+    "proof.snapshot_digest": ("the v2 snapshot digest, v2:<hex>", len("v2:" + "0" * 64)),
     "audit_checkpoint.root_hash": ("base64 SHA-256", len(base64.b64encode(bytes(32)))),
     "audit_entry.principal": ("token:<name>:<id>", len(f"token:{'n' * 63}:{UUID}")),
     "audit_entry.role": ("TokenRole", max(map(len, get_args(TokenRole)))),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -139,3 +141,25 @@ def test_rotation_keeps_old_proofs_verifiable(world):
     # the audit log's checkpoints stay verifiable across the rotation
     ok(client.get("/v1/audit/checkpoint", headers=headers))
     assert audit_log.verify(client.app.state.uow).ok
+
+
+def test_a_proofs_subjects_download_by_digest_after_the_fabric_moves_on(world):
+    client, token = world
+    auditor, operator = token("auditor"), token("operator")
+    statement = verify_envelope(
+        created(issue(client, "acme", auditor))["envelope"], published_keys(client, auditor)
+    )
+    digest = statement["predicate"]["snapshot_digest"]
+    body = {"fabric": FABRIC, "nodes": ["gpu0007"]}  # a free node: the fabric moves on
+    created(client.post("/v1/tenants/globex/allocations", json=body, headers=operator))
+
+    (subject,) = statement["subject"]
+    url = f"/v1/fabrics/{FABRIC}/snapshots/{digest}/artifacts/{subject['name']}"
+    answer = client.get(url, headers=auditor)
+
+    assert answer.status_code == 200, answer.text
+    assert hashlib.sha256(answer.content).hexdigest() == subject["digest"]["sha256"]
+    history = ok(client.get(f"/v1/fabrics/{FABRIC}/snapshots", headers=auditor))["data"]
+    assert [(s["current"], s["retained"]) for s in history if s["digest"] == digest] == [
+        (False, True)
+    ]

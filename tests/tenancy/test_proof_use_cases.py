@@ -82,7 +82,8 @@ def test_issuing_is_audited_but_changes_no_managed_state(uow, onboarded, db_dump
     proof = issue(uow)
 
     after = db_dump()
-    assert {t for t in after if after[t] != before[t]} <= {"proof", "audit_entry", "signing_key"}
+    evidence = {"proof", "audit_entry", "signing_key", "snapshot_file", "artifact_blob"}
+    assert {t for t in after if after[t] != before[t]} <= evidence  # the subjects are retained
     assert len(after["proof"]) == len(before["proof"]) + 1
     assert audit_trail(engine)[-1] == ("proof.issue", f"tenants/acme/isolation-proofs/{proof.id}")
 

@@ -2,9 +2,12 @@
 
 Issuing proofs changes state (a proof row, an audit entry), so these tests do not use the shared
 `console` server: `evidence` is a demo site of their own with proofs of acme (full and tenant
-views, on both fabrics) and of globex, served by uvicorn on an address of this host that is
-NOT loopback when it has one (as `serve` is reached on a management network): chromium then
-treats the page as an insecure context, where WebCrypto's crypto.subtle does not exist at all.
+views, on both fabrics) and of globex, issued before both fabrics moved on (research's nodes are
+released afterwards), as proofs are read in practice: their snapshot is no longer the current
+one, so the files they name are served from what issuing retained. It is served by uvicorn on
+an address of this host that is NOT loopback when it has one (as `serve` is reached on a
+management network): chromium then treats the page as an insecure context, where WebCrypto's
+crypto.subtle does not exist at all.
 Either way, `page` replaces crypto.subtle with a trap before any script runs: it reads as
 undefined and records every access in `window.__subtleTouched`, which `subtle_touches` returns.
 
@@ -25,7 +28,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tenancy.schemas import ProofCreated
-from tenancy.usecases import proofs
+from tenancy.usecases import allocations, proofs
 from tests.live_server import live_server
 from tests.ui.browser import PageGuard
 from tests.ui.console_site import ConsoleSite, console_site
@@ -88,10 +91,19 @@ def issue_proofs(site: ConsoleSite) -> dict[str, ProofCreated]:
     }
 
 
+def move_on(site: ConsoleSite) -> None:
+    """Change both fabrics after the proofs: release every allocation of research's."""
+    uow = site.uow()
+    held = allocations.list_allocations(uow, tenant_name="research", limit=100, cursor=None)
+    for allocation in held.data:
+        allocations.release_allocation(uow, tenant_name="research", allocation_id=allocation.id)
+
+
 @pytest.fixture(scope="module")
 def evidence(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EvidenceSite]:
     site = console_site(tmp_path_factory.mktemp("evidence"))
     issued = issue_proofs(site)
+    move_on(site)
     try:
         with live_server(site.app(), host=management_address()) as url:
             yield EvidenceSite(url, site, issued)

@@ -1,10 +1,11 @@
 """Evidence pages: proofs listed and read, and verified in chromium without WebCrypto.
 
-The browser check (api/ui/static/evidence.js) must pass for a real proof and fail at the right
-step for a tampered one: an altered payload at the signature, an altered artifact at its
-digest. It runs on a page served from a non-loopback address when the host has one (an
-insecure context, as `serve` on a management network) and with crypto.subtle trapped, which
-nothing may touch (tests/ui/evidence_site.py).
+The browser check (api/ui/static/evidence.js) must pass for a real proof, also once the fabric
+moved on, and fail at the right step for a tampered one: an altered payload at the signature, an
+altered artifact at its digest. A file the service cannot give (410, no answer) is no tampering:
+the check says to verify offline, never FAILED. It runs on a page served from a non-loopback
+address when the host has one (an insecure context, as `serve` on a management network) and with
+crypto.subtle trapped, which nothing may touch (tests/ui/evidence_site.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from playwright.sync_api import Page, Route, expect
 
 from api.ui.pages.proof_claims import readable_claims, statement_of
 from policies.evidence.dsse import sign_envelope
+from tenancy.gate import verification
 from tenancy.schemas import ProofCreated
 from tenancy.usecases import proofs, signing_keys
 from tests.ui import evidence_site
@@ -47,7 +49,8 @@ def verify(page: Page) -> None:
     button = page.locator("#verify-button")
     expect(button).to_have_attribute("data-ready", "true")  # the module has loaded
     button.click()
-    expect(page.locator(OUTCOME)).to_have_attribute("data-outcome", re.compile("passed|failed"))
+    outcomes = re.compile("passed|failed|unavailable")
+    expect(page.locator(OUTCOME)).to_have_attribute("data-outcome", outcomes)
 
 
 def active_keyid(site: ConsoleSite) -> str:
@@ -61,6 +64,9 @@ def test_a_real_proof_verifies_in_the_browser_without_webcrypto(
 ):
     proof = evidence.proofs[name]
     subjects = [s["name"] for s in statement(proof)["subject"]]
+    fabric = statement(proof)["predicate"]["fabric"]
+    current = verification.verify_fabric(evidence.site.uow(), fabric_name=fabric).snapshot_digest
+    assert statement(proof)["predicate"]["snapshot_digest"] != current  # the fabric moved on
     sign_in(page, "auditor")
     page.goto(f"/ui/evidence/proofs/{proof.id}")
     expect(page.locator(".summary h2")).to_have_text(
@@ -134,6 +140,46 @@ def test_a_tampered_artifact_fails_at_the_digest_step(page: Page, sign_in, evide
     expected = statement(proof)["subject"][0]["digest"]["sha256"]
     failed = page.locator("#verify-steps li[data-state=fail]")
     expect(failed).to_contain_text(f"is not the proof's {expected}")
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (410, "evidence no longer retained: verify offline"),
+        (0, "evidence not available: verify offline"),
+    ],
+    ids=["not-retained", "unreachable"],
+)
+def test_evidence_the_service_cannot_give_is_unavailable_not_a_tamper_alarm(
+    page: Page, sign_in, evidence, guard, answer: int, outcome: str
+):
+    guard.tolerate(r"/artifacts/")  # the failed fetches it stages: console errors, failed requests
+    proof = evidence.proofs["acme-roce"]
+    subjects = [s["name"] for s in statement(proof)["subject"]]
+
+    def gone(route: Route) -> None:  # as the service answers once the snapshot was pruned
+        if answer == 0:
+            route.abort("connectionrefused")
+            return
+        problem = {"type": "/problems/not-retained", "status": 410, "title": "No longer retained"}
+        route.fulfill(status=410, content_type="application/problem+json", json=problem)
+
+    page.route("**/artifacts/**", gone)
+    sign_in(page, "auditor")
+    page.goto(f"/ui/evidence/proofs/{proof.id}")
+    verify(page)
+
+    expect(page.locator(OUTCOME)).to_have_attribute("data-outcome", "unavailable")
+    expect(page.locator(OUTCOME)).to_have_text(outcome)
+    expected = dict.fromkeys(["envelope", "key", "signature", "statement"], "pass")
+    assert steps_of(page) == expected | dict.fromkeys(
+        [f"artifact:{s}" for s in subjects], "unavailable"
+    )
+    unchecked = page.locator("#verify-steps li[data-state=unavailable]").first
+    expect(unchecked).to_contain_text("verify offline (isofabric proof verify --artifacts")
+    if answer == 410:
+        expect(unchecked).to_contain_text("no longer retains this snapshot's files (410)")
+        screenshot(page, "proof-evidence-not-retained")
 
 
 def test_the_auditor_lists_and_filters_every_proof(page: Page, sign_in, evidence):

@@ -5,6 +5,9 @@
 // Ed25519 signature over the DSSE PAE, the in-toto Statement, then each subject artifact fetched
 // from this origin (the files of the proof's snapshot) and hashed with SHA-256. The claims'
 // re-derivation from the artifacts stays with `isofabric proof verify --artifacts`.
+// Only bytes that hash to another digest fail a subject. One the service cannot give (410: the
+// snapshot's files are no longer retained; another status, or no answer) is unavailable: the
+// outcome says to verify offline, since nothing was found altered.
 // Used by the proof page (the stored envelope) and the verify page (an envelope pasted in).
 import {
   Steps,
@@ -22,6 +25,10 @@ import {
 const PAYLOAD_TYPE = "application/vnd.in-toto+json";
 const STATEMENT_TYPE = "https://in-toto.io/Statement/v1";
 const PREDICATE_TYPE = "https://isofabric.dev/isolation-proof/v1";
+
+const NOT_RETAINED = "evidence no longer retained: verify offline";
+const NOT_FETCHED = "evidence not available: verify offline";
+const OFFLINE = "verify offline (isofabric proof verify --artifacts, on the files the proof names)";
 
 const data = JSON.parse(document.getElementById("evidence-data").textContent);
 const keys = usableKeys(data.keys);
@@ -98,32 +105,58 @@ function artifactUrl(predicate, name) {
   return `/ui/evidence/fabrics/${fabric}/snapshots/${digest}/artifacts/${path}`;
 }
 
+// The subject's bytes ({bytes}), or the status that answered instead ({status}; 0: no answer).
+async function fetchSubject(predicate, name) {
+  try {
+    const answer = await fetch(artifactUrl(predicate, name), { credentials: "same-origin" });
+    if (!answer.ok) return { status: answer.status };
+    return { bytes: new Uint8Array(await answer.arrayBuffer()) };
+  } catch {
+    return { status: 0 };
+  }
+}
+
+function unfetched(status) {
+  if (status === 410) return `not checked: the service no longer retains this snapshot's files (410); ${OFFLINE}`;
+  const why = status === 0 ? "the service could not be reached" : `the service answered ${status}`;
+  return `not checked: ${why}; ${OFFLINE}`;
+}
+
+// Check one subject; returns the status that kept its bytes from being fetched, else null.
 async function checkSubject(steps, predicate, subject) {
   const step = steps.add(`artifact:${subject.name}`, `Artifact ${subject.name}`);
+  if (!data.artifacts) {
+    step.skip(data.artifacts_reason);
+    return null;
+  }
+  const { bytes, status } = await fetchSubject(predicate, subject.name);
+  if (bytes === undefined) {
+    step.unavailable(unfetched(status));
+    return status;
+  }
+  const actual = hex(sha256(bytes));
   const expected = subject.digest?.sha256;
-  if (!data.artifacts) return step.skip(data.artifacts_reason);
-  const answer = await fetch(artifactUrl(predicate, subject.name), { credentials: "same-origin" });
-  if (!answer.ok) return step.fail(`the service answered ${answer.status} for it`);
-  const actual = hex(sha256(new Uint8Array(await answer.arrayBuffer())));
-  return actual === expected
-    ? step.pass(`sha256 ${actual}`)
-    : step.fail(`sha256 ${actual} is not the proof's ${expected}`);
+  if (actual === expected) step.pass(`sha256 ${actual}`);
+  else step.fail(`sha256 ${actual} is not the proof's ${expected}`);
+  return null;
 }
 
 export async function verifyProof(envelope, list, outcome) {
   const steps = new Steps(list);
+  const missing = [];
   outcome.hidden = true;
   try {
     if (checkEnvelope(steps, envelope) && checkSignature(steps, envelope)) {
       const statement = checkStatement(steps, envelope);
       for (const subject of statement?.subject ?? []) {
-        await checkSubject(steps, statement.predicate, subject);
+        missing.push(await checkSubject(steps, statement.predicate, subject));
       }
     }
   } catch (error) {
     steps.add("error", "Check").fail(String(error));
   }
-  showOutcome(outcome, steps, data.artifacts ? "verified: signature and artifact digests" : "verified: signature");
+  const passed = data.artifacts ? "verified: signature and artifact digests" : "verified: signature";
+  showOutcome(outcome, steps, passed, missing.includes(410) ? NOT_RETAINED : NOT_FETCHED);
   return steps.failed === null;
 }
 

@@ -138,12 +138,14 @@ export function usableKeys(published) {
     .filter((key) => key.raw.length === 32 && keyId(key.raw) === key.keyid);
 }
 
-// A list of check steps, each shown as it passes, fails or is skipped.
+// A list of check steps, each shown as it passes, fails, is skipped, or lacks its evidence
+// (unavailable: what it would check could not be fetched, so nothing was found wrong either).
 export class Steps {
   constructor(list) {
     this.list = list;
     this.list.replaceChildren();
     this.failed = null;
+    this.unavailable = null;
   }
 
   add(name, label) {
@@ -163,21 +165,32 @@ export class Steps {
       item.dataset.state = state;
       detail.textContent = text;
       if (state === "fail" && this.failed === null) this.failed = name;
+      if (state === "unavailable" && this.unavailable === null) this.unavailable = name;
       return state !== "fail";
     };
     return {
       pass: (text) => finish("pass", text),
       fail: (text) => finish("fail", text),
       skip: (text) => finish("skip", text),
+      unavailable: (text) => finish("unavailable", text),
     };
   }
 }
 
-// Write the outcome into `element` (data-outcome = passed | failed).
-export function showOutcome(element, steps, passedText) {
-  const ok = steps.failed === null;
-  element.dataset.outcome = ok ? "passed" : "failed";
-  element.className = `outcome badge ${ok ? "badge-ok" : "badge-bad"}`;
-  element.textContent = ok ? passedText : `FAILED at step: ${steps.failed}`;
+// Write the outcome into `element`: data-outcome = passed | failed | unavailable. A failed step
+// wins; else a step whose evidence could not be fetched makes the outcome neutral
+// (`unavailableText`), never FAILED: a missing file is not a tampered one.
+export function showOutcome(element, steps, passedText, unavailableText = "") {
+  let outcome = steps.failed === null ? "passed" : "failed";
+  if (outcome === "passed" && steps.unavailable !== null) outcome = "unavailable";
+  const looks = { passed: "badge-ok", failed: "badge-bad", unavailable: "badge-info" };
+  const texts = {
+    passed: passedText,
+    failed: `FAILED at step: ${steps.failed}`,
+    unavailable: unavailableText || `not checked: ${steps.unavailable}`,
+  };
+  element.dataset.outcome = outcome;
+  element.className = `outcome badge ${looks[outcome]}`;
+  element.textContent = texts[outcome];
   element.hidden = false;
 }
