@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi.testclient import TestClient
 from playwright.sync_api import Page, Route, expect
@@ -287,3 +288,27 @@ def test_the_claims_read_as_the_predicate_says(site: ConsoleSite):
     assert claims["peerings"] == [] and claims["policy"]["isolation"] == "segment"
     (signer,) = proof.envelope.signatures
     assert signer.keyid == active_keyid(site)
+
+
+# Last in this module: it rotates the evidence site's key (its own key files, tests/ui/
+# evidence_site.py), which the tests above expect to be the only one.
+def test_a_proof_the_retired_key_signs_after_its_retirement_fails(page: Page, sign_in, evidence):
+    uow = evidence.site.uow()
+    path = uow.settings.signing_key_path
+    assert path is not None
+    retired = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    assert isinstance(retired, Ed25519PrivateKey)
+    signing_keys.rotate(uow)
+    proof = evidence.proofs["acme-ib"]
+    forged = statement(proof)
+    forged["predicate"]["time"] = "2099-01-01T00:00:00Z"  # whoever kept the old key signs later
+    sign_in(page, "auditor")
+    page.goto("/ui/evidence/verify")
+
+    page.fill("#envelope-text", json.dumps(proof.model_dump(mode="json", by_alias=True)))
+    verify(page)
+    expect(page.locator(OUTCOME)).to_have_attribute("data-outcome", "passed")
+    assert steps_of(page)["retired"] == "pass"
+    page.fill("#envelope-text", json.dumps(sign_envelope(forged, retired)))
+    verify(page)
+    expect(page.locator(OUTCOME)).to_have_text("FAILED at step: retired")

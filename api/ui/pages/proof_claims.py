@@ -93,9 +93,22 @@ def signer_rows(envelope: DSSEEnvelope, keys: list[SigningKeyView]) -> list[dict
     return rows
 
 
-def keys_for_browser(keys: list[SigningKeyView]) -> list[dict[str, str]]:
-    """The published keys as the browser check takes them (raw key as base64url: JWK ``x``)."""
-    return [{"keyid": k.keyid, "name": k.name, "x": k.jwk.x, "status": k.status} for k in keys]
+def keys_for_browser(keys: list[SigningKeyView]) -> list[dict[str, str | None]]:
+    """The published keys as the browser check takes them (raw key as base64url: JWK ``x``).
+
+    A retired key carries its retirement time (``retired_at``): the check refuses a proof it
+    signed later, as `isofabric proof verify` does (policies/evidence/keyring.py).
+    """
+    return [
+        {
+            "keyid": k.keyid,
+            "name": k.name,
+            "x": k.jwk.x,
+            "status": k.status,
+            "retired_at": k.retired.at if k.retired is not None else None,
+        }
+        for k in keys
+    ]
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -70,9 +70,25 @@ function checkSignature(steps, envelope) {
     }
     // The keyid is only a hint: every published key is tried, as the CLI does.
     const key = keys.find((k) => verifyEd25519(sig, message, k.raw));
-    if (key) return step.pass(`signature ${i + 1} verifies with key id ${keyId(key.raw)}`);
+    if (key) {
+      step.pass(`signature ${i + 1} verifies with key id ${keyId(key.raw)}`);
+      return key;
+    }
   }
-  return step.fail("no signature verifies with a published key: the payload or signature was altered");
+  step.fail("no signature verifies with a published key: the payload or signature was altered");
+  return null;
+}
+
+// A retired key verifies only what it signed while active: a proof it signed after its
+// retirement was signed by whoever kept the key (docs/auditors.md, "Keys").
+function checkInOffice(steps, signer, predicate) {
+  if (!signer.retired_at) return true;
+  const step = steps.add("retired", "Signed while the key was active");
+  const signed = Date.parse(predicate.time);
+  if (!(signed <= Date.parse(signer.retired_at))) {
+    return step.fail(`issued ${predicate.time}, after ${signer.name} retired (${signer.retired_at})`);
+  }
+  return step.pass(`issued ${predicate.time}, before ${signer.name} retired (${signer.retired_at})`);
 }
 
 function checkStatement(steps, envelope) {
@@ -146,9 +162,10 @@ export async function verifyProof(envelope, list, outcome) {
   const missing = [];
   outcome.hidden = true;
   try {
-    if (checkEnvelope(steps, envelope) && checkSignature(steps, envelope)) {
-      const statement = checkStatement(steps, envelope);
-      for (const subject of statement?.subject ?? []) {
+    const signer = checkEnvelope(steps, envelope) ? checkSignature(steps, envelope) : null;
+    const statement = signer ? checkStatement(steps, envelope) : null;
+    if (statement && checkInOffice(steps, signer, statement.predicate)) {
+      for (const subject of statement.subject) {
         missing.push(await checkSubject(steps, statement.predicate, subject));
       }
     }
