@@ -241,8 +241,37 @@ def test_an_edit_with_a_recomputed_leaf_hash_names_an_index(client, demo_url):
 
     assert code == 1
     assert "first bad index: None" not in output
-    assert "first bad index: 0" in output  # the only checkpoint vouches for nothing before it
+    # The demo's entries predate the key, so carry no seal, and the only checkpoint vouches for
+    # nothing before it: the index is where the unsealed entries start.
+    assert "first bad index: 0" in output
     assert f"an entry in 0..{size - 1} was altered" in output
+    assert "entry 0 carries no seal" in output
+
+
+def test_an_edit_with_a_recomputed_leaf_hash_is_named_by_the_entrys_seal(
+    client, demo_url, tmp_path
+):
+    # Entries appended once the key exists carry a seal: the edited one is named exactly.
+    for name in ("late1", "late2", "late3", "late4"):
+        body = {"name": name, "kind": "internal", "qos_class": "bronze"}
+        assert client.post("/v1/tenants", json=body).status_code == 201
+    size = client.get("/v1/audit/checkpoint").json()["size"]
+    export = runner.invoke(app, ["audit", "export", "--db", demo_url]).output
+    entry_with_recomputed_leaf(demo_url, size - 2)
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert f"entry {size - 2} was altered: it no longer matches its seal" in output
+    assert f"first bad index: {size - 2}" in output
+    lines = export.splitlines()  # the same edit in an exported log is named too
+    line = json.loads(lines[size - 3])
+    line["target"] = "tenants/somebody-else"
+    line["leaf_hash"] = entry_leaf_hash({k: line.get(k) for k in HASHED_FIELDS}).hex()
+    lines[size - 3] = json.dumps(line)
+    log = tmp_path / "audit.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    assert f"first bad index: {size - 3}" in verify(demo_url, "--log", str(log))[1]
 
 
 def test_a_later_checkpoint_narrows_the_index_to_what_no_good_checkpoint_covers(client, demo_url):

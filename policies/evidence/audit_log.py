@@ -1,20 +1,25 @@
 """Offline verification of the audit log: recompute the Merkle tree and check every checkpoint.
 
 Works on the database or on an exported log (JSON Lines, one entry per line with its
-`leaf_hash`). Edited entries are found by their leaf hash, removed entries by a gap in the
-indexes, and entries removed at the end by a checkpoint (stored, or kept by the auditor) that is
-larger than the log or whose root no longer matches.
+`leaf_hash` and `seal`). Edited entries are found by their leaf hash, removed entries by a gap in
+the indexes, and entries removed at the end by a checkpoint (stored, or kept by the auditor) that
+is larger than the log or whose root no longer matches. An entry edited together with its leaf
+hash is found by its seal: the service signed each entry's index and leaf hash when it appended
+it, and whoever edits rows cannot sign.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from policies.errors import InputFormatError, InvalidValueError
 from policies.evidence.merkle import entry_leaf_hash, root_hash
@@ -42,6 +47,8 @@ class LogReport:
     size: int
     problems: list[str] = field(default_factory=list)
     first_bad_index: int | None = None
+    # Entries a checkpoint disagrees with while no entry in them was found wrong (yet).
+    unlocated: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,6 +118,7 @@ def verify_log(
         and _in_office(c, _signer(note), what, retired or {}, report)
     ]
     _check_roots(sorted(verified, key=lambda item: item[0].size), hashes, report)
+    _name_sealed_culprit(entries, keys, retired or {}, report)
     return report
 
 
@@ -129,8 +137,11 @@ def _check_roots(
         elif root_hash(hashes[: checkpoint.size]) == checkpoint.root:
             vouched = max(vouched, checkpoint.size)
         else:
+            culprit = _culprit(report.first_bad_index, vouched, checkpoint.size)
+            if culprit == vouched and report.unlocated is None:
+                report.unlocated = (vouched, checkpoint.size)
             report.bad(
-                _culprit(report.first_bad_index, vouched, checkpoint.size),
+                culprit,
                 f"{what} of size {checkpoint.size} does not match the log: an entry in "
                 f"{vouched}..{checkpoint.size - 1} was altered or removed",
             )
@@ -140,6 +151,71 @@ def _culprit(known: int | None, vouched: int, size: int) -> int:
     # A bad entry already found inside the range explains the mismatch; otherwise the culprit is
     # somewhere from the first index that no matching checkpoint vouches for.
     return known if known is not None and vouched <= known < size else vouched
+
+
+def seal_entry(index: int, leaf_hash: str, name: str, key: Ed25519PrivateKey) -> str:
+    """An entry's seal: ``<key name> <base64 Ed25519 signature over its index and leaf hash>``."""
+    return f"{name} {base64.b64encode(key.sign(_seal_message(index, leaf_hash))).decode()}"
+
+
+def _seal_message(index: int, leaf_hash: str) -> bytes:
+    return f"isofabric audit entry\n{index}\n{leaf_hash}\n".encode()
+
+
+def seal_verifies(
+    entry: Mapping[str, Any],
+    keys: Mapping[str, Ed25519PublicKey],
+    retired: Mapping[str, Retirement],
+) -> bool | None:
+    """Whether `entry`'s seal vouches for its content; None when it carries no seal.
+
+    The seal covers the entry's index and the leaf hash recomputed from its content, so an edit
+    shows even when the stored leaf hash was recomputed too. A retired key's seal vouches only
+    for entries appended while it was active (below its retirement's log size).
+    """
+    position, seal = entry.get("index"), entry.get("seal")
+    if not isinstance(seal, str) or not isinstance(position, int):
+        return None
+    name, _, signature = seal.partition(" ")
+    key, retirement = keys.get(name), retired.get(name)
+    if key is None or (retirement is not None and position >= retirement.log_size):
+        return False
+    leaf = entry_leaf_hash({k: entry.get(k) for k in HASHED_FIELDS}).hex()
+    try:
+        key.verify(base64.b64decode(signature, validate=True), _seal_message(position, leaf))
+    except (InvalidSignature, binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _name_sealed_culprit(
+    entries: Sequence[Mapping[str, Any]],
+    keys: Mapping[str, Ed25519PublicKey],
+    retired: Mapping[str, Retirement],
+    report: LogReport,
+) -> None:
+    """Where a checkpoint disagrees and no entry was found wrong, name the entry by its seal.
+
+    The first entry of the range whose seal fails is the edited one; failing that, the first
+    without a seal (appended before seals, or without a key) is where the edit may start.
+    """
+    if report.unlocated is None:
+        return
+    start, end = report.unlocated
+    checked = [(e, seal_verifies(e, keys, retired)) for e in entries[start:end]]
+    broken = next((e for e, ok in checked if ok is False), None)
+    unsealed = next((e for e, ok in checked if ok is None), None)
+    named = broken if broken is not None else unsealed
+    if named is None:
+        return
+    index = int(named["index"])
+    report.problems.append(
+        f"entry {index} was altered: it no longer matches its seal"
+        if named is broken
+        else f"entry {index} carries no seal: it, or a later one, was altered"
+    )
+    if report.first_bad_index == start:  # no problem found before the range
+        report.first_bad_index = index
 
 
 def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[bytes]:

@@ -31,6 +31,9 @@ class AuditEntry(SQLModel, table=True):
     digest_before: str | None = Field(default=None, max_length=71)
     digest_after: str | None = Field(default=None, max_length=71)
     leaf_hash: str = Field(max_length=64)
+    # "<key name> <signature>" over the index and leaf hash (tenancy/record/audit_seal.py); not
+    # part of the leaf: it is what finds an entry edited together with its leaf hash.
+    seal: str | None = None
 
 
 class AuditCheckpoint(SQLModel, table=True):

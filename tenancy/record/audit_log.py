@@ -25,7 +25,7 @@ from policies.evidence.keyring import KeyringEntry, keyring_keys, retirements
 from policies.evidence.merkle import consistency_proof, entry_leaf_hash, inclusion_proof, root_hash
 from policies.evidence.signed_note import checkpoint_text, sign_note
 from tenancy import models as m
-from tenancy.record import audit_tail
+from tenancy.record import audit_seal, audit_tail
 from tenancy.schemas import (
     AuditEntryView,
     CheckpointView,
@@ -86,6 +86,7 @@ def record(
         leaf_hash="",
     )
     entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
+    entry.seal = audit_seal.seal(tx.session, tx.settings, index, entry.leaf_hash)
     tx.session.connection().execute(_INSERT_ENTRY, entry.model_dump())
     # The row is written: the session tracks the entry as loaded, so that `restate` updates it.
     make_transient_to_detached(entry)
@@ -107,6 +108,7 @@ def restate(entry: m.AuditEntry, *, digest_before: str | None, digest_after: str
     entry.leaf_hash = entry_leaf_hash(entry_document(entry)).hex()
     session = object_session(entry)
     if session is not None:
+        entry.seal = audit_seal.reseal(session, entry.index, entry.leaf_hash)
         audit_tail.restated(session, entry)
 
 
@@ -262,12 +264,15 @@ def stored_checkpoints(session: Session) -> Sequence[m.AuditCheckpoint]:
 
 
 def export_lines(uow: UnitOfWork) -> list[str]:
-    """The log as JSON Lines: each entry document plus its stored `leaf_hash` (hex)."""
+    """The log as JSON Lines: each entry document plus its stored `leaf_hash` (hex) and `seal`."""
     with uow.transaction(read_only=True) as tx:
         rows = entries(tx.session)
-    return [
-        json.dumps({**entry_document(e), "leaf_hash": e.leaf_hash}, sort_keys=True) for e in rows
-    ]
+    return [json.dumps(_stored(e), sort_keys=True) for e in rows]
+
+
+def _stored(entry: m.AuditEntry) -> dict[str, Any]:
+    """The entry as verification reads it: the hashed document, its leaf hash and its seal."""
+    return {**entry_document(entry), "leaf_hash": entry.leaf_hash, "seal": entry.seal}
 
 
 def verify(
@@ -293,7 +298,7 @@ def verify(
     trusted = keyring_keys(ring)
     with uow.transaction(read_only=True) as tx:
         documents = (
-            [{**entry_document(e), "leaf_hash": e.leaf_hash} for e in entries(tx.session)]
+            [_stored(e) for e in entries(tx.session)]
             if log_text is None
             else parse_export(log_text)
         )
