@@ -330,6 +330,7 @@ def test_sync_holds_only_when_every_target_applied_the_desired_snapshot(client, 
         "in_sync": False,
         "phase": None,  # InfiniBand deploys whole snapshots: no phases
         "behind": ["sm-a", "sm-b"],
+        "untargeted": [],  # RoCE leaves only: OpenSM targets enforce the whole fabric
         "targets": [],
     }
 
