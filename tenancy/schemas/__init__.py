@@ -113,6 +113,7 @@ from tenancy.schemas.tokens import (
     TokenView,
 )
 from tenancy.schemas.topology import (
+    DrainView,
     InventoryLink,
     InventoryNic,
     InventoryNode,
@@ -175,6 +176,7 @@ __all__ = [
     "CounterexampleView",
     "DSSEEnvelope",
     "DSSESignature",
+    "DrainView",
     "DriftView",
     "EdgeView",
     "EndpointView",

@@ -269,8 +269,9 @@ class SyncView(BaseModel):
         default_factory=list,
         description="RoCE: the leaves that carry a tenant's or a shared service's ports in "
         "`desired` (VLAN members, the owner's VRF) and have no deploy target, by name. Nothing "
-        "enforces or reads back their files, so `in_sync` is false while one is listed. Empty "
-        "on InfiniBand (OpenSM targets enforce the whole fabric)",
+        "enforces or reads back their files, so `in_sync` is false while one is listed (and a "
+        "released host cabled to a leaf without a target stays draining: its node's `drain` "
+        "says so). Empty on InfiniBand (OpenSM targets enforce the whole fabric)",
     )
     targets: list[SyncTargetView] = Field(description="Every deploy target of the fabric")
 

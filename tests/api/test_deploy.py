@@ -422,6 +422,29 @@ def test_a_released_node_drains_until_every_target_applied_its_removal(client, o
     }
 
 
+def test_a_draining_node_says_what_its_drain_waits_for_and_others_leave_it_out(client, onboarded):
+    register(client, "sm-a")
+    register(client, "sm-b")
+    allocation = allocate(client, "acme", FREE_NODE)
+    assert "drain" not in ok(client.get(f"{IB}/nodes/{FREE_NODE}"))
+    release(client, "acme", allocation["id"])
+    removal = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", removal, name="sm-a", role="standby"))
+
+    node = ok(client.get(f"{IB}/nodes/{FREE_NODE}"))
+    listed = ok(client.get(f"{IB}/nodes", params={"state": "draining"}))["data"]
+
+    assert node["drain"] == {
+        "waiting_for": ["sm-b"],
+        "untargeted": [],  # RoCE leaves only
+        "reason": "waiting for sm-b to hold a snapshot without the node's previous owner; "
+        "waiting for a master's read-back to match a snapshot without the node's previous owner",
+    }
+    assert [n["drain"] for n in listed if n["name"] == FREE_NODE] == [node["drain"]]
+    every = ok(client.get(f"{IB}/nodes", params={"limit": 100}))["data"]
+    assert all(("drain" in n) == (n["state"] == "draining") for n in every)
+
+
 def test_offboarding_drains_every_node_of_the_tenant(client, onboarded):
     register(client)
     assert client.delete("/v1/tenants/globex").status_code in (200, 204)

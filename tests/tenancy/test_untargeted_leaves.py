@@ -1,5 +1,7 @@
-"""RoCE leaves without a deploy target (tenancy/usecases/deploy_sync.py): a leaf that carries
-owners' ports and has no target keeps the fabric out of sync (`untargeted`).
+"""RoCE leaves without a deploy target (tenancy/usecases/deploy_sync.py, drains.py): a leaf that
+carries owners' ports and has no target keeps the fabric out of sync (`untargeted`), and a host
+cabled to a leaf without a target stays draining whatever the other leaves read back, until the
+leaf's own target reads the removal back or an operator forces the drain.
 
 The fabric is tests/api/test_roce_deploy.py's: every host has eth0 on leaf01; eth1 on leaf02,
 except gpu0005/06 whose eth1 is on leaf03. acme holds gpu0001, globex gpu0005, the storage
@@ -12,6 +14,7 @@ from typing import Any
 
 from tenancy.schemas import (
     AllocationCreate,
+    ForceDrain,
     ReportCreate,
     RoceFabricCreate,
     RoceInventory,
@@ -24,7 +27,9 @@ from tenancy.usecases import (
     allocations,
     deploy,
     deploy_sync,
+    drains,
     fabrics,
+    nodes,
     shared_services,
     tenants,
     topology,
@@ -63,6 +68,10 @@ def read_back(uow: UnitOfWork, *leaves: str) -> str:
 
 def release_globex(uow: UnitOfWork, allocation_id: str) -> None:
     allocations.release_allocation(uow, tenant_name="globex", allocation_id=allocation_id)
+
+
+def node(uow: UnitOfWork, name: str) -> Any:
+    return nodes.get_node(uow, fabric_name=ROCE_FABRIC, node_name=name)
 
 
 # --- sync -----------------------------------------------------------------------------------------
@@ -116,3 +125,67 @@ def test_an_infiniband_fabric_has_no_untargeted_leaves_with_or_without_targets(
     deploy.post_report(uow, fabric_name="ib-east", target_name="sm01", report=report)
     status = deploy_sync.sync_status(uow, fabric_name="ib-east")
     assert (status.untargeted, status.in_sync) == ([], True)
+
+
+# --- drains ---------------------------------------------------------------------------------------
+
+
+def test_a_host_cabled_to_a_leaf_without_a_target_drains_until_forced(uow: UnitOfWork):
+    globex = build(uow, "leaf01", "leaf02")
+    read_back(uow, "leaf01", "leaf02")
+    release_globex(uow, globex)
+
+    read_back(uow, "leaf01", "leaf02")  # every registered target read the removal back
+
+    drained = node(uow, "gpu0005")
+    assert drained.state == "draining"
+    assert drained.drain is not None
+    assert (drained.drain.untargeted, drained.drain.waiting_for) == (["leaf03"], [])
+    assert "leaf03" in drained.drain.reason and "force-drain" in drained.drain.reason
+    reason = ForceDrain(reason="leaf03 is managed by hand; gpu0005 checked")
+    drains.force_drain(uow, fabric_name=ROCE_FABRIC, node_name="gpu0005", spec=reason)
+    freed = node(uow, "gpu0005")
+    assert (freed.state, freed.drain) == ("free", None)
+
+
+def test_a_host_drains_once_its_leafs_new_target_read_the_removal_back(uow: UnitOfWork):
+    globex = build(uow, "leaf01", "leaf02")
+    read_back(uow, "leaf01", "leaf02")
+    release_globex(uow, globex)
+    read_back(uow, "leaf01", "leaf02")
+
+    deploy.put_target(uow, fabric_name=ROCE_FABRIC, name="leaf03", spec=SONIC)
+    waiting = node(uow, "gpu0005").drain
+    read_back(uow, "leaf03")
+
+    assert waiting is not None
+    assert (waiting.untargeted, waiting.waiting_for) == ([], ["leaf03"])
+    assert node(uow, "gpu0005").state == "free"
+
+
+def test_removing_a_leafs_target_keeps_the_drains_of_its_hosts(uow: UnitOfWork):
+    globex = build(uow, *LEAVES)
+    read_back(uow, *LEAVES)
+    release_globex(uow, globex)
+    read_back(uow, "leaf01", "leaf02")
+
+    deploy.delete_target(uow, fabric_name=ROCE_FABRIC, name="leaf03")
+
+    # leaf03 may still hold gpu0005's port in globex's VLAN: nothing will ever read it back
+    drained = node(uow, "gpu0005")
+    assert drained.state == "draining"
+    assert drained.drain is not None and drained.drain.untargeted == ["leaf03"]
+
+
+def test_a_host_on_covered_leaves_drains_on_their_read_backs_alone(uow: UnitOfWork):
+    build(uow, "leaf01", "leaf02")
+    read_back(uow, "leaf01", "leaf02")
+    acme = allocations.list_allocations(uow, tenant_name="acme", limit=10, cursor=None).data[0]
+    allocations.release_allocation(uow, tenant_name="acme", allocation_id=acme.id)
+
+    waiting = node(uow, "gpu0001").drain
+    read_back(uow, "leaf01", "leaf02")  # leaf03 carries globex, not gpu0001
+
+    assert waiting is not None
+    assert (waiting.untargeted, waiting.waiting_for) == ([], ["leaf01", "leaf02"])
+    assert node(uow, "gpu0001").state == "free"
