@@ -113,8 +113,8 @@ def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
     desired = fabric.desired
     views = [_target_view(uow, fabric_name, fabric.id, t, desired) for t in fabric.targets]
     missing = untargeted(fabric.carrying, (t.name for t in fabric.targets))
-    in_sync = bool(views) and not missing
-    in_sync = in_sync and all(v.state == "applied" and not v.behind for v in views)
+    applied = all(v.state == "applied" and not v.behind for v in views)
+    in_sync = bool(views) and applied and not missing
     phase = None
     if fabric.kind == FabricKind.ROCE:
         phase = fabric_phase(TargetProgress(v.affected, v.phase) for v in views)

@@ -48,7 +48,7 @@ def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
     enforces its files any more, as on a fabric that never had a target.
     """
     targets = fabric_targets(tx.session, m.pk(fabric))
-    ready = enforced_up_to(FabricKind(fabric.kind), enforcement_of(targets))
+    ready = enforced_up_to(FabricKind(fabric.kind), _enforcement_of(targets))
     uncovered = _on_untargeted_leaves(tx.session, fabric, targets, ready)
     freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready, waiting=uncovered)
     if not targets:
@@ -58,7 +58,7 @@ def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
     return freed
 
 
-def enforcement_of(targets: list[m.DeployTarget]) -> list[Enforcement]:
+def _enforcement_of(targets: list[m.DeployTarget]) -> list[Enforcement]:
     """What each target enforces, as the engine's rule reads it."""
     return [Enforcement(t.name, t.applied_snapshot_id, t.observed_snapshot_id) for t in targets]
 
@@ -90,7 +90,7 @@ def drain_waits(session: Session, fabric: m.Fabric, nodes: Collection[int]) -> d
     if not nodes:
         return {}
     kind = FabricKind(fabric.kind)
-    targets = enforcement_of(fabric_targets(session, m.pk(fabric)))
+    targets = _enforcement_of(fabric_targets(session, m.pk(fabric)))
     leaves = host_leaves(session, nodes) if kind == FabricKind.ROCE else {}
     query = select(m.Node.id, m.Node.drain_snapshot_id).where(col(m.Node.id).in_(nodes))
     stamps = {int(node or 0): snapshot for node, snapshot in session.exec(query)}
