@@ -1,11 +1,11 @@
 """What the service's /metrics reports at scrape time, read in one read-only transaction.
 
 Per fabric: its verdict, identifier pools, nodes by state, deploy targets' sync and (RoCE) the
-leaves that carry owners' ports without a target; for the
-service: the audit log's size and newest checkpoint, and the usage feed's lag. Everything comes
-from stored state or the read cache in a handful of aggregate queries: a scrape never loads a
-snapshot, verifies or renders (those cost seconds on a large fabric, and a scraper asks every
-15 s). The result is plain data (api/metrics_state.py turns it into Prometheus families).
+leaves that carry owners' ports without a target; for the service: the audit log's size and
+newest checkpoint, and the usage feed's lag. Everything comes from stored state or the read
+cache in a handful of aggregate queries: a scrape never loads a snapshot, verifies or renders
+(those cost seconds on a large fabric, and a scraper asks every 15 s). The result is plain data
+(api/metrics_state.py turns it into Prometheus families).
 """
 
 from __future__ import annotations

@@ -159,7 +159,10 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
 
 
 def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
-    """One node with its state, its holder (tenant or service) and its HCA ports or NICs."""
+    """One node with its state, its holder (tenant or service) and its HCA ports or NICs.
+
+    While it drains, also what the drain waits for (`drains.drain_waits`).
+    """
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
