@@ -64,6 +64,12 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "but applied, whichever came first (since its registration if it never held one)",
         ("fabric", "target"),
     ),
+    "isofabric_untargeted_leaves": (
+        "RoCE: leaves that carry a tenant's or a shared service's ports and have no deploy target "
+        "(sync's untargeted): nothing enforces their files, so the fabric is not in sync while "
+        "above 0; always 0 on InfiniBand",
+        ("fabric",),
+    ),
     "isofabric_audit_log_entries": ("Entries in the audit log", ()),
     "isofabric_audit_checkpoint_entries": (
         "Entries covered by the newest signed checkpoint of the audit log (no sample: none yet)",
@@ -118,8 +124,7 @@ def _fabric_families(fabrics: tuple[FabricState, ...]) -> Iterator[GaugeMetricFa
     counterexamples = _family("isofabric_fabric_counterexamples")
     alarm = _family("isofabric_fabric_verification_alarm")
     used, size = _family("isofabric_pool_used"), _family("isofabric_pool_size")
-    nodes, targets = _family("isofabric_nodes"), _family("isofabric_deploy_targets")
-    since = _family("isofabric_deploy_target_seconds_since_in_sync")
+    nodes = _family("isofabric_nodes")
     for fabric in fabrics:
         if fabric.holds is not None:
             verdict.add_metric([fabric.name, fabric.kind], int(fabric.holds))
@@ -131,12 +136,22 @@ def _fabric_families(fabrics: tuple[FabricState, ...]) -> Iterator[GaugeMetricFa
             size.add_metric([fabric.name, pool.pool], pool.size)
         for state, count in fabric.nodes.items():
             nodes.add_metric([fabric.name, state], count)
+    yield from (verdict, counterexamples, alarm, used, size, nodes)
+    yield from _deploy_families(fabrics)
+
+
+def _deploy_families(fabrics: tuple[FabricState, ...]) -> Iterator[GaugeMetricFamily]:
+    targets = _family("isofabric_deploy_targets")
+    since = _family("isofabric_deploy_target_seconds_since_in_sync")
+    untargeted = _family("isofabric_untargeted_leaves")
+    for fabric in fabrics:
         for sync in SYNC_STATES:
             count = sum(1 for t in fabric.targets if t.sync == sync)
             targets.add_metric([fabric.name, sync], count)
         for target in fabric.targets:
             since.add_metric([fabric.name, target.name], target.seconds_since_in_sync)
-    yield from (verdict, counterexamples, alarm, used, size, nodes, targets, since)
+        untargeted.add_metric([fabric.name], len(fabric.untargeted))
+    yield from (targets, since, untargeted)
 
 
 def _service_families(state: ServiceState) -> Iterator[GaugeMetricFamily]:

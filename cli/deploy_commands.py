@@ -157,16 +157,28 @@ def targets_remove(
 def sync_show(
     fabric: FabricArg, url: UrlOption = None, token: TokenOption = None, as_json: JsonOption = False
 ) -> None:
-    """The desired snapshot and, per target, whether it holds it; exit 1 when not in sync."""
+    """The desired snapshot and, per target, whether it holds it; exit 1 when not in sync.
+
+    The first line says who is behind and (RoCE) which leaves carry owners' ports without a
+    target (`untargeted`): either keeps the fabric out of sync.
+    """
     with ApiClient(url, token, as_json=as_json) as api:
         view = api.json("GET", fabric_path(fabric, "sync"))
     if as_json:
         output.print_json(view)
     else:
-        state = "in sync" if view["in_sync"] else f"behind: {', '.join(view['behind']) or '-'}"
-        typer.echo(f"desired {view['desired']}: {state}")
+        typer.echo(f"desired {view['desired']}: {_sync_state(view)}")
         output.table(view["targets"], SYNC_COLUMNS)
     raise typer.Exit(0 if view["in_sync"] else 1)
+
+
+def _sync_state(view: dict[str, Any]) -> str:
+    if view["in_sync"]:
+        return "in sync"
+    state = f"behind: {', '.join(view['behind']) or '-'}"
+    # A service older than `untargeted` does not send it.
+    missing = view.get("untargeted") or []
+    return f"{state}; untargeted: {', '.join(missing)}" if missing else state
 
 
 @deployments_app.command("list")

@@ -43,6 +43,15 @@ def test_sync_shows_the_targets_and_exits_1_while_one_is_behind(served):
     assert "behind: sm01" in table.splitlines()[0]
 
 
+def test_sync_names_the_leaves_that_carry_tenants_ports_without_a_target(served):
+    served.ok_json("targets", "register", "leaf01", "--fabric", "roce-west", "--kind", "sonic")
+
+    status, table, _ = served.run("sync", "show", "--fabric", "roce-west")
+
+    assert status == 1
+    assert table.splitlines()[0].endswith(": behind: leaf01; untargeted: leaf02")
+
+
 def test_snapshots_and_deployments_list_what_the_routes_list(served):
     snapshots = served.ok_json("snapshots", "list", "--fabric", "ib-east")
     deployments = served.ok_json("deployments", "list", "--fabric", "ib-east")

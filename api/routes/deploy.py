@@ -59,7 +59,12 @@ def get_target(fabric: FabricPath, name: TargetName, uow: Uow) -> TargetView:
 
 @router.delete("/{fabric}/targets/{name}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_target(fabric: FabricPath, name: TargetName, uow: Uow) -> None:
-    """Forget a target; drains that waited only for it complete."""
+    """Forget a target; drains that waited only for it complete.
+
+    Not on RoCE those of hosts cabled to its leaf: nothing reads that leaf back any more, so they
+    wait for a new target there, or a force-drain. Removing a fabric's last target ends every
+    drain, as on a fabric that never had one.
+    """
     deploy.delete_target(uow, fabric_name=fabric, name=name)
 
 

@@ -63,7 +63,7 @@ def list_nodes(
 
 @router.get("/{fabric}/nodes/{node}")
 def get_node(fabric: FabricPath, node: NodePath, uow: Uow) -> NodeView:
-    """One node with its ports."""
+    """One node with its ports; while it drains, what the drain waits for (`drain`)."""
     return nodes.get_node(uow, fabric_name=fabric, node_name=node)
 
 

@@ -8,7 +8,7 @@ by state.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import Executable, bindparam, case, exists, func, update
@@ -208,11 +208,18 @@ _STAMP_DRAINS = (
 )
 
 
-def finish_drains(session: Session, fabric_id: int, *, applied_everywhere: int | None) -> list[str]:
+def finish_drains(
+    session: Session,
+    fabric_id: int,
+    *,
+    applied_everywhere: int | None,
+    waiting: Collection[int] = (),
+) -> list[str]:
     """Free the draining nodes whose snapshot every target applied (`applied_everywhere` or older).
 
     `applied_everywhere` is the oldest snapshot id among the targets' last applied ones (None:
-    some target has applied nothing yet, so no drain can finish). Returns the freed node names.
+    some target has applied nothing yet, so no drain can finish); the nodes of `waiting` (ids)
+    stay draining whatever it is. Returns the freed node names.
     """
     if applied_everywhere is None:
         return []
@@ -221,6 +228,8 @@ def finish_drains(session: Session, fabric_id: int, *, applied_everywhere: int |
         m.Node.state == NodeState.DRAINING.value,
         col(m.Node.drain_snapshot_id) <= applied_everywhere,
     )
+    if waiting:
+        query = query.where(col(m.Node.id).not_in(list(waiting)))
     return free_drained(session, list(session.exec(query)))
 
 

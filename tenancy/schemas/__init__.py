@@ -115,6 +115,7 @@ from tenancy.schemas.tokens import (
     TokenView,
 )
 from tenancy.schemas.topology import (
+    DrainView,
     InventoryLink,
     InventoryNic,
     InventoryNode,
@@ -177,6 +178,7 @@ __all__ = [
     "CounterexampleView",
     "DSSEEnvelope",
     "DSSESignature",
+    "DrainView",
     "DriftView",
     "EdgeView",
     "EndpointView",

@@ -254,7 +254,10 @@ class SyncView(BaseModel):
     """Whether the fabric enforces its desired snapshot: every target applied it."""
 
     desired: str = Field(description="The digest of the fabric's current verified snapshot")
-    in_sync: bool = Field(description="True only when every target reported applied for it")
+    in_sync: bool = Field(
+        description="True only when the fabric has a target, every target reported applied "
+        "for it, and (RoCE) no leaf that carries owners' ports is `untargeted`"
+    )
     phase: int | None = Field(
         description="RoCE: the phase of `desired` the service publishes to agents: 1 while an "
         "affected target has applied neither phase of it (agents apply only access removals: "
@@ -262,6 +265,14 @@ class SyncView(BaseModel):
         "snapshot); null on InfiniBand",
     )
     behind: list[str] = Field(description="The targets that do not hold `desired`, by name")
+    untargeted: list[str] = Field(
+        default_factory=list,
+        description="RoCE: the leaves that carry a tenant's or a shared service's ports in "
+        "`desired` (VLAN members, the owner's VRF) and have no deploy target, by name. Nothing "
+        "enforces or reads back their files, so `in_sync` is false while one is listed (and a "
+        "released host cabled to a leaf without a target stays draining: its node's `drain` "
+        "says so). Empty on InfiniBand (OpenSM targets enforce the whole fabric)",
+    )
     targets: list[SyncTargetView] = Field(description="Every deploy target of the fabric")
 
 

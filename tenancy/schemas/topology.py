@@ -137,6 +137,23 @@ class PortView(BaseModel):
     switch_port: int | None = Field(description="Port number on that switch; null if not reported")
 
 
+class DrainView(BaseModel):
+    """Why a draining node is not free yet (`policies.enforcement`)."""
+
+    waiting_for: list[str] = Field(
+        description="The deploy targets that do not enforce a snapshot without the node's "
+        "previous owner yet, by name: on InfiniBand those that do not hold one, on RoCE the "
+        "leaves whose read-back has not matched one"
+    )
+    untargeted: list[str] = Field(
+        description="RoCE: the leaves the host is cabled to that have no deploy target. Nothing "
+        "reads them back, so no report ends the drain: register their targets and run their "
+        "agents, or force-drain the node (POST .../force-drain, with a reason). Empty on "
+        "InfiniBand"
+    )
+    reason: str = Field(description="What the drain waits for, for people")
+
+
 class NodeView(BaseModel):
     """A host: its HCA ports on InfiniBand, its NICs (and no ports) on RoCE.
 
@@ -154,6 +171,11 @@ class NodeView(BaseModel):
     ports: list[PortView] = Field(description="Its HCA ports on InfiniBand; empty on RoCE")
     nics: list[NicView] | None = Field(
         default=None, exclude_if=left_out, description="RoCE: its NICs; left out on InfiniBand"
+    )
+    drain: DrainView | None = Field(
+        default=None,
+        exclude_if=left_out,
+        description="While it is draining: what the drain waits for; left out in other states",
     )
 
 

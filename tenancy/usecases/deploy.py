@@ -114,7 +114,8 @@ def _require_vtep_leaf(session: Session, fabric: m.Fabric, name: str) -> None:
 def delete_target(uow: UnitOfWork, *, fabric_name: str, name: str) -> list[str]:
     """Forget a target and revoke its agent tokens; returns the nodes whose drain this completes.
 
-    Its reports stay, under its name: they are deploy receipts.
+    Its reports stay, under its name: they are deploy receipts. On RoCE the drains of hosts
+    cabled to its leaf go on waiting (`finish_target_drains`).
     """
     with uow.transaction() as tx:
         fabric = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))

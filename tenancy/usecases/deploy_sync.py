@@ -15,8 +15,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import col, select
+from sqlmodel import Session, col, select
 
+from policies.enforcement import untargeted
 from policies.errors import IsofabricError
 from policies.model import FabricKind
 from policies.roce.ownership import OWNERSHIP_FILE
@@ -28,6 +29,7 @@ from policies.roce.rollout import (
     removes_access,
 )
 from tenancy import models as m
+from tenancy.record.roce_leaves import carrying_leaves
 from tenancy.record.snapshot_log import latest
 from tenancy.schemas import PortMismatch, SyncTargetView, SyncView
 from tenancy.store.lookups import fabric_named
@@ -86,47 +88,76 @@ class _Target:
         return self.covers is None or "frr" in self.covers.split(",")
 
 
+@dataclass(frozen=True)
+class _Fabric:
+    """What the sync status reads of a fabric: its kind, desired digest, targets and leaves."""
+
+    id: int
+    kind: str
+    desired: str
+    targets: list[_Target]
+    carrying: list[str]  # RoCE: the leaves that carry held nodes' ports
+
+
 def sync_status(uow: UnitOfWork, *, fabric_name: str) -> SyncView:
     """Whether every target applied the fabric's current snapshot, and who is behind.
 
     On RoCE also the phase published for it, each leaf's phase and whether it must remove
-    access first.
+    access first, and the leaves that carry owners' ports with no target (`untargeted`): they
+    enforce nothing the service can observe, so the fabric is not in sync while one exists.
 
     Raises:
         NotFoundError: no fabric has this name.
     """
-    fabric_id, kind, desired, targets = _read(uow, fabric_name)
-    views = [_target_view(uow, fabric_name, fabric_id, t, desired) for t in targets]
-    in_sync = bool(views) and all(v.state == "applied" and not v.behind for v in views)
+    fabric = _read(uow, fabric_name)
+    desired = fabric.desired
+    views = [_target_view(uow, fabric_name, fabric.id, t, desired) for t in fabric.targets]
+    missing = untargeted(fabric.carrying, (t.name for t in fabric.targets))
+    applied = all(v.state == "applied" and not v.behind for v in views)
+    in_sync = bool(views) and applied and not missing
     phase = None
-    if kind == FabricKind.ROCE:
+    if fabric.kind == FabricKind.ROCE:
         phase = fabric_phase(TargetProgress(v.affected, v.phase) for v in views)
     behind = [v.name for v in views if v.behind]
-    return SyncView(desired=desired, in_sync=in_sync, phase=phase, behind=behind, targets=views)
+    return SyncView(
+        desired=desired,
+        in_sync=in_sync,
+        phase=phase,
+        behind=behind,
+        untargeted=list(missing),
+        targets=views,
+    )
 
 
-def _read(uow: UnitOfWork, fabric_name: str) -> tuple[int, str, str, list[_Target]]:
+def _read(uow: UnitOfWork, fabric_name: str) -> _Fabric:
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         newest = latest(tx.session, m.pk(fabric))
-        query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric.id)
-        rows = tx.session.exec(query.order_by(col(m.DeployTarget.name)))
-        targets = [
-            _Target(
-                r.name,
-                r.kind,
-                r.deployed,
-                r.state,
-                r.reported_at,
-                r.mismatches,
-                r.phase,
-                r.phase_digest,
-                r.covers,
-                r.frr_digest,
-            )
-            for r in rows
-        ]
-        return m.pk(fabric), fabric.kind, newest.digest if newest is not None else "", targets
+        carrying = []
+        if fabric.kind == FabricKind.ROCE:
+            carrying = carrying_leaves(tx.session, m.pk(fabric)).get(m.pk(fabric), [])
+        desired = newest.digest if newest is not None else ""
+        targets = _targets_of(tx.session, m.pk(fabric))
+        return _Fabric(m.pk(fabric), fabric.kind, desired, targets, carrying)
+
+
+def _targets_of(session: Session, fabric_id: int) -> list[_Target]:
+    query = select(m.DeployTarget).where(m.DeployTarget.fabric_id == fabric_id)
+    return [
+        _Target(
+            r.name,
+            r.kind,
+            r.deployed,
+            r.state,
+            r.reported_at,
+            r.mismatches,
+            r.phase,
+            r.phase_digest,
+            r.covers,
+            r.frr_digest,
+        )
+        for r in session.exec(query.order_by(col(m.DeployTarget.name)))
+    ]
 
 
 def _target_view(

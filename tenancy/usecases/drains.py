@@ -2,18 +2,30 @@
 
 A node a tenant released stays ``draining`` until the files without it are enforced: the
 reports of its fabric's targets say so (tenancy/usecases/deploy.py stores them), or an operator
-forces it with a reason (audited).
+forces it with a reason (audited). On RoCE that includes the host's own leaves: one without a
+target keeps the drain waiting, whatever the other leaves read back. `drain_waits` says what each
+drain still waits for (the node view's `drain`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlmodel import Session, col, select
 
+from policies.enforcement import (
+    DrainWait,
+    Enforcement,
+    drain_wait,
+    enforced_up_to,
+    untargeted,
+)
 from policies.model import FabricKind
 from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.record.node_states import finish_drains, free_drained
+from tenancy.record.roce_leaves import host_leaves
 from tenancy.schemas import ForceDrain
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named, node_named
@@ -27,47 +39,62 @@ def fabric_targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
 
 
 def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
-    """Free the draining nodes whose removal every target holds and read back.
+    """Free the draining nodes whose removal the targets enforce, as `policies.enforcement` says.
 
-    InfiniBand: every target must hold a snapshot at or after the node's release (a standby
-    that takes over must not bring the old key back), and a master's read-back must have
-    matched one: what the fabric enforces is observed, never assumed from files alone. RoCE:
-    every leaf enforces its own part, so every leaf's read-back must have matched one (the
-    host's ports are in no tenant VLAN of the read-back CONFIG_DB).
+    What the fabric enforces is observed, never assumed from files alone: an OpenSM master's
+    read-back, every RoCE leaf's. On RoCE a host cabled to a leaf without a target stays
+    draining whatever the other leaves report (nothing reads that leaf back); an operator's
+    force-drain ends it. When the fabric's last target is gone, every drain ends: nothing
+    enforces its files any more, as on a fabric that never had a target.
     """
     targets = fabric_targets(tx.session, m.pk(fabric))
-    if fabric.kind == FabricKind.ROCE:
-        ready = _observed_everywhere(targets)
-    else:
-        ready = _held_and_observed(targets)
-    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready)
-    if not targets:  # the last target is gone: nothing enforces the old keys any more
+    ready = enforced_up_to(FabricKind(fabric.kind), _enforcement_of(targets))
+    uncovered = _on_untargeted_leaves(tx.session, fabric, targets, ready)
+    freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready, waiting=uncovered)
+    if not targets:
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
     for name in freed:
         audit_log.record(tx, "node.drained", f"fabrics/{fabric.name}/nodes/{name}")
     return freed
 
 
-def _held_and_observed(targets: list[m.DeployTarget]) -> int | None:
-    held = [t.applied_snapshot_id for t in targets]
-    observed = [t.observed_snapshot_id for t in targets if t.observed_snapshot_id is not None]
-    if not targets or None in held or not observed:
-        return None
-    return min(min(h for h in held if h is not None), max(observed))
+def _enforcement_of(targets: list[m.DeployTarget]) -> list[Enforcement]:
+    """What each target enforces, as the engine's rule reads it."""
+    return [Enforcement(t.name, t.applied_snapshot_id, t.observed_snapshot_id) for t in targets]
 
 
-def _observed_everywhere(targets: list[m.DeployTarget]) -> int | None:
-    observed = [t.observed_snapshot_id for t in targets]
-    if not targets or None in observed:
-        return None
-    return min(o for o in observed if o is not None)
+def _on_untargeted_leaves(
+    session: Session, fabric: m.Fabric, targets: list[m.DeployTarget], ready: int | None
+) -> list[int]:
+    """RoCE: the draining nodes `ready` would free that are cabled to a leaf without a target."""
+    if ready is None or fabric.kind != FabricKind.ROCE:
+        return []
+    names = [t.name for t in targets]
+    nodes = [m.pk(n) for n in _draining(session, m.pk(fabric), up_to=ready)]
+    leaves = host_leaves(session, nodes)
+    return [n for n in nodes if untargeted(leaves.get(n, ()), names)]
 
 
-def _draining(session: Session, fabric_id: int) -> list[m.Node]:
+def _draining(session: Session, fabric_id: int, up_to: int | None = None) -> list[m.Node]:
+    """The fabric's draining nodes (those waiting for snapshot `up_to` or an older one)."""
     query = select(m.Node).where(
         m.Node.fabric_id == fabric_id, m.Node.state == NodeState.DRAINING.value
     )
+    if up_to is not None:
+        query = query.where(col(m.Node.drain_snapshot_id) <= up_to)
     return list(session.exec(query))
+
+
+def drain_waits(session: Session, fabric: m.Fabric, nodes: Collection[int]) -> dict[int, DrainWait]:
+    """What each of the fabric's draining `nodes` (ids) still waits for, by node id."""
+    if not nodes:
+        return {}
+    kind = FabricKind(fabric.kind)
+    targets = _enforcement_of(fabric_targets(session, m.pk(fabric)))
+    leaves = host_leaves(session, nodes) if kind == FabricKind.ROCE else {}
+    query = select(m.Node.id, m.Node.drain_snapshot_id).where(col(m.Node.id).in_(nodes))
+    stamps = {int(node or 0): snapshot for node, snapshot in session.exec(query)}
+    return {n: drain_wait(kind, targets, stamps.get(n), leaves.get(n, ())) for n in nodes}
 
 
 def force_drain(uow: UnitOfWork, *, fabric_name: str, node_name: str, spec: ForceDrain) -> str:

@@ -1,10 +1,11 @@
 """What the service's /metrics reports at scrape time, read in one read-only transaction.
 
-Per fabric: its verdict, identifier pools, nodes by state and deploy targets' sync; for the
-service: the audit log's size and newest checkpoint, and the usage feed's lag. Everything comes
-from stored state or the read cache in a handful of aggregate queries: a scrape never loads a
-snapshot, verifies or renders (those cost seconds on a large fabric, and a scraper asks every
-15 s). The result is plain data (api/metrics_state.py turns it into Prometheus families).
+Per fabric: its verdict, identifier pools, nodes by state, deploy targets' sync and (RoCE) the
+leaves that carry owners' ports without a target; for the service: the audit log's size and
+newest checkpoint, and the usage feed's lag. Everything comes from stored state or the read
+cache in a handful of aggregate queries: a scrape never loads a snapshot, verifies or renders
+(those cost seconds on a large fabric, and a scraper asks every 15 s). The result is plain data
+(api/metrics_state.py turns it into Prometheus families).
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from ipaddress import IPv4Network
+from typing import NamedTuple
 
 from sqlalchemy import func
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies import usage as metering
+from policies.enforcement import untargeted
 from policies.model import FabricKind, NodeRole
 from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.gate.cached_reads import cached_verdict
 from tenancy.record import snapshot_log
+from tenancy.record.roce_leaves import carrying_leaves
 from tenancy.record.vrf_segments import RD_POOL
 from tenancy.store.db import fetch_all
 from tenancy.store.read_cache import CachedFile
@@ -71,6 +75,8 @@ class FabricState:
     pools: tuple[PoolUse, ...]
     nodes: dict[str, int]
     targets: tuple[TargetSync, ...]
+    # RoCE: leaves that carry held nodes' ports and have no target (sync's `untargeted`).
+    untargeted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +94,11 @@ def service_state(uow: UnitOfWork) -> ServiceState:
     """Read the state /metrics reports (read-only; no verification, no rendering)."""
     with uow.transaction(read_only=True) as tx:
         rows = list(tx.session.exec(_FABRICS))
-        pools = _pool_use(tx.session)
-        nodes = _nodes(tx.session)
         targets = _targets(tx, {m.pk(f): digest for f, digest in rows})
-        fabrics = tuple(
-            _fabric_state(uow, tx, fabric, digest, pools, nodes, targets) for fabric, digest in rows
+        counts = _Counts(
+            _pool_use(tx.session), _nodes(tx.session), targets, _untargeted(tx.session, targets)
         )
+        fabrics = tuple(_fabric_state(uow, tx, fabric, digest, counts) for fabric, digest in rows)
         entries, size, age = _audit(tx)
         # The feed publishes hours that ended before complete_until (tenancy/usecases/usage.py).
         lag = (tx.now - metering.complete_until(tx.now)).total_seconds()
@@ -103,19 +108,22 @@ def service_state(uow: UnitOfWork) -> ServiceState:
 _FABRICS = select(m.Fabric, snapshot_log.newest_digest()).order_by(col(m.Fabric.name))
 
 
+class _Counts(NamedTuple):
+    """The aggregates read once for every fabric, by fabric id (pools by (id, pool))."""
+
+    pools: dict[tuple[int, str], int]
+    nodes: dict[int, dict[str, int]]
+    targets: dict[int, list[TargetSync]]
+    untargeted: dict[int, tuple[str, ...]]
+
+
 def _fabric_state(
-    uow: UnitOfWork,
-    tx: Tx,
-    fabric: m.Fabric,
-    digest: str | None,
-    pools: dict[tuple[int, str], int],
-    nodes: dict[int, dict[str, int]],
-    targets: dict[int, list[TargetSync]],
+    uow: UnitOfWork, tx: Tx, fabric: m.Fabric, digest: str | None, counts: _Counts
 ) -> FabricState:
-    fabric_id = m.pk(fabric)
+    fabric_id, pools = m.pk(fabric), counts.pools
     stored = tx.session.get(m.FabricDigest, fabric_id)
     holds, counterexamples = _verdict(uow, tx, fabric, digest, stored)
-    counted = nodes.get(fabric_id, {})
+    counted = counts.nodes.get(fabric_id, {})
     by_state = {key: counted.get(key, 0) for key in NODE_COUNT_KEYS}
     return FabricState(
         name=fabric.name,
@@ -128,7 +136,8 @@ def _fabric_state(
             for name, size in _pool_sizes(tx.session, fabric)
         ),
         nodes=by_state,
-        targets=tuple(targets.get(fabric_id, ())),
+        targets=tuple(counts.targets.get(fabric_id, ())),
+        untargeted=counts.untargeted.get(fabric_id, ()),
     )
 
 
@@ -228,6 +237,16 @@ def _targets(tx: Tx, desired: dict[int, str | None]) -> dict[int, list[TargetSyn
     for target in tx.session.exec(query):
         found[target.fabric_id].append(_target_sync(tx, target, desired.get(target.fabric_id)))
     return found
+
+
+def _untargeted(
+    session: Session, targets: dict[int, list[TargetSync]]
+) -> dict[int, tuple[str, ...]]:
+    """RoCE: the leaves that carry held nodes' ports without a target, as sync lists them."""
+    return {
+        fabric_id: untargeted(leaves, (t.name for t in targets.get(fabric_id, ())))
+        for fabric_id, leaves in carrying_leaves(session).items()
+    }
 
 
 def _target_sync(tx: Tx, target: m.DeployTarget, desired: str | None) -> TargetSync:

@@ -6,12 +6,13 @@ A node's state changes only by `policies.node_state` (see `tenancy.record.node_s
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import func
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
+from policies.enforcement import DrainWait
 from policies.errors import ConflictError
 from policies.model import NodeRole
 from policies.node_state import NodeState
@@ -20,12 +21,13 @@ from tenancy.gate.change_check import ChangeScope
 from tenancy.gate.verification import commit_gate
 from tenancy.record.node_states import nodes_changed
 from tenancy.record.snapshot.common import HoldersSelect, holders_query
-from tenancy.schemas import NicView, NodePatch, NodeView, Page, PortView
+from tenancy.schemas import DrainView, NicView, NodePatch, NodeView, Page, PortView
 from tenancy.store.db import fetch_all
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named, node_named
 from tenancy.store.pagination import decode_cursor, next_cursor
 from tenancy.store.uow import UnitOfWork
+from tenancy.usecases.drains import drain_waits
 
 
 def _filtered(
@@ -65,34 +67,55 @@ def list_nodes(
     """
     after = decode_cursor(cursor)
     with uow.transaction(read_only=True) as tx:
-        fabric_id = m.pk(fabric_named(tx.session, fabric_name))
-        query = _filtered(holders_query(fabric_id), tenant, free, role, state)
+        fabric = fabric_named(tx.session, fabric_name)
+        query = _filtered(holders_query(m.pk(fabric)), tenant, free, role, state)
         total = fetch_all(tx.session, core_select(func.count()).select_from(query.subquery()))
         if after is not None:
             query = query.where(col(m.Node.name) > after)
         rows = fetch_all(tx.session, query.order_by(col(m.Node.name)).limit(limit + 1))
         page = rows[:limit]
-        ports = _ports_of(tx.session, [row[0] for row in page])
-        nics = _nics_of(tx.session, [row[0] for row in page])
+        details = _details(tx.session, fabric, page)
     return Page(
-        data=[_node_view(row, ports, nics) for row in page],
+        data=[_node_view(row, details) for row in page],
         count=int(total[0][0]),
         next=next_cursor([row[1] for row in page], limit, len(rows) > limit),
     )
 
 
-def _node_view(
-    row: tuple[Any, ...], ports: dict[int, list[PortView]], nics: dict[int, list[NicView]]
-) -> NodeView:
+class _Details(NamedTuple):
+    """What a page of nodes shows beside their rows: ports, NICs, and drains, by node id."""
+
+    ports: dict[int, list[PortView]]
+    nics: dict[int, list[NicView]]
+    drains: dict[int, DrainWait]
+
+
+def _details(session: Session, fabric: m.Fabric, rows: list[tuple[Any, ...]]) -> _Details:
+    ids = [row[0] for row in rows]
+    draining = [row[0] for row in rows if row[5] == NodeState.DRAINING.value]
+    return _Details(
+        _ports_of(session, ids), _nics_of(session, ids), drain_waits(session, fabric, draining)
+    )
+
+
+def _node_view(row: tuple[Any, ...], details: _Details) -> NodeView:
     node_id, name, role, tenant, service, state = row
+    drain = details.drains.get(node_id)
     return NodeView(
         name=name,
         role=role,
         state=state,
         tenant=tenant,
         service=service,
-        ports=ports[node_id],
-        nics=nics.get(node_id),
+        ports=details.ports[node_id],
+        nics=details.nics.get(node_id),
+        drain=None if drain is None else _drain_view(drain),
+    )
+
+
+def _drain_view(wait: DrainWait) -> DrainView:
+    return DrainView(
+        waiting_for=list(wait.waiting_for), untargeted=list(wait.untargeted), reason=wait.reason
     )
 
 
@@ -136,14 +159,16 @@ def _nics_of(session: Session, node_ids: list[int]) -> dict[int, list[NicView]]:
 
 
 def get_node(uow: UnitOfWork, *, fabric_name: str, node_name: str) -> NodeView:
-    """One node with its state, its holder (tenant or service) and its HCA ports or NICs."""
+    """One node with its state, its holder (tenant or service) and its HCA ports or NICs.
+
+    While it drains, also what the drain waits for (`drains.drain_waits`).
+    """
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
         node = node_named(tx.session, fabric, node_name)
         row = fetch_all(tx.session, holders_query(m.pk(fabric)).where(col(m.Node.id) == node.id))[0]
-        ports = _ports_of(tx.session, [m.pk(node)])
-        nics = _nics_of(tx.session, [m.pk(node)])
-    return _node_view(row, ports, nics)
+        details = _details(tx.session, fabric, [row])
+    return _node_view(row, details)
 
 
 def set_node_role(

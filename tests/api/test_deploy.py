@@ -330,6 +330,7 @@ def test_sync_holds_only_when_every_target_applied_the_desired_snapshot(client, 
         "in_sync": False,
         "phase": None,  # InfiniBand deploys whole snapshots: no phases
         "behind": ["sm-a", "sm-b"],
+        "untargeted": [],  # RoCE leaves only: OpenSM targets enforce the whole fabric
         "targets": [],
     }
 
@@ -419,6 +420,29 @@ def test_a_released_node_drains_until_every_target_applied_its_removal(client, o
     assert f"fabrics/{FABRIC}/nodes/{FREE_NODE}" in {
         e["target"] for e in entries if e["action"] == "node.drained"
     }
+
+
+def test_a_draining_node_says_what_its_drain_waits_for_and_others_leave_it_out(client, onboarded):
+    register(client, "sm-a")
+    register(client, "sm-b")
+    allocation = allocate(client, "acme", FREE_NODE)
+    assert "drain" not in ok(client.get(f"{IB}/nodes/{FREE_NODE}"))
+    release(client, "acme", allocation["id"])
+    removal = manifest_digest(signed_manifest(client))
+    created(report(client, "applied", removal, name="sm-a", role="standby"))
+
+    node = ok(client.get(f"{IB}/nodes/{FREE_NODE}"))
+    listed = ok(client.get(f"{IB}/nodes", params={"state": "draining"}))["data"]
+
+    assert node["drain"] == {
+        "waiting_for": ["sm-b"],
+        "untargeted": [],  # RoCE leaves only
+        "reason": "waiting for sm-b to hold a snapshot without the node's previous owner; "
+        "waiting for a master's read-back to match a snapshot without the node's previous owner",
+    }
+    assert [n["drain"] for n in listed if n["name"] == FREE_NODE] == [node["drain"]]
+    every = ok(client.get(f"{IB}/nodes", params={"limit": 100}))["data"]
+    assert all(("drain" in n) == (n["state"] == "draining") for n in every)
 
 
 def test_offboarding_drains_every_node_of_the_tenant(client, onboarded):

@@ -192,6 +192,7 @@ def test_deploy_targets_by_sync_state_and_seconds_since_in_sync(client, onboarde
     samples = scrape(client)
     assert value(samples, "isofabric_deploy_targets", fabric=FABRIC, state="unreported") == 1
     assert value(samples, "isofabric_deploy_target_seconds_since_in_sync", **target) == 30
+    assert value(samples, "isofabric_untargeted_leaves", fabric=FABRIC) == 0  # RoCE only
 
     desired = ok(client.get(f"{IB}/sync"))["desired"]
     report = {"state": "applied", "digest": desired, "role": "master"}
@@ -207,6 +208,17 @@ def test_deploy_targets_by_sync_state_and_seconds_since_in_sync(client, onboarde
     samples = scrape(client)
     assert value(samples, "isofabric_deploy_targets", fabric=FABRIC, state="pending") == 1
     assert value(samples, "isofabric_deploy_target_seconds_since_in_sync", **target) == 50
+
+
+def test_roce_leaves_that_carry_owners_ports_without_a_target_are_counted(client, roce_onboarded):
+    fabric = roce_onboarded.fabric
+    # every host has a NIC on leaf01 and one on leaf02; no leaf has a target yet
+    assert value(scrape(client), "isofabric_untargeted_leaves", fabric=fabric) == 2
+
+    created(client.put(f"/v1/fabrics/{fabric}/targets/leaf01", json={"kind": "sonic"}))
+
+    assert value(scrape(client), "isofabric_untargeted_leaves", fabric=fabric) == 1
+    assert ok(client.get(f"/v1/fabrics/{fabric}/sync"))["untargeted"] == ["leaf02"]
 
 
 def test_roce_pools_report_use_and_size_per_pool(client, roce_onboarded):

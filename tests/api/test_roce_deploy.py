@@ -362,6 +362,28 @@ def test_a_released_host_drains_until_every_leaf_read_back_its_removal(client, f
     assert state() == "free"
 
 
+def test_a_host_on_a_leaf_without_a_target_says_so_until_an_operator_forces_its_drain(
+    client, fabric
+):
+    assert client.delete(f"{ROCE}/targets/leaf03").status_code == 204
+    assert sync(client)["untargeted"] == ["leaf03"]  # globex's gpu0005/06 have eth1 there
+    client.delete(f"/v1/tenants/globex/allocations/{fabric.allocations['globex']}")
+    removal = manifest_digest(client)
+    for leaf in ("leaf01", "leaf02"):
+        report(client, leaf, removal, phase=2, observed_digest=removal)
+
+    node = ok(client.get(f"{ROCE}/nodes/gpu0005"))
+    status = sync(client)
+
+    assert node["state"] == "draining"
+    assert (node["drain"]["waiting_for"], node["drain"]["untargeted"]) == ([], ["leaf03"])
+    assert node["drain"]["reason"].startswith("leaf leaf03 carries the host's ports and has no")
+    assert (status["untargeted"], status["in_sync"]) == ([], True)  # leaf03 carries no one now
+    forced = client.post(f"{ROCE}/nodes/gpu0005/force-drain", json={"reason": "leaf03 checked"})
+    assert ok(forced) == {"node": "gpu0005", "state": "free"}
+    assert "drain" not in ok(client.get(f"{ROCE}/nodes/gpu0005"))
+
+
 def test_an_agent_reads_its_own_leafs_files_only(make_client, fabric):
     client = make_client(admin_token="admin")
     client.headers.update({"Authorization": "Bearer admin"})

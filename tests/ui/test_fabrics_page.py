@@ -92,7 +92,22 @@ def test_deploy_targets_in_the_browser(site: ConsoleSite, fresh_console, page_on
     expect(targets.locator("tr[data-target=sm-a] .sync")).to_have_text("in sync")
     expect(targets.locator("tr[data-target=sm-b] .sync")).to_have_text("never reported")
     expect(card(page, "roce-west").locator(".no-targets")).to_be_visible()
+    expect(card(page, "roce-west").locator(".untargeted .leaf")).to_have_text(["leaf01", "leaf02"])
+    expect(card(page, "ib-east").locator(".untargeted")).to_have_count(0)
     screenshot(page, "fabrics-deploy-targets")
+
+
+def test_leaves_that_carry_tenants_ports_without_a_target_are_named(site: ConsoleSite):
+    uow = site.uow()
+    deploy.put_target(uow, fabric_name="roce-west", name="leaf01", spec=TargetCreate(kind="sonic"))
+    with TestClient(site.app(), follow_redirects=False) as client:
+        client_sign_in(client, site.tokens["auditor"])
+        html = client.get("/ui/fabrics").text
+
+    roce = html[html.index('data-fabric="roce-west"') :]
+    assert 'data-target="leaf01"' in roce
+    assert '<span class="leaf" data-leaf="leaf02">leaf02</span>' in roce
+    assert 'data-leaf="leaf01"' not in html and html.count('class="untargeted"') == 1
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ It reads exactly what GET /metrics reads (tenancy/usecases/monitoring.py `servic
 read-only transaction of aggregate queries plus the read cache; it never loads a snapshot, verifies
 or renders, so it costs the same on a 100k-port fabric as on the demo. This module turns that
 state into what the template shows (labels, fractions, durations); the template draws it.
+Deploy sync includes (RoCE) the leaves that carry owners' ports without a deploy target: the
+fabric is not in sync while one exists, whatever its targets report.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ def fabric_card(fabric: FabricState) -> dict[str, Any]:
         ),
         "total_nodes": total_nodes,
         "targets": [target_row(t) for t in fabric.targets],
+        "untargeted": list(fabric.untargeted),
     }
 
 
