@@ -65,7 +65,7 @@ def keys_list(db: DbOption = None) -> None:
 @keys_app.command("transitions")
 def keys_transitions(db: DbOption = None) -> None:
     """Print every key transition statement (what agents follow a rotation by) as JSON."""
-    from tenancy.usecases import signing_keys
+    from tenancy.usecases import key_retirement
 
-    transitions = signing_keys.transitions(open_uow(db))
+    transitions = key_retirement.transitions(open_uow(db))
     typer.echo(json.dumps(transitions.model_dump(mode="json", by_alias=True), indent=2))

@@ -131,3 +131,20 @@ def test_a_rotation_without_the_old_key_file_retires_it_without_a_transition(dem
     assert old.retired is not None and new.retired is None
     assert json.loads(invoke("keys", "transitions", "--db", demo).stdout)["transitions"] == []
     assert audit_log.checkpoint(uow_of(demo)).size > 0
+
+
+def test_keys_create_bounds_a_key_an_earlier_version_retired_without_marking_it(demo, tmp_path):
+    rotate(demo, tmp_path)
+    index = rotation_index(demo)
+    # As an earlier version left it: the keyring lists both keys alike, no transition is kept.
+    path = tmp_path / "isofabric-keyring.jsonl"
+    plain = [KeyringEntry.of(e.name, e.pem) for e in keyring(tmp_path)]
+    path.write_text("".join(e.line() + "\n" for e in plain))
+    sql(demo, "UPDATE signing_key SET transition = NULL")
+
+    result = invoke("keys", "create", "--db", demo)
+
+    assert result.exit_code == 0, result.output
+    old, new = keyring(tmp_path)
+    assert old.retired is not None and old.retired.log_size == index and new.retired is None
+    assert f"marked {old.name} retired in the keyring" in result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.deps import Uow, authorized_router
 from tenancy.schemas import KeyTransitionsView, SigningKeysView
-from tenancy.usecases import signing_keys
+from tenancy.usecases import key_retirement, signing_keys
 
 router = authorized_router(tags=["proofs"])
 
@@ -20,6 +20,6 @@ def list_key_transitions(uow: Uow) -> KeyTransitionsView:
     """Every key transition statement (signed by the retired key and its successor).
 
     A deploy agent that pinned a retired key reads these to learn its successor
-    (docs/operators/signing-keys.md); every role may read them, agents of any fabric too.
+    (docs/operators/deploy-opensm.md, "Key rotation and the agents"); every role may read them, agents of any fabric too.
     """
-    return signing_keys.transitions(uow)
+    return key_retirement.transitions(uow)

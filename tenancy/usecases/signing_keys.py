@@ -15,8 +15,6 @@ verifies.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,22 +25,19 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
-from policies.evidence.key_transition import KeyTransition, sign_transition, verify_transition
-from policies.evidence.keyring import KeyringEntry, Retirement
+from policies.evidence.keyring import KeyringEntry
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.schemas import (
-    DSSEEnvelope,
-    KeyTransitionsView,
     PublicJWK,
-    RetirementView,
     SigningKeysView,
     SigningKeyView,
 )
-from tenancy.store import epoch, key_store
+from tenancy.store import key_store
 from tenancy.store.settings import Settings
 from tenancy.store.uow import Tx, UnitOfWork
+from tenancy.usecases import key_retirement
 
 # pg_advisory_xact_lock(int, int) serialising key creation and rotation ("SK"): two replicas
 # running `keys create` at once must not both find no key and make two. Taken before the audit
@@ -111,6 +106,7 @@ def create(uow: UnitOfWork, *, trust_retired: bool = False) -> KeySetup:
             row = _register(tx, key, _keyring_name(keyring, key) or _fresh_name(tx, keyring))
             retired = _retired_entries(tx.session) if trust_retired else []
             appended = key_store.append_to_keyring(keyring, [*retired, _entry(row)])
+            bounded = key_retirement.mark_earlier_retirements(tx, keyring)
         except BaseException:
             if written is not None:
                 written.unlink()  # nothing recorded it: leave no orphan key behind
@@ -121,6 +117,7 @@ def create(uow: UnitOfWork, *, trust_retired: bool = False) -> KeySetup:
         f"created the signing key {written}" if written else "",
         f"added {len(appended)} public key(s) to the keyring {keyring}" if appended else "",
         f"created the OpenSM secret {secret_written}" if secret_written else "",
+        f"marked {', '.join(bounded)} retired in the keyring" if bounded else "",
     ]
     return KeySetup(
         key=published(row),
@@ -245,12 +242,8 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
 
 
 def _retire_and_add(tx: Tx, key: Ed25519PrivateKey, keyring: Path) -> m.SigningKey:
-    """Retire the active key, record `key` as the new active one, and mark the keyring.
-
-    The transition is signed only when the retiring key's file is here: a lost key cannot sign
-    one, and agents then need the new keyring copied to them (docs/operators/signing-keys.md).
-    """
-    old, old_key = key_store.active_row(tx.session), _retiring_key(tx)
+    """Retire the active key, record `key` as the new active one, and mark the keyring."""
+    old, old_key = key_store.active_row(tx.session), key_retirement.retiring_key(tx)
     if old is not None:
         old.status = "retired"
         tx.session.add(old)
@@ -260,33 +253,9 @@ def _retire_and_add(tx: Tx, key: Ed25519PrivateKey, keyring: Path) -> m.SigningK
     # entries before it are what the retired key can have vouched for.
     entry = audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
     key_store.append_to_keyring(keyring, [_entry(new)])
-    if old is None:
-        return new
-    retirement = Retirement(tx.now, epoch.current_epoch(tx.session, tx.settings), entry.index)
-    transition = KeyTransition(_entry(old).keyid, old.name, _entry(new), retirement)
-    if old_key is not None:
-        statement = sign_transition((old.name, old_key), (new.name, key), retirement)
-        old.transition = json.dumps(statement, sort_keys=True)
-        transition = verify_transition(statement, [_entry(old)])
-    key_store.retire_in_keyring(keyring, transition)
+    if old is not None:
+        key_retirement.hand_over(tx, (old, old_key), (new, key), entry.index, keyring)
     return new
-
-
-def _retiring_key(tx: Tx) -> Ed25519PrivateKey | None:
-    """The active key's private half, if its file is here (it signs the transition)."""
-    try:
-        return key_store.signer(tx.session, tx.settings)[1]
-    except KeyUnavailableError:
-        return None
-
-
-def transitions(uow: UnitOfWork) -> KeyTransitionsView:
-    """Every key transition statement the service signed, oldest first (public: no secret)."""
-    with uow.transaction(read_only=True) as tx:
-        query = select(m.SigningKey).where(col(m.SigningKey.transition).is_not(None))
-        rows = tx.session.exec(query.order_by(col(m.SigningKey.id)))
-        statements = [json.loads(row.transition or "{}") for row in rows]
-    return KeyTransitionsView(transitions=[DSSEEnvelope.model_validate(s) for s in statements])
 
 
 def _ensure_opensm_secret(settings: Settings) -> Path | None:
@@ -343,16 +312,8 @@ def published(row: m.SigningKey) -> SigningKeyView:
         pem=row.public_pem,
         jwk=PublicJWK.model_validate(public_jwk(public)),
         status=row.status,
-        retired=_retirement(row),
+        retired=key_retirement.retirement_view(row),
     )
-
-
-def _retirement(row: m.SigningKey) -> RetirementView | None:
-    """The retirement the row's own transition statement signed (None without one)."""
-    if row.transition is None:
-        return None
-    payload = base64.b64decode(json.loads(row.transition)["payload"])
-    return RetirementView.model_validate(json.loads(payload)["retirement"])
 
 
 def list_keys(uow: UnitOfWork) -> SigningKeysView:

@@ -1,0 +1,110 @@
+"""Retiring a signing key: its bounds in the keyring, and the transition statement agents follow.
+
+`isofabric keys rotate` (tenancy/usecases/signing_keys.py) retires the active key at the audit
+entry that records the rotation: the key could vouch only for the entries before it, and for
+manifests below that position. Those bounds (`policies.evidence.keyring.Retirement`) go into the
+keyring, and a transition statement signed by the old key and the new one is kept on the retired
+key's row and published (`transitions`), so that deploy agents learn the new key
+(policies/evidence/key_transition.py). Keys retired by an earlier version have neither:
+`mark_earlier_retirements` bounds them from the audit log when `keys create` runs again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from itertools import pairwise
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from sqlmodel import col, select
+
+from policies.errors import KeyUnavailableError
+from policies.evidence.key_transition import KeyTransition, sign_transition, verify_transition
+from policies.evidence.keyring import KeyringEntry, Retirement
+from tenancy import models as m
+from tenancy.schemas import DSSEEnvelope, KeyTransitionsView, RetirementView
+from tenancy.store import epoch, key_store
+from tenancy.store.uow import Tx, UnitOfWork
+
+
+def hand_over(
+    tx: Tx,
+    retired: tuple[m.SigningKey, Ed25519PrivateKey | None],
+    successor: tuple[m.SigningKey, Ed25519PrivateKey],
+    rotation_index: int,
+    keyring: Path,
+) -> None:
+    """Mark `retired` retired in the keyring; sign the transition when its private half is here.
+
+    A lost key cannot sign a transition: agents then need the new keyring copied to them
+    (docs/operators/deploy-opensm.md, "Key rotation and the agents").
+    """
+    (old, old_key), (new, new_key) = retired, successor
+    current = epoch.current_epoch(tx.session, tx.settings)
+    retirement = Retirement(tx.now, current, rotation_index)
+    transition = KeyTransition(entry_of(old).keyid, old.name, entry_of(new), retirement)
+    if old_key is not None:
+        statement = sign_transition((old.name, old_key), (new.name, new_key), retirement)
+        old.transition = json.dumps(statement, sort_keys=True)
+        tx.session.add(old)
+        transition = verify_transition(statement, [entry_of(old)])
+    key_store.retire_in_keyring(keyring, transition)
+
+
+def retiring_key(tx: Tx) -> Ed25519PrivateKey | None:
+    """The active key's private half, if its file is here (it signs the transition)."""
+    try:
+        return key_store.signer(tx.session, tx.settings)[1]
+    except KeyUnavailableError:
+        return None
+
+
+def mark_earlier_retirements(tx: Tx, keyring: Path) -> list[str]:
+    """Bound, in the keyring, the retired keys it holds unmarked; the names marked.
+
+    A key retired before retirements were recorded is bounded by the audit entry of the
+    rotation that retired it (``keys.rotate`` naming its successor). One whose rotation was not
+    audited stays as it is: no bound can be proven for it.
+    """
+    rows = list(tx.session.exec(select(m.SigningKey).order_by(col(m.SigningKey.id))))
+    marked = {e.keyid for e in key_store.read_keyring(keyring) if e.retired is not None}
+    named = []
+    for old, new in pairwise(rows):
+        entry = _rotation_entry(tx, new.name)
+        if old.status != "retired" or entry_of(old).keyid in marked or entry is None:
+            continue
+        bounds = Retirement(entry.time, epoch.current_epoch(tx.session, tx.settings), entry.index)
+        transition = KeyTransition(entry_of(old).keyid, old.name, entry_of(new), bounds)
+        key_store.retire_in_keyring(keyring, transition)
+        named.append(old.name)
+    return named
+
+
+def _rotation_entry(tx: Tx, successor: str) -> m.AuditEntry | None:
+    query = select(m.AuditEntry).where(
+        m.AuditEntry.action == "keys.rotate", m.AuditEntry.target == f"keys/{successor}"
+    )
+    return tx.session.exec(query.order_by(col(m.AuditEntry.index))).first()
+
+
+def transitions(uow: UnitOfWork) -> KeyTransitionsView:
+    """Every key transition statement the service signed, oldest first (public: no secret)."""
+    with uow.transaction(read_only=True) as tx:
+        query = select(m.SigningKey).where(col(m.SigningKey.transition).is_not(None))
+        rows = tx.session.exec(query.order_by(col(m.SigningKey.id)))
+        statements = [json.loads(row.transition or "{}") for row in rows]
+    return KeyTransitionsView(transitions=[DSSEEnvelope.model_validate(s) for s in statements])
+
+
+def retirement_view(row: m.SigningKey) -> RetirementView | None:
+    """The retirement the row's own transition statement signed (None without one)."""
+    if row.transition is None:
+        return None
+    payload = base64.b64decode(json.loads(row.transition)["payload"])
+    return RetirementView.model_validate(json.loads(payload)["retirement"])
+
+
+def entry_of(row: m.SigningKey) -> KeyringEntry:
+    """The keyring entry of a recorded key."""
+    return KeyringEntry.of(row.name, row.public_pem)
