@@ -20,6 +20,7 @@ def list_key_transitions(uow: Uow) -> KeyTransitionsView:
     """Every key transition statement (signed by the retired key and its successor).
 
     A deploy agent that pinned a retired key reads these to learn its successor
-    (docs/operators/deploy-opensm.md, "Key rotation and the agents"); every role may read them, agents of any fabric too.
+    (docs/operators/deploy-opensm.md, "Key rotation and the agents"); every role may read
+    them, agents of any fabric too.
     """
     return key_retirement.transitions(uow)
