@@ -2,7 +2,8 @@
 
 A node a tenant released stays ``draining`` until the files without it are enforced: the
 reports of its fabric's targets say so (tenancy/usecases/deploy.py stores them), or an operator
-forces it with a reason (audited).
+forces it with a reason (audited). A quarantined identifier (a P_Key, a VLAN, a VNI) waits for
+the same (tenancy/record/quarantine.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.record.node_states import finish_drains, free_drained
+from tenancy.record.quarantine import end_read_back
 from tenancy.schemas import ForceDrain
 from tenancy.store.locks import lock_fabric
 from tenancy.store.lookups import fabric_named, node_named
@@ -27,19 +29,21 @@ def fabric_targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
 
 
 def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
-    """Free the draining nodes whose removal every target holds and read back.
+    """Free the draining nodes and quarantined identifiers whose release every target read back.
 
     InfiniBand: every target must hold a snapshot at or after the node's release (a standby
     that takes over must not bring the old key back), and a master's read-back must have
     matched one: what the fabric enforces is observed, never assumed from files alone. RoCE:
     every leaf enforces its own part, so every leaf's read-back must have matched one (the
-    host's ports are in no tenant VLAN of the read-back CONFIG_DB).
+    host's ports are in no tenant VLAN of the read-back CONFIG_DB). Returns the freed nodes'
+    names. Without targets identifiers wait for their quarantine period instead.
     """
     targets = fabric_targets(tx.session, m.pk(fabric))
     if fabric.kind == FabricKind.ROCE:
         ready = _observed_everywhere(targets)
     else:
         ready = _held_and_observed(targets)
+    end_read_back(tx.session, m.pk(fabric), ready)
     freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready)
     if not targets:  # the last target is gone: nothing enforces the old keys any more
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))
