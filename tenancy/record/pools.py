@@ -6,6 +6,7 @@ insert does nothing and it retries with a fresh view of the taken keys (PostgreS
 COMMITTED sees the winner's row once it commits). Released keys stay held as ``quarantined``
 until no deploy target may still hold them (tenancy/record/quarantine.py), so a key is never
 handed to a new owner while old configs may still use it; its own owner takes it back first.
+A tenant role's take is bounded by the policy's share of the pool (tenancy/record/pool_shares.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
 from tenancy import models as m
 from tenancy.models.columns import UtcDateTime
+from tenancy.record.pool_shares import check_share
 from tenancy.record.quarantine import expire_by_time, note_taken
 from tenancy.store.db import expire_loaded
 from tenancy.store.tx_memo import memo
@@ -93,6 +95,7 @@ def take(
 
     Raises:
         PoolExhaustedError: every value of the pool is active or still quarantined.
+        PoolShareExceededError: a tenant role takes, and the tenant holds its share.
         ConflictError: concurrent requests took every value tried (retry the request).
     """
     owner = {"tenant_id": tenant_id, "service_id": service_id, "peering_id": None}
@@ -100,7 +103,11 @@ def take(
 
 
 def take_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
-    """`take` for an accepted peering (its own partition's P_Key on InfiniBand)."""
+    """`take` for an accepted peering (its own partition's P_Key on InfiniBand).
+
+    Raises:
+        PoolShareExceededError: a tenant role accepts, and either tenant holds its share.
+    """
     return _take(
         tx, fabric, pool, {"tenant_id": None, "service_id": None, "peering_id": peering_id}
     )
@@ -111,13 +118,14 @@ def _take(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Owner) -> int:
 
     The owner's own quarantined value of the pool comes first: quarantine keeps a value from
     other owners only, and taking it back spends nothing of the pool. Otherwise the lowest free
-    value.
+    value, within the tenants' shares when a tenant role takes (`check_share`).
     """
     fabric_id = m.pk(fabric)
     tx.session.flush()  # the statements below bypass the ORM: pending releases must be rows
     expire_by_time(tx, fabric_id)
     value = _take_back(tx, fabric_id, pool, owner)
     if value is None:
+        check_share(tx, fabric, pool, owner)
         value = _take_lowest_free(tx, fabric, pool, owner)
     tenant_id = owner["tenant_id"]
     if isinstance(tenant_id, int):

@@ -5,8 +5,9 @@ the peer (its tenant-admin or an operator) accepts it; either side ends it, whic
 or declines a pending request. Every route is under the acting tenant, so tenant-scoped
 authorization and 404-for-others hold unchanged. Only an accepted peering that the policy allows
 connects the two (an intended edge): on InfiniBand a partition of its own, whose P_Key is taken
-on acceptance and released when the peering ends (tenancy/record/quarantine.py); on RoCE
-route-target imports between the two VRFs. Decisions:
+on acceptance (within both tenants' shares of the pool when a tenant role accepts:
+tenancy/record/pool_shares.py) and released when the peering ends (tenancy/record/quarantine.py);
+on RoCE route-target imports between the two VRFs. Decisions:
 
 - Neither tenant needs to hold nodes on the fabric, at request or acceptance: requiring it would
   tell a requester where another tenant runs. A peering applies to whatever both hold there.
@@ -168,6 +169,8 @@ def accept_peering(uow: UnitOfWork, *, tenant_name: str, peering_id: str) -> Pee
         NotFoundError: no pending request `peering_id` is addressed to the tenant.
         ConflictError: either tenant is offboarded, or the policy does not allow the peering.
         PoolExhaustedError: no free P_Key is left on the fabric.
+        PoolShareExceededError: a tenant role accepts, and either tenant holds its share of
+            the fabric's P_Keys.
         IsolationViolationError: the resulting state does not verify; nothing was changed.
     """
     with uow.transaction() as tx:
