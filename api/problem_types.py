@@ -27,6 +27,7 @@ from policies.errors import (
     NotRetainedError,
     PatchRefusedError,
     PoolExhaustedError,
+    PoolShareExceededError,
     PortMovedError,
     SecretNotReplayedError,
     TooManyRequestsError,
@@ -70,6 +71,16 @@ PROBLEM_TYPES: dict[type[IsofabricError], ProblemType] = {
         "Identifier pool exhausted",
         "No free P_Key, VLAN, L2VNI, L3VNI or subnet is left in the fabric's range (released ones "
         "are quarantined first). Offboard unused tenants or services, or wait for the quarantine.",
+    ),
+    PoolShareExceededError: ProblemType(
+        "pool-share-exceeded",
+        409,
+        "Share of an identifier pool exceeded",
+        "Taking the value would let a tenant hold more of the fabric's P_Keys (or VLANs, VNIs) "
+        "than the policy's `max_pool_share_percent` of its kind allows; `tenant`, `pool` and "
+        "`limit` say whose share and how many. Released values count until their quarantine ends "
+        "(every deploy target has read back their release). End unused peerings, wait for the "
+        "deploy agents, or ask an operator.",
     ),
     PortMovedError: ProblemType(
         "port-moved",

@@ -32,6 +32,7 @@ KIND_COLUMNS: output.Columns = (
     ("MAX NODES", "max_nodes"),
     ("PEERING", "peering"),
     ("DEFAULT GRANTS", "default_grants"),
+    ("MAX POOL %", "max_pool_share_percent"),
 )
 POLICY_COLUMNS: output.Columns = (
     ("VERSION", "version"),

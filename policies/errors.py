@@ -8,6 +8,7 @@
     ├── NotFoundError             a named resource does not exist
     ├── ConflictError             the request contradicts current state
     │   ├── PoolExhaustedError    no free identifier is left in a fabric's range
+    │   ├── PoolShareExceededError  a tenant holds its share of a fabric's identifier pool
     │   ├── NoPlacementError      free nodes exist, but the policy's leaf rule leaves too few
     │   ├── PortMovedError        an import moves a port to another host while one of them is held
     │   ├── IdempotencyInProgressError  a request with the same Idempotency-Key is in progress
@@ -70,6 +71,15 @@ class ConflictError(IsofabricError):
 
 class PoolExhaustedError(ConflictError):
     """No free identifier is left in the fabric's range."""
+
+
+class PoolShareExceededError(ConflictError):
+    """A tenant role's take would make a tenant hold more than its share of a pool (409).
+
+    The share is the policy's `max_pool_share_percent` of the tenant's kind; quarantined values
+    count until their quarantine ends. The extensions name the ``tenant``, the ``fabric``, the
+    ``pool`` (``pkey``, ``vlan``, ...) and the ``limit`` (values the tenant may hold of it).
+    """
 
 
 class NoPlacementError(ConflictError):

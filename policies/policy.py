@@ -1,8 +1,9 @@
 """The internal/external operation policy: what each kind of tenant may hold and reach.
 
 A `Policy` says, per tenant kind (`internal`, `external`): the isolation level, the QoS classes a
-tenant of the kind may hold, its node quota, the kinds it may peer with, and the services granted
-on its first allocation on a fabric; and per shared service, which kinds may be granted it. The
+tenant of the kind may hold, its node quota, the kinds it may peer with, the services granted
+on its first allocation on a fabric and the share of each identifier pool its tenant roles may
+take for it; and per shared service, which kinds may be granted it. The
 verifiers evaluate it as rules with counterexamples (`policies.policy_rules`); the default policy
 (`DEFAULT_POLICY`) reproduces the behaviour from before policies existed exactly: every kind on
 its own segment, any class, no quota, every service visible to everyone, no default grants.
@@ -21,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DEFAULT_POOL_SHARE_PERCENT",
     "Isolation",
     "Peering",
     "Policy",
@@ -61,6 +63,10 @@ class Visibility(StrEnum):
         return self is Visibility.ALL or self.value == kind.value
 
 
+# A quarter of each pool: two colluding tenants still leave half of it to everyone else.
+DEFAULT_POOL_SHARE_PERCENT = 25
+
+
 @dataclass(frozen=True, slots=True)
 class TenantKindPolicy:
     """The rules for every tenant of one kind.
@@ -68,7 +74,9 @@ class TenantKindPolicy:
     `qos_classes` None admits every class; `max_nodes` None is no quota (a tenant's own quota,
     `TenantFacts.max_nodes`, wins over it); `peering` lists the kinds a tenant of this kind may
     peer with (both sides' policies must allow it); `default_grants` names the services granted
-    on the tenant's first allocation on a fabric (where the fabric has them).
+    on the tenant's first allocation on a fabric (where the fabric has them);
+    `max_pool_share_percent` is the percentage of each identifier pool of a fabric one tenant
+    may hold when its own tenant roles take (`pool_share`).
     """
 
     isolation: Isolation = Isolation.SEGMENT
@@ -76,10 +84,19 @@ class TenantKindPolicy:
     max_nodes: int | None = None
     peering: tuple[TenantKind, ...] = ()
     default_grants: tuple[str, ...] = ()
+    max_pool_share_percent: int = DEFAULT_POOL_SHARE_PERCENT
 
     def admits_class(self, qos_class: str | None) -> bool:
         """Whether a tenant of this kind may hold `qos_class` (no class is always admitted)."""
         return qos_class is None or self.qos_classes is None or qos_class in self.qos_classes
+
+    def pool_share(self, pool_size: int) -> int:
+        """How many values of a pool of `pool_size` one tenant of this kind may hold (at least 1).
+
+        Rounded down, so that four tenants at 25 % never hold more than the whole pool; but a
+        tenant may always hold one value, however small the pool.
+        """
+        return max(1, pool_size * self.max_pool_share_percent // 100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +146,17 @@ class Policy:
 
     @property
     def fingerprint(self) -> str:
-        """``sha256:<hex>`` of the canonical document: equal for equal rules, whatever version."""
-        body = json.dumps(self.document(), sort_keys=True, separators=(",", ":")).encode()
+        """``sha256:<hex>`` of the canonical document: equal for equal rules, whatever version.
+
+        The canonical document leaves out a pool share equal to the default: the rules of a
+        version stored before the share existed, and the snapshot digests and proofs that name
+        its fingerprint, stay what they were.
+        """
+        document = self.document()
+        for rules in document["kinds"].values():
+            if rules["max_pool_share_percent"] == DEFAULT_POOL_SHARE_PERCENT:
+                del rules["max_pool_share_percent"]
+        body = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
         return f"sha256:{hashlib.sha256(body).hexdigest()}"
 
 
@@ -141,6 +167,7 @@ def _kind_document(rules: TenantKindPolicy) -> dict[str, Any]:
         "max_nodes": rules.max_nodes,
         "peering": sorted(kind.value for kind in rules.peering),
         "default_grants": sorted(rules.default_grants),
+        "max_pool_share_percent": rules.max_pool_share_percent,
     }
 
 

@@ -57,5 +57,9 @@ def list_peering_requests(tenant: TenantPath, uow: Uow, listing: Listing) -> Pag
 
 @router.post("/{tenant}/peering-requests/{peering_id}/accept")
 def accept_peering(tenant: TenantPath, peering_id: PeeringIdPath, uow: Uow) -> PeeringView:
-    """Accept a pending request: the two tenants reach each other, verified before commit."""
+    """Accept a pending request: the two tenants reach each other, verified before commit.
+
+    On InfiniBand the peering takes a P_Key; a tenant-admin's acceptance is refused (409
+    pool-share-exceeded) while either tenant holds its policy share of the fabric's P_Keys.
+    """
     return peerings.accept_peering(uow, tenant_name=tenant, peering_id=peering_id)

@@ -19,6 +19,7 @@ from tenancy.gate.change_batch import ChangeBatch, active_batch
 from tenancy.gate.change_check import ChangeScope, check_change
 from tenancy.record import audit_log, snapshot_log
 from tenancy.record.node_states import stamp_drains
+from tenancy.record.quarantine import stamp_segments
 from tenancy.record.snapshot import Snapshot, load_snapshot
 from tenancy.schemas import (
     ArtifactsView,
@@ -69,7 +70,8 @@ def commit_gate(
     verified (changes to the topology, the fabric or QoS classes). Both happen in the change's
     own transaction, so a refused change leaves no audit entry. The snapshot log gets the new
     digest, and nodes this change started draining learn the snapshot that removes their
-    previous owner (deploy targets must apply it before they are free). Inside a change set
+    previous owner (deploy targets must apply it before they are free), as identifiers it took
+    or released learn theirs (tenancy/record/quarantine.py). Inside a change set
     (tenancy/gate/change_batch.py) the entry is appended now and verified with the others at the
     end.
 
@@ -103,6 +105,7 @@ def close_batch(tx: Tx, batch: ChangeBatch) -> None:
 def _log_snapshot(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> None:
     snapshot = snapshot_log.record(tx, fabric, entry)
     stamp_drains(tx.session, m.pk(fabric), m.pk(snapshot))
+    stamp_segments(tx.session, m.pk(fabric), m.pk(snapshot))
 
 
 def digest_changed(tx: Tx, fabric: m.Fabric) -> bool:

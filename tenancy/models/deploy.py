@@ -31,6 +31,9 @@ class SnapshotRecord(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     # The policy version in force at this snapshot (0 is the built-in default).
     policy_version: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+    # When its signed manifest was first fetched or a deploy target first reported it: from
+    # then on a target may hold what it holds (an identifier it holds is quarantined).
+    fetched_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
 
 
 class ArtifactBlob(SQLModel, table=True):

@@ -47,6 +47,8 @@ class Segment(SQLModel, table=True):
     """A claimed identifier (a P_Key): active for its owner, then quarantined until reuse.
 
     The owner is a tenant, a service or (a P_Key on InfiniBand) a peering of two tenants.
+    A quarantined value is kept from other owners until every deploy target has read back the
+    snapshot that released it, `drain_snapshot_id` (tenancy/record/quarantine.py).
 
     The unique (fabric, kind, value) constraint is the backstop that makes allocation race-free
     across processes; the partial index keeps one active partition per tenant per fabric.
@@ -78,6 +80,10 @@ class Segment(SQLModel, table=True):
     peering_id: str | None = Field(
         default=None, foreign_key="peering.id", index=True, max_length=36
     )
+    # The first committed snapshot holding it (0: taken before snapshots were counted) and
+    # the one that released it; the commit gate stamps both. Null: not committed yet.
+    snapshot_id: int | None = None
+    drain_snapshot_id: int | None = None
 
 
 class Allocation(SQLModel, table=True):

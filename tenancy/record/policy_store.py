@@ -95,6 +95,9 @@ def tenant_kind_policy(document: Mapping[str, Any], default: TenantKindPolicy) -
         max_nodes=document.get("max_nodes", default.max_nodes),
         peering=tuple(sorted({TenantKind(k) for k in document.get("peering", default.peering)})),
         default_grants=tuple(sorted(set(document.get("default_grants", default.default_grants)))),
+        max_pool_share_percent=document.get(
+            "max_pool_share_percent", default.max_pool_share_percent
+        ),
     )
 
 

@@ -4,25 +4,24 @@ A taken value is a `segment` row; the unique (fabric, kind, value) constraint is
 Two processes that pick the same free key both INSERT it: the database lets one win, the loser's
 insert does nothing and it retries with a fresh view of the taken keys (PostgreSQL READ
 COMMITTED sees the winner's row once it commits). Released keys stay held as ``quarantined``
-until the quarantine has passed, so a key is never handed to a new owner while old configs may
-still use it.
+until no deploy target may still hold them (tenancy/record/quarantine.py), so a key is never
+handed to a new owner while old configs may still use it; its own owner takes it back first.
+A tenant role's take is bounded by the policy's share of the pool (tenancy/record/pool_shares.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
     Integer,
     Select,
     String,
+    Update,
     bindparam,
     case,
-    delete,
-    exists,
     func,
     literal,
     update,
@@ -37,11 +36,15 @@ from policies.errors import ConflictError, PoolExhaustedError
 from policies.infiniband.model import format_pkey
 from tenancy import models as m
 from tenancy.models.columns import UtcDateTime
+from tenancy.record.pool_shares import check_share
+from tenancy.record.quarantine import expire_by_time, note_taken
 from tenancy.store.db import expire_loaded
 from tenancy.store.tx_memo import memo
 from tenancy.store.uow import Tx
 
 MAX_TAKE_ATTEMPTS = 20
+# An owner as the segment columns name it: ``tenant_id``, ``service_id``, ``peering_id``.
+Owner = Mapping[str, int | str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,7 @@ def pkey_pool(fabric: m.Fabric) -> Pool:
 def take_pkey(
     tx: Tx, fabric: m.Fabric, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> int:
-    """Take the lowest free key of the fabric's range for a tenant or a service; the key.
+    """Take a key of the fabric's range for a tenant or a service (see `take`); the key.
 
     Raises:
         PoolExhaustedError: every key of the range is active or still quarantined.
@@ -83,14 +86,16 @@ def take(
     tenant_id: int | None = None,
     service_id: int | None = None,
 ) -> int:
-    """Take the lowest free value of `pool` on the fabric for a tenant or a service.
+    """Take a value of `pool` on the fabric for a tenant or a service.
 
-    Returns the value taken. Within one transaction, takes of the same pool resume after the
+    The owner's own quarantined value if it has one, else the lowest free value. Returns the
+    value taken. Within one transaction, takes of the same pool resume after the
     previous take instead of rescanning the pool (the memo's ``pool_hints``); the value is
     still the lowest free one.
 
     Raises:
         PoolExhaustedError: every value of the pool is active or still quarantined.
+        PoolShareExceededError: a tenant role takes, and the tenant holds its share.
         ConflictError: concurrent requests took every value tried (retry the request).
     """
     owner = {"tenant_id": tenant_id, "service_id": service_id, "peering_id": None}
@@ -98,19 +103,40 @@ def take(
 
 
 def take_for_peering(tx: Tx, fabric: m.Fabric, pool: Pool, *, peering_id: str) -> int:
-    """`take` for an accepted peering (its own partition's P_Key on InfiniBand)."""
+    """`take` for an accepted peering (its own partition's P_Key on InfiniBand).
+
+    Raises:
+        PoolShareExceededError: a tenant role accepts, and either tenant holds its share.
+    """
     return _take(
         tx, fabric, pool, {"tenant_id": None, "service_id": None, "peering_id": peering_id}
     )
 
 
-def _take(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | None]) -> int:
-    """`take` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``)."""
-    tenant_id = owner["tenant_id"]
-    assert tenant_id is None or isinstance(tenant_id, int)
+def _take(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Owner) -> int:
+    """`take` for the owner's columns (``tenant_id``, ``service_id``, ``peering_id``).
+
+    The owner's own quarantined value of the pool comes first: quarantine keeps a value from
+    other owners only, and taking it back spends nothing of the pool. Otherwise the lowest free
+    value, within the tenants' shares when a tenant role takes (`check_share`).
+    """
     fabric_id = m.pk(fabric)
     tx.session.flush()  # the statements below bypass the ORM: pending releases must be rows
-    _expire_quarantine(tx, fabric_id)
+    expire_by_time(tx, fabric_id)
+    value = _take_back(tx, fabric_id, pool, owner)
+    if value is None:
+        check_share(tx, fabric, pool, owner)
+        value = _take_lowest_free(tx, fabric, pool, owner)
+    tenant_id = owner["tenant_id"]
+    if isinstance(tenant_id, int):
+        _note_taken(tx, fabric_id, tenant_id, pool.purpose, value)
+    note_taken(tx.session, fabric_id)
+    return value
+
+
+def _take_lowest_free(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Owner) -> int:
+    """Insert the lowest free value of the pool for the owner; the value."""
+    fabric_id = m.pk(fabric)
     hints = memo(tx.session, "pool_hints")
     key = (fabric_id, pool.kind, pool.first, pool.last)
     values = {"fabric": fabric_id, "kind": pool.kind, "last": pool.last, "purpose": pool.purpose}
@@ -121,20 +147,44 @@ def _take(tx: Tx, fabric: m.Fabric, pool: Pool, owner: Mapping[str, int | str | 
         taken = tx.session.connection().execute(statement, values | {"start": start}).scalar()
         if taken is not None:
             hints[key] = taken + 1  # every value up to it is held now
-            _note_taken(tx, fabric_id, tenant_id, pool.purpose, taken)
             return int(taken)
         # Nothing was inserted: the pool is exhausted, or a concurrent take took the value
         # (or this owner's slot) first, and the next attempt sees it taken.
         free = lowest_free(tx.session, fabric_id, pool, start)
         if free is None:
-            raise PoolExhaustedError(
-                f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
-                f"on fabric '{fabric.name}' (released values are quarantined for "
-                f"{tx.settings.pkey_quarantine_seconds} s)",
-                fabric=fabric.name,
-            )
+            raise _exhausted(tx, fabric, pool)
         hints[key] = free
     raise ConflictError(f"could not take a {pool.label} under contention; retry the request")
+
+
+def _exhausted(tx: Tx, fabric: m.Fabric, pool: Pool) -> PoolExhaustedError:
+    return PoolExhaustedError(
+        f"no free {pool.label} left in {pool.show(pool.first)}-{pool.show(pool.last)} "
+        f"on fabric '{fabric.name}' (released values stay quarantined until every deploy "
+        "target has read back their release; on a fabric without targets for "
+        f"{tx.settings.pkey_quarantine_seconds} s)",
+        fabric=fabric.name,
+    )
+
+
+def _take_back(tx: Tx, fabric_id: int, pool: Pool, owner: Owner) -> int | None:
+    """The owner's lowest quarantined value of the pool, active again; None if it has none.
+
+    A tenant or a service only: a peering is a new owner each time. The value keeps its first
+    snapshot, so that a later release still counts its earlier deployments.
+    """
+    tenant_id, service_id = owner["tenant_id"], owner["service_id"]
+    if tenant_id is None and service_id is None:
+        return None
+    statement = _TAKE_BACK_FOR_TENANT if tenant_id is not None else _TAKE_BACK_FOR_SERVICE
+    values = {"in_fabric": fabric_id, "in_kind": pool.kind, "for_purpose": pool.purpose}
+    values |= {"from_value": pool.first, "to_value": pool.last}
+    values |= {"owner": tenant_id if tenant_id is not None else service_id}
+    row = tx.session.connection().execute(statement, values).first()
+    if row is None:
+        return None
+    expire_loaded(tx.session, m.Segment, [row[0]])
+    return int(row[1])
 
 
 def _postgresql(tx: Tx) -> bool:
@@ -221,54 +271,6 @@ _LOWEST_FREE = _lowest_free_statement()
 _TAKE = {flag: _take_statement(flag) for flag in (False, True)}
 
 
-def _expire_quarantine(tx: Tx, fabric_id: int) -> None:
-    """Delete the fabric's quarantined values whose quarantine has passed, once per transaction.
-
-    The cutoff is fixed by the transaction's clock, so a second pass can only find what this
-    transaction released since the first (`release_segment` clears the memo); other
-    transactions release a fabric's segments only under its lock, which a taker holds.
-    """
-    expired = memo(tx.session, "quarantine_expired")
-    if fabric_id in expired:
-        return
-    cutoff = tx.now - timedelta(seconds=tx.settings.pkey_quarantine_seconds)
-    result = tx.session.connection().execute(
-        delete(m.Segment).where(
-            col(m.Segment.fabric_id) == fabric_id,
-            col(m.Segment.state) == "quarantined",
-            col(m.Segment.released_at) <= cutoff,
-        )
-    )
-    expired[fabric_id] = True
-    if result.rowcount:
-        # Values below a pool's resume point may be free now.
-        memo(tx.session, "pool_hints").clear()
-
-
-def release_unused(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
-    """Quarantine every identifier the tenant holds on the fabric, if no allocation is left.
-
-    One prepared UPDATE, whose condition is that the tenant holds no unreleased allocation on
-    the fabric (the caller holds the fabric's lock: none can appear meanwhile).
-    """
-    memo(tx.session, "quarantine_expired").clear()  # see `release_segment`
-    _forget_holdings(tx)
-    tx.session.flush()  # a Core statement: pending segment changes first
-    values = {"fabric": fabric_id, "tenant": tenant_id, "now": tx.now}
-    released = [row[0] for row in tx.session.connection().execute(_QUARANTINE_UNUSED, values)]
-    expire_loaded(tx.session, m.Segment, released)
-
-
-def release_segment(tx: Tx, segment: m.Segment) -> None:
-    """Put a key into quarantine; it becomes free after the quarantine period."""
-    # With no quarantine the value is free again at this transaction's next take.
-    memo(tx.session, "quarantine_expired").clear()
-    _forget_holdings(tx)
-    segment.state = "quarantined"
-    segment.released_at = tx.now
-    tx.session.add(segment)
-
-
 def held_values(
     session: Session, fabric_id: int, *, tenant_id: int | None = None, service_id: int | None = None
 ) -> dict[str, int]:
@@ -290,7 +292,7 @@ def holds_nothing(session: Session, *, tenant_id: int) -> None:
     """Say that this transaction created the tenant: it holds what this transaction takes.
 
     `held_values` then answers from memory until any identifier is released in this
-    transaction (`_forget_holdings`).
+    transaction (tenancy/record/quarantine.py `forget_pool_memos`).
     """
     memo(session, "new_owners")[tenant_id] = True
 
@@ -298,12 +300,6 @@ def holds_nothing(session: Session, *, tenant_id: int) -> None:
 def _note_taken(tx: Tx, fabric_id: int, tenant_id: int | None, purpose: str, value: int) -> None:
     if tenant_id is not None and tenant_id in memo(tx.session, "new_owners"):
         memo(tx.session, "held_by_new").setdefault((fabric_id, tenant_id), {})[purpose] = value
-
-
-def _forget_holdings(tx: Tx) -> None:
-    """A release: what this transaction knew of new tenants' holdings may be stale now."""
-    memo(tx.session, "new_owners").clear()
-    memo(tx.session, "held_by_new").clear()
 
 
 def _held_statement(owner: Any) -> Select[str, int]:
@@ -317,18 +313,34 @@ def _held_statement(owner: Any) -> Select[str, int]:
 
 _HELD_BY_TENANT = _held_statement(m.Segment.tenant_id)
 _HELD_BY_SERVICE = _held_statement(m.Segment.service_id)
-_QUARANTINE_UNUSED = (
-    update(m.Segment)
-    .where(
-        col(m.Segment.fabric_id) == bindparam("fabric"),
-        col(m.Segment.tenant_id) == bindparam("tenant"),
-        col(m.Segment.state) == "active",
-        ~exists().where(
-            col(m.Allocation.tenant_id) == bindparam("tenant"),
-            col(m.Allocation.fabric_id) == bindparam("fabric"),
-            col(m.Allocation.released_at).is_(None),
-        ),
+
+
+def _take_back_statement(owner: Any) -> Update:
+    """`_take_back`'s statement for one owner column, built once.
+
+    Its parameters are not named after columns: an UPDATE reserves those for its SET clause.
+    """
+    own = (
+        core_select(col(m.Segment.id))
+        .where(
+            col(m.Segment.fabric_id) == bindparam("in_fabric"),
+            col(m.Segment.kind) == bindparam("in_kind"),
+            col(m.Segment.purpose) == bindparam("for_purpose"),
+            col(m.Segment.state) == "quarantined",
+            col(m.Segment.value).between(bindparam("from_value"), bindparam("to_value")),
+            col(owner) == bindparam("owner"),
+        )
+        .order_by(col(m.Segment.value))
+        .limit(1)
+        .scalar_subquery()
     )
-    .values(state="quarantined", released_at=bindparam("now", type_=UtcDateTime()))
-    .returning(col(m.Segment.id))
-)
+    return (
+        update(m.Segment)
+        .where(col(m.Segment.id) == own)
+        .values(state="active", released_at=None, drain_snapshot_id=None)
+        .returning(col(m.Segment.id), col(m.Segment.value))
+    )
+
+
+_TAKE_BACK_FOR_TENANT = _take_back_statement(m.Segment.tenant_id)
+_TAKE_BACK_FOR_SERVICE = _take_back_statement(m.Segment.service_id)

@@ -1,12 +1,16 @@
 """The fabric's snapshot log: one row per committed change of its digest (see SnapshotRecord).
 
-Each row names the policy version in force when it was committed.
+Each row names the policy version in force when it was committed, and when a deploy target
+could first have received it (`mark_fetched`).
 
 Written by the commit gate in every change's own transaction, so the history holds exactly the
 committed, verified states; the same rule backfilled the log from the audit log (migration 0013).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
 
 from sqlalchemy import Integer, ScalarSelect, String, bindparam, exists, func, insert
 from sqlalchemy import select as core_select
@@ -102,3 +106,16 @@ def newest_with(session: Session, fabric_id: int, digest: str) -> m.SnapshotReco
         m.SnapshotRecord.fabric_id == fabric_id, m.SnapshotRecord.digest == digest
     )
     return session.exec(query.order_by(col(m.SnapshotRecord.id).desc())).first()
+
+
+def mark_fetched(session: Session, rows: Iterable[m.SnapshotRecord | None], now: datetime) -> None:
+    """Say that a deploy target may hold these snapshots from now on (first time only).
+
+    Called when a signed manifest is served and when a target reports one: an identifier a
+    fetched snapshot holds is quarantined at its release, not freed at once
+    (tenancy/record/quarantine.py).
+    """
+    for row in rows:
+        if row is not None and row.fetched_at is None:
+            row.fetched_at = now
+            session.add(row)

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictInt
 
+from policies.policy import DEFAULT_POOL_SHARE_PERCENT
 from tenancy.schemas.common import Slug, Strict
 
 # Counts of names in one document: far above any real policy, small enough to validate at once.
@@ -47,6 +48,11 @@ DEFAULT_GRANTS = (
     "Services granted on a tenant's first allocation on a fabric (where the fabric has them and "
     "their visibility admits the kind; a name no fabric has yet is accepted)"
 )
+MAX_POOL_SHARE = (
+    "Percent (1-100) of each identifier pool of a fabric (P_Keys; VLANs, VNIs, subnets, RDs) one "
+    "tenant of this kind may hold, its peerings' P_Keys and its quarantined values included, "
+    "when one of its own tenant roles takes; at least one value. Operators are not bound by it"
+)
 SERVICES = (
     "Per shared service name: which kinds may be granted it ('all', 'internal', 'external'); a "
     "service not listed is visible to all"
@@ -76,6 +82,9 @@ class KindPolicyDocument(Strict):
         default_factory=list,
         max_length=MAX_NAMES,
         description=DEFAULT_GRANTS,
+    )
+    max_pool_share_percent: StrictInt = Field(
+        default=DEFAULT_POOL_SHARE_PERCENT, ge=1, le=100, description=MAX_POOL_SHARE
     )
 
 
@@ -141,6 +150,7 @@ class KindPolicyView(BaseModel):
     max_nodes: int | None = Field(description=MAX_NODES)
     peering: list[KindName] = Field(description=PEERING)
     default_grants: list[str] = Field(description=DEFAULT_GRANTS)
+    max_pool_share_percent: int = Field(description=MAX_POOL_SHARE)
 
 
 class KindsView(BaseModel):

@@ -6,9 +6,10 @@ A target is a host that enforces a fabric's artifacts (an OpenSM node, a RoCE le
 reports every cycle's outcome; a report that changes the target's state is stored and audited as
 a deploy receipt (action ``deploy.<state>``, target ``fabrics/F/targets/T@<digest>``), a repeat
 only moves its last-seen time. An ``applied`` report (or a ``rolled_back`` one, for the snapshot
-it restored) records what the target enforces, and draining nodes whose snapshot every target
-now enforces turn free (tenancy/usecases/drains.py). On RoCE an applied phase 1
-removed access only (`policies.roce.rollout`): the leaf holds no snapshot whole yet.
+it restored) records what the target enforces, and draining nodes and quarantined identifiers
+whose release every target now enforces turn free (tenancy/usecases/drains.py). On RoCE an
+applied phase 1 removed access only (`policies.roce.rollout`): the leaf holds no snapshot whole
+yet.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from policies.roce.model import SwitchRole
 from policies.roce.rollout import ACCESS_REMOVALS
 from tenancy import models as m
 from tenancy.record import audit_log
-from tenancy.record.snapshot_log import newest_with
+from tenancy.record.snapshot_log import mark_fetched, newest_with
 from tenancy.schemas import (
     Page,
     PortMismatch,
@@ -272,8 +273,19 @@ def _apply_to_target(
         observed = _snapshot_id(tx.session, target.fabric_id, report.observed_digest)
         target.observed_snapshot_id = observed
     _note_coverage(target, report)
+    _note_reported(tx, target, report)
     tx.session.add(target)
     tx.session.flush()
+
+
+def _note_reported(tx: Tx, target: m.DeployTarget, report: ReportCreate) -> None:
+    """Any snapshot a report names, installed or not, may be on the target from now on.
+
+    Its identifiers are then quarantined at their release (tenancy/record/quarantine.py).
+    """
+    named = sorted({d for d in (report.digest, report.observed_digest) if d is not None})
+    rows = [newest_with(tx.session, target.fabric_id, digest) for digest in named]
+    mark_fetched(tx.session, rows, tx.now)
 
 
 def _covers_text(report: ReportCreate) -> str | None:

@@ -5,6 +5,8 @@ reports of its fabric's targets say so (tenancy/usecases/deploy.py stores them),
 forces it with a reason (audited). On RoCE that includes the host's own leaves: one without a
 target keeps the drain waiting, whatever the other leaves read back. `drain_waits` says what each
 drain still waits for (the node view's `drain`).
+A quarantined identifier (a P_Key, a VLAN, a VNI) waits for the same read-backs
+(tenancy/record/quarantine.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from policies.node_state import NodeState
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.record.node_states import finish_drains, free_drained
+from tenancy.record.quarantine import end_read_back
 from tenancy.record.roce_leaves import host_leaves
 from tenancy.schemas import ForceDrain
 from tenancy.store.locks import lock_fabric
@@ -50,6 +53,7 @@ def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
     targets = fabric_targets(tx.session, m.pk(fabric))
     ready = enforced_up_to(FabricKind(fabric.kind), _enforcement_of(targets))
     uncovered = _on_untargeted_leaves(tx.session, fabric, targets, ready)
+    end_read_back(tx.session, m.pk(fabric), ready)
     freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready, waiting=uncovered)
     if not targets:
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))

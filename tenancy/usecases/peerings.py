@@ -4,9 +4,10 @@ A tenant (its tenant-admin or an operator) requests a peering with another tenan
 the peer (its tenant-admin or an operator) accepts it; either side ends it, which also withdraws
 or declines a pending request. Every route is under the acting tenant, so tenant-scoped
 authorization and 404-for-others hold unchanged. Only an accepted peering that the policy allows
-connects the two (an intended edge): on InfiniBand a partition of its own, whose P_Key is claimed
-on acceptance and quarantined when the peering ends; on RoCE route-target imports between the
-two VRFs. Decisions:
+connects the two (an intended edge): on InfiniBand a partition of its own, whose P_Key is taken
+on acceptance (within both tenants' shares of the pool when a tenant role accepts:
+tenancy/record/pool_shares.py) and released when the peering ends (tenancy/record/quarantine.py);
+on RoCE route-target imports between the two VRFs. Decisions:
 
 - Neither tenant needs to hold nodes on the fabric, at request or acceptance: requiring it would
   tell a requester where another tenant runs. A peering applies to whatever both hold there.
@@ -38,7 +39,8 @@ from tenancy import models as m
 from tenancy.gate.change_check import ChangeScope
 from tenancy.gate.verification import commit_gate
 from tenancy.record.policy_store import current_policy
-from tenancy.record.pools import release_segment, take_for_peering
+from tenancy.record.pools import take_for_peering
+from tenancy.record.quarantine import release_segment
 from tenancy.schemas import Page, SegmentView
 from tenancy.schemas.peerings import PeeringCreate, PeeringState, PeeringView
 from tenancy.store.locks import lock_active_tenant, lock_fabric, lock_tenant
@@ -167,6 +169,8 @@ def accept_peering(uow: UnitOfWork, *, tenant_name: str, peering_id: str) -> Pee
         NotFoundError: no pending request `peering_id` is addressed to the tenant.
         ConflictError: either tenant is offboarded, or the policy does not allow the peering.
         PoolExhaustedError: no free P_Key is left on the fabric.
+        PoolShareExceededError: a tenant role accepts, and either tenant holds its share of
+            the fabric's P_Keys.
         IsolationViolationError: the resulting state does not verify; nothing was changed.
     """
     with uow.transaction() as tx:
@@ -207,7 +211,8 @@ def _request_to(session: Session, tenant: m.Tenant, peering_id: str) -> m.Peerin
 def end_peering(uow: UnitOfWork, *, tenant_name: str, peering_id: str) -> None:
     """Either side ends an open peering: withdraws or declines a request, or disconnects.
 
-    An accepted peering's P_Key is quarantined like any released key.
+    An accepted peering's P_Key is released like any key: quarantined, or free at once if no
+    deploy target can have received it (tenancy/record/quarantine.py).
 
     Raises:
         NotFoundError: the tenant has no open peering `peering_id`.
@@ -225,9 +230,8 @@ def end_peering(uow: UnitOfWork, *, tenant_name: str, peering_id: str) -> None:
 def _end(tx: Tx, fabric: m.Fabric, peering: m.Peering, tenant_name: str) -> None:
     peering.state, peering.ended_at, peering.ended_by = ENDED, tx.now, _by(tx)
     tx.session.add(peering)
-    for segment in tx.session.exec(
-        select(m.Segment).where(m.Segment.peering_id == peering.id, m.Segment.state == "active")
-    ):
+    held = select(m.Segment).where(m.Segment.peering_id == peering.id, m.Segment.state == "active")
+    for segment in list(tx.session.exec(held)):
         release_segment(tx, segment)
     tx.session.flush()
     _gate(tx, fabric, peering, "peering.end", tenant_name)

@@ -3,8 +3,8 @@
 A release is half of the mutations a busy fabric sees, so its writes are prepared Core
 statements (rows the session already holds are refreshed after them): the assignments go, the
 nodes turn free (or draining), the usage intervals end and, with the tenant's last allocation on
-the fabric, its segment is quarantined. The callers hold the fabric's lock and verify the result
-(`commit_gate`).
+the fabric, its segment is released (quarantined: tenancy/record/quarantine.py). The callers
+hold the fabric's lock and verify the result (`commit_gate`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tenancy.gate.change_check import ChangeScope
 from tenancy.gate.verification import commit_gate
 from tenancy.models.columns import UtcDateTime
 from tenancy.record.node_states import release_nodes
-from tenancy.record.pools import release_segment, release_unused
+from tenancy.record.quarantine import release_segment, release_unused
 from tenancy.store.db import fetch_all, forget_loaded
 from tenancy.store.locks import lock_fabrics
 from tenancy.store.lookups import fabric_with_id
@@ -93,9 +93,8 @@ def _release_everything(tx: Tx, tenant: m.Tenant) -> None:
         tx.session.add(grant)
         usage.close_grant_interval(tx, grant.id)
     usage.close_tenant_intervals(tx, tenant)  # offboarding: anything still open ends now
-    for segment in tx.session.exec(
-        select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
-    ):
+    held = select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
+    for segment in list(tx.session.exec(held)):
         release_segment(tx, segment)
     tx.session.flush()
 

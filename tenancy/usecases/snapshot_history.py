@@ -28,6 +28,7 @@ from policies.errors import InvalidValueError, NotFoundError, NotRetainedError
 from policies.evidence.manifest import sign_manifest
 from tenancy import models as m
 from tenancy.gate import cached_reads
+from tenancy.record import snapshot_log
 from tenancy.record.snapshot_log import latest, newest_with
 from tenancy.schemas import DSSEEnvelope, Page, SnapshotView
 from tenancy.store import epoch, key_store, sealing
@@ -108,10 +109,29 @@ def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
     The files come from the read cache (tenancy/gate/cached_reads.py): an agent polling an unchanged
     fabric renders nothing.
 
+    The snapshot is marked fetched before it is served (`snapshot_log.mark_fetched`): from then
+    on a target may hold its identifiers, which their release therefore quarantines. A release
+    that committed between the rendering and the mark could not see it, so a snapshot the
+    fabric moved on from meanwhile is rendered again (a few times, then served as it is).
+
     Raises:
         KeyUnavailableError: the signing key is not installed (503).
         IsolationViolationError: the fabric does not verify, so nothing is rendered.
     """
+    for _ in range(_MANIFEST_ATTEMPTS - 1):
+        envelope, settled = _signed_current(uow, fabric_name)
+        if settled:
+            return envelope
+    return _signed_current(uow, fabric_name)[0]
+
+
+# A fabric changing under every rendering of its manifest is served a slightly stale one: the
+# agent's next cycle catches up, as it would have without the re-rendering.
+_MANIFEST_ATTEMPTS = 3
+
+
+def _signed_current(uow: UnitOfWork, fabric_name: str) -> tuple[DSSEEnvelope, bool]:
+    """The current state's signed manifest, and whether it was still current once marked."""
     digest, files = cached_reads.current_artifacts(uow, fabric_name=fabric_name)
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
@@ -121,11 +141,25 @@ def signed_manifest(uow: UnitOfWork, *, fabric_name: str) -> DSSEEnvelope:
         current = epoch.current_epoch(tx.session, tx.settings)
         envelope = sign_manifest(fabric.name, digest, files, key, sequence=sequence, epoch=current)
         kept = _kept_shas(tx.session, m.pk(fabric), digest)
-    if kept != {f.path: f.sha256 for f in files}:
+        marked = newest is None or newest.fetched_at is not None
+    settled = True
+    if kept != {f.path: f.sha256 for f in files} or not marked:
         with uow.transaction() as tx:
             locked = lock_fabric(tx.session, fabric_named(tx.session, fabric_name))
             _retain(tx, locked, digest, files)
-    return DSSEEnvelope.model_validate(envelope)
+            settled = _mark(tx, m.pk(locked), digest)
+    return DSSEEnvelope.model_validate(envelope), settled
+
+
+def _mark(tx: Tx, fabric_id: int, digest: str) -> bool:
+    """Mark snapshot `digest` fetched; whether it is still the fabric's current one.
+
+    The caller holds the fabric's lock: no release commits between the check and the mark.
+    """
+    row = newest_with(tx.session, fabric_id, digest)
+    snapshot_log.mark_fetched(tx.session, [row], tx.now)
+    current = snapshot_log.latest(tx.session, fabric_id)
+    return row is None or current is None or current.id == row.id
 
 
 def _files_of(session: Session, fabric_id: int, digest: str) -> list[m.SnapshotFile]:
@@ -140,6 +174,7 @@ def _kept_shas(session: Session, fabric_id: int, digest: str) -> dict[str, str]:
 
 
 def _retain(tx: Tx, fabric: m.Fabric, digest: str, files: Sequence[Artifact]) -> None:
+    """Keep the snapshot's files (and prune older ones), unless they are kept already."""
     fabric_id = m.pk(fabric)
     if _kept_shas(tx.session, fabric_id, digest) == {f.path: f.sha256 for f in files}:
         return  # a concurrent fetch kept them first

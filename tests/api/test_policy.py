@@ -36,6 +36,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "max_nodes": None,
                 "peering": ["internal"],
                 "default_grants": [],
+                "max_pool_share_percent": 25,
             },
             "external": {
                 "isolation": "segment",
@@ -43,6 +44,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "max_nodes": None,
                 "peering": [],
                 "default_grants": [],
+                "max_pool_share_percent": 25,
             },
         },
         "services": {},
@@ -113,6 +115,30 @@ def test_a_yaml_document_is_the_same_policy_as_its_json(client, media):
         ("kinds: {external: {isolation: rack}}", APPLICATION_YAML, 422, "validation-error"),
         ("services: {storage: customers}", APPLICATION_YAML, 422, "validation-error"),
         ("kinds: {external: {peering: [partners]}}", APPLICATION_YAML, 422, "validation-error"),
+        (
+            "kinds: {external: {max_pool_share_percent: 0}}",
+            APPLICATION_YAML,
+            422,
+            "validation-error",
+        ),
+        (
+            "kinds: {external: {max_pool_share_percent: 101}}",
+            APPLICATION_YAML,
+            422,
+            "validation-error",
+        ),
+        (
+            "kinds: {external: {max_pool_share_percent: 0.5}}",
+            APPLICATION_YAML,
+            422,
+            "validation-error",
+        ),
+        (
+            "kinds: {external: {max_pool_share_percent: null}}",
+            APPLICATION_YAML,
+            422,
+            "validation-error",
+        ),
     ],
 )
 def test_a_bad_document_is_a_4xx_problem_and_changes_nothing(
@@ -292,6 +318,24 @@ def test_a_policy_read_with_get_is_accepted_back_as_it_is(client, onboarded):
     assert same == first  # the same rules: nothing written, the version in force
     assert second["version"] == first["version"] + 1
     assert second["kinds"]["external"]["qos_classes"] == ["bronze", "gold", "silver"]
+
+
+def test_a_pool_share_round_trips_and_a_default_one_is_the_same_rules(client, onboarded):
+    default = ok(client.get("/v1/policy"))
+    stated = {"kinds": {"internal": {"peering": ["internal"], "max_pool_share_percent": 25}}}
+    assert ok(client.put("/v1/policy", json=stated)) == default  # the default, stated: a no-op
+
+    body = ok(
+        client.put("/v1/policy", json={"kinds": {"external": {"max_pool_share_percent": 10}}})
+    )
+
+    assert body["version"] == 1 and body["fingerprint"] != default["fingerprint"]
+    assert [body["kinds"][k]["max_pool_share_percent"] for k in ("internal", "external")] == [
+        25,
+        10,
+    ]
+    assert ok(client.get("/v1/policy")) == body
+    assert ok(client.put("/v1/policy", json=body)) == body  # as GET answers it: nothing new
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ from policies.errors import (
     NotRetainedError,
     PatchRefusedError,
     PoolExhaustedError,
+    PoolShareExceededError,
     PortMovedError,
     SecretNotReplayedError,
     TooManyRequestsError,
@@ -108,6 +109,20 @@ ROWS: dict[type[IsofabricError], Row] = {
         "Identifier pool exhausted",
         "no free P_Key left in 0x0100-0x0100 on fabric 'ib-east'",
         {"fabric": FABRIC},
+    ),
+    PoolShareExceededError: Row(
+        PoolShareExceededError(
+            "tenant 'labs' already holds its share of fabric 'ib-east''s P_Keys",
+            tenant="labs",
+            fabric=FABRIC,
+            pool="pkey",
+            limit=4,
+        ),
+        409,
+        "pool-share-exceeded",
+        "Share of an identifier pool exceeded",
+        "tenant 'labs' already holds its share of fabric 'ib-east''s P_Keys",
+        {"tenant": "labs", "fabric": FABRIC, "pool": "pkey", "limit": 4},
     ),
     PortMovedError: Row(
         PortMovedError(

@@ -14,7 +14,7 @@ import pytest
 from policies.digest import FABRIC_GROUP, owner_key
 from policies.infiniband.digest import ib_groups
 from policies.model import Owner
-from policies.policy import DEFAULT_POLICY, TenantKind
+from policies.policy import DEFAULT_POLICY, Isolation, Policy, TenantKind, TenantKindPolicy
 from policies.roce.digest import roce_groups
 from tests.policies import policy_fabrics as fab
 from tests.policies.roce_snapshots import roce_snapshot as two_tenant_roce
@@ -132,3 +132,31 @@ def test_a_peered_tenants_facts_count_even_under_the_default_policy(tech):
     assert build(policy=DEFAULT_POLICY, peerings=(fab.INT_PEERING,), tenants=kinds).digest != (
         peered.digest
     )
+
+
+# What the fingerprints were before the pool share existed (computed at commit 1ee00ff).
+DEFAULT_FINGERPRINT = "sha256:8828f071b2409a1b2eec8188e6f6a30532b35a77f7479ed2c42e8e01d065230d"
+DEDICATED_FINGERPRINT = "sha256:4f546801932744ac9922facb83a7046b35ae75c1d01570a25caf065f257288ab"
+
+
+def test_a_default_pool_share_leaves_the_fingerprints_of_earlier_policies_as_they_were():
+    dedicated = TenantKindPolicy(isolation=Isolation.DEDICATED_LEAF, max_nodes=4)
+
+    assert DEFAULT_POLICY.fingerprint == DEFAULT_FINGERPRINT
+    assert Policy(version=3, external=dedicated).fingerprint == DEDICATED_FINGERPRINT
+    assert DEFAULT_POLICY.document()["kinds"]["external"]["max_pool_share_percent"] == 25
+
+
+def test_another_pool_share_is_another_rule_and_moves_the_digest(tech):
+    build, _ = tech
+    wider = replace(fab.POLICY, internal=replace(fab.POLICY.internal, max_pool_share_percent=50))
+
+    assert wider.fingerprint != fab.POLICY.fingerprint
+    assert build(policy=wider).digest != build().digest
+
+
+def test_a_pool_share_is_a_percentage_rounded_down_but_never_below_one_value():
+    rules = TenantKindPolicy(max_pool_share_percent=25)
+
+    assert [rules.pool_share(size) for size in (1, 3, 4, 8, 32511)] == [1, 1, 1, 2, 8127]
+    assert TenantKindPolicy(max_pool_share_percent=100).pool_share(8) == 8
