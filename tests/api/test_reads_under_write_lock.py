@@ -76,6 +76,7 @@ FIXED_URLS = {
     "/v1/usage/events": "/v1/usage/events",
     "/v1/proofs": "/v1/proofs",
     "/v1/keys": "/v1/keys",
+    "/v1/keys/transitions": "/v1/keys/transitions",
 }
 
 
