@@ -61,7 +61,7 @@ from agent.master import Master, Verification
 from agent.prepare import check_opensm, identity, observe, prepare
 from agent.sm import SmError, SmProcess
 from agent.state import AgentState, Pending, Settled, load_state, save_state
-from agent.trust import position_kept, verified
+from agent.trust import verified_keeping
 from policies.evidence.manifest import position_text
 from policies.infiniband.opensm_conf import management_keys
 
@@ -109,7 +109,9 @@ class Agent:
         try:
             manifest = self._verified(envelope)
         except ManifestError as error:
-            self.hold_as = envelope_id
+            # Not held while the service's key transitions could not be read: the successor
+            # of a rotated key is learned at a later cycle, from the same envelope.
+            self.hold_as = envelope_id if self.settings.keys.checked else None
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
         installed = self.state.installed_position
         if installed is not None and manifest.position < installed:
@@ -281,20 +283,18 @@ class Agent:
 
     def _verified(self, envelope: dict[str, Any]) -> Manifest:
         """The manifest, verified with the active keys after following any key rotation."""
-        trust, fabric = self.settings.keys, self.settings.fabric
-        before = len(trust.learned)
-        try:
-            return verified(
-                trust,
-                self.server.key_transitions,
-                lambda keys: verify_manifest(envelope, keys, fabric),
-                self.say,
-            )
-        finally:
-            kept = position_kept(self.state.installed_position, trust.learned[before:], self.say)
-            if kept != self.state.installed_position:
-                self.state.installed_position = kept
-                save_state(self.settings.conf_dir, self.state)
+        fabric = self.settings.fabric
+        return verified_keeping(
+            self.settings.keys,
+            self.server.key_transitions,
+            lambda keys: verify_manifest(envelope, keys, fabric),
+            self.say,
+            (self.state.installed_position, self._keep_position),
+        )
+
+    def _keep_position(self, position: tuple[int, int] | None) -> None:
+        self.state.installed_position = position
+        save_state(self.settings.conf_dir, self.state)
 
     def _settled_for(self, manifest: Manifest) -> None:
         """The settled files are `manifest`'s: it is settled too, if it names another snapshot.

@@ -47,7 +47,7 @@ from agent.manifest import Manifest, ManifestError, verify_manifest
 from agent.sonic_change import LeafChange, LeafTarget, leaf_files, parse_target, phase_change
 from agent.sonic_change import remaining as still_missing
 from agent.sonic_state import SonicState, load_sonic_state, save_sonic_state
-from agent.trust import Trust, position_kept, verified
+from agent.trust import Trust, verified_keeping
 from policies.errors import IsofabricError, PatchRefusedError
 from policies.evidence.manifest import position_text
 
@@ -147,20 +147,18 @@ class SonicAgent:
 
     def _verified(self, envelope: dict[str, Any]) -> Manifest:
         """The manifest, verified with the active keys after following any key rotation."""
-        trust, fabric, rule = self.settings.keys, self.settings.fabric, self.rule
-        before = len(trust.learned)
-        try:
-            return verified(
-                trust,
-                self.server.key_transitions,
-                lambda keys: verify_manifest(envelope, keys, fabric, rule),
-                self.say,
-            )
-        finally:
-            kept = position_kept(self.state.position, trust.learned[before:], self.say)
-            if kept != self.state.position:
-                self.state.position = kept
-                save_sonic_state(self.settings.state_dir, self.state)
+        fabric, rule = self.settings.fabric, self.rule
+        return verified_keeping(
+            self.settings.keys,
+            self.server.key_transitions,
+            lambda keys: verify_manifest(envelope, keys, fabric, rule),
+            self.say,
+            (self.state.position, self._keep_position),
+        )
+
+    def _keep_position(self, position: tuple[int, int] | None) -> None:
+        self.state.position = position
+        save_sonic_state(self.settings.state_dir, self.state)
 
     def _cycle_for(self, manifest: Manifest, started: float) -> CycleResult:
         try:

@@ -131,6 +131,7 @@ def _follow(
         accepted = trust.learn(transitions())
     except (ValueError, RuntimeError) as error:  # the client's ServerError is a RuntimeError
         say(f"key transitions unreadable: {error}")
+        trust.checked = False  # read them again next time
         return False
     trust.checked = True
     try:
@@ -182,3 +183,25 @@ def position_kept(
             )
             return None
     return position
+
+
+def verified_keeping(
+    trust: Trust,
+    transitions: Callable[[], Sequence[Any]],
+    verify: Callable[[tuple[Ed25519PublicKey, ...]], T],
+    say: Callable[[str], None],
+    held: tuple[Position | None, Callable[[Position | None], None]],
+) -> T:
+    """`verified`, then the agent's newest position kept or forgotten (`position_kept`).
+
+    `held` is the position the agent remembers and how it stores a new one; a rotation learned
+    while verifying is applied to it even when the manifest is then refused.
+    """
+    position, store = held
+    before = len(trust.learned)
+    try:
+        return verified(trust, transitions, verify, say)
+    finally:
+        kept = position_kept(position, trust.learned[before:], say)
+        if kept != position:
+            store(kept)

@@ -88,6 +88,7 @@ class FakeServer:
     reports_down: bool = False
     sequence: int = 0
     transitions: list[dict[str, Any]] = field(default_factory=list)
+    transitions_down: bool = False
 
     def publish(
         self,
@@ -107,7 +108,7 @@ class FakeServer:
         return str(document["snapshot_digest"])
 
     def key_transitions(self) -> list[Any]:
-        if self.down:
+        if self.down or self.transitions_down:
             raise ServerError("connection refused")
         return list(self.transitions)
 

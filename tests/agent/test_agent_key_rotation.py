@@ -118,3 +118,17 @@ def test_a_higher_epoch_is_accepted_with_a_lower_sequence_and_older_epochs_are_r
     assert agent.cycle().outcome == "refused"
     assert "position 0:50 is older than the installed one (1:31)" in server.reports[-1]["detail"]
     assert (conf_dir / "partitions.conf").read_text() == partitions()
+
+
+def test_a_rotation_is_learned_at_a_later_cycle_when_the_transitions_were_unreadable(
+    conf_dir, keyring
+):
+    server = FakeServer(NEW)
+    server.publish(bundle(partitions(ACME)), sequence=21)
+    agent = agent_for(conf_dir, server, keyring)
+    server.transitions, server.transitions_down = [transition()], True
+
+    assert agent.cycle().outcome == "refused"
+    server.transitions_down = False  # the same manifest, and the statement can be read now
+
+    assert agent.cycle().outcome == "applied"
