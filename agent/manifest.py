@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from policies.errors import InvalidValueError
 from policies.evidence import manifest as evidence_manifest
+from policies.evidence.dsse import key_id, signed_by
 from policies.evidence.manifest import FileRule
 
 PAYLOAD_TYPE = evidence_manifest.MANIFEST_PAYLOAD_TYPE
@@ -57,6 +58,7 @@ class Manifest:
     files: tuple[ManifestFile, ...]
     sequence: int
     epoch: int = 0
+    signer: str | None = None  # the keyid of the key that signed it
 
     @property
     def position(self) -> tuple[int, int]:
@@ -98,4 +100,12 @@ def verify_manifest(
     except InvalidValueError as error:
         raise ManifestError(error.detail) from error
     files = tuple(ManifestFile(f.path, f.sha256, f.bytes) for f in taken)
-    return Manifest(signed.fabric, signed.snapshot_digest, files, signed.sequence, signed.epoch)
+    signer = signed_by(envelope, keys, PAYLOAD_TYPE)
+    return Manifest(
+        signed.fabric,
+        signed.snapshot_digest,
+        files,
+        signed.sequence,
+        signed.epoch,
+        key_id(signer) if signer is not None else None,
+    )

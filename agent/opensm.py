@@ -61,7 +61,7 @@ from agent.master import Master, Verification
 from agent.prepare import check_opensm, identity, observe, prepare
 from agent.sm import SmError, SmProcess
 from agent.state import AgentState, Pending, Settled, load_state, save_state
-from agent.trust import verified_keeping
+from agent.trust import HeldPosition, verified_keeping
 from policies.evidence.manifest import position_text
 from policies.infiniband.opensm_conf import management_keys
 
@@ -279,6 +279,7 @@ class Agent:
         known = self.state.installed_position
         if known is None or manifest.position > known:
             self.state.installed_position = manifest.position
+            self.state.installed_signer = manifest.signer
             save_state(self.settings.conf_dir, self.state)
 
     def _verified(self, envelope: dict[str, Any]) -> Manifest:
@@ -289,11 +290,11 @@ class Agent:
             self.server.key_transitions,
             lambda keys: verify_manifest(envelope, keys, fabric),
             self.say,
-            (self.state.installed_position, self._keep_position),
+            ((self.state.installed_position, self.state.installed_signer), self._keep_position),
         )
 
-    def _keep_position(self, position: tuple[int, int] | None) -> None:
-        self.state.installed_position = position
+    def _keep_position(self, held: HeldPosition) -> None:
+        self.state.installed_position, self.state.installed_signer = held
         save_state(self.settings.conf_dir, self.state)
 
     def _settled_for(self, manifest: Manifest) -> None:

@@ -22,7 +22,7 @@ from agent.cycle import AgentSettings, FailedError, RefusedError, Server
 from agent.manifest import PARTITIONS, ManifestError, verify_manifest
 from agent.prepare import prepare, read_text, text_of
 from agent.state import load_state
-from agent.trust import verified
+from agent.trust import position_kept, verified
 from policies.infiniband.deploy import reachability_changes
 from policies.infiniband.parse_partitions import parse_partitions_conf
 
@@ -35,14 +35,18 @@ def plan(settings: AgentSettings, server: Server, out: Callable[[str], None]) ->
     """Print the plan; 0 when it could be applied, 1 when a cycle would refuse or fail."""
     try:
         envelope = server.signed_manifest()
-        # A plan changes nothing: a rotation it follows is not written to the pinned keyring.
+        # A plan changes nothing: a rotation it follows is not written to the pinned keyring,
+        # and a position the cycle would forget is only left out of the comparison.
+        trust = replace(settings.keys, keyring_file=None)
         manifest = verified(
-            replace(settings.keys, keyring_file=None),
+            trust,
             server.key_transitions,
             lambda keys: verify_manifest(envelope, keys, settings.fabric),
             out,
         )
-        installed = load_state(settings.conf_dir).installed_position
+        state = load_state(settings.conf_dir)
+        held = (state.installed_position, state.installed_signer)
+        installed = position_kept(held, trust.entries, out)[0]
         if installed is not None and manifest.position < installed:
             raise RefusedError(
                 f"the manifest's position {manifest.position_text} is older than the installed "

@@ -47,7 +47,7 @@ from agent.manifest import Manifest, ManifestError, verify_manifest
 from agent.sonic_change import LeafChange, LeafTarget, leaf_files, parse_target, phase_change
 from agent.sonic_change import remaining as still_missing
 from agent.sonic_state import SonicState, load_sonic_state, save_sonic_state
-from agent.trust import Trust, verified_keeping
+from agent.trust import HeldPosition, Trust, verified_keeping
 from policies.errors import IsofabricError, PatchRefusedError
 from policies.evidence.manifest import position_text
 
@@ -153,11 +153,11 @@ class SonicAgent:
             self.server.key_transitions,
             lambda keys: verify_manifest(envelope, keys, fabric, rule),
             self.say,
-            (self.state.position, self._keep_position),
+            ((self.state.position, self.state.signer), self._keep_position),
         )
 
-    def _keep_position(self, position: tuple[int, int] | None) -> None:
-        self.state.position = position
+    def _keep_position(self, held: HeldPosition) -> None:
+        self.state.position, self.state.signer = held
         save_sonic_state(self.settings.state_dir, self.state)
 
     def _cycle_for(self, manifest: Manifest, started: float) -> CycleResult:
@@ -328,7 +328,8 @@ class SonicAgent:
 
     def _remember(self, manifest: Manifest, phase: int) -> None:
         state = self.state
-        state.position = max(state.position or (0, 0), manifest.position)
+        if state.position is None or manifest.position > state.position:
+            state.position, state.signer = manifest.position, manifest.signer
         if phase == 2:
             state.applied_digest = manifest.digest
         save_sonic_state(self.settings.state_dir, state)

@@ -2,7 +2,8 @@
 
 * ``epoch`` and ``sequence``: the highest manifest position ``(epoch, sequence)`` applied
   (either phase) or found in place; a manifest with a lower one is refused (a replay, or a stale
-  server); a state file written before epochs has no epoch: 0;
+  server); a state file written before epochs has no epoch: 0; ``signer``: the keyid that
+  signed that manifest;
 * ``applied_digest``: the snapshot last applied in phase 2 (a rollback restores it: its report
   names it as observed).
 
@@ -28,6 +29,7 @@ class SonicState:
     sequence: int | None = None
     applied_digest: str | None = None
     epoch: int | None = None
+    signer: str | None = None  # the keyid that signed the manifest at `position`
 
     @property
     def position(self) -> tuple[int, int] | None:
@@ -47,6 +49,7 @@ def load_sonic_state(state_dir: Path) -> SonicState:
             sequence=_int_or_none(document.get("sequence")),
             applied_digest=_str_or_none(document.get("applied_digest")),
             epoch=_int_or_none(document.get("epoch")),
+            signer=_str_or_none(document.get("signer")),
         )
     except (OSError, ValueError, AttributeError):
         return SonicState()

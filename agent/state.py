@@ -21,6 +21,8 @@
 * ``installed_epoch`` and ``installed_sequence``: the highest manifest position ``(epoch,
   sequence)`` whose files were all installed (or found installed); a manifest with a lower one
   is refused (a replay, or a stale server). A state file written before epochs has none: 0.
+  ``installed_signer``: the keyid that signed that manifest (agent/trust.py forgets a position
+  its key signed after it retired).
 
 Whether the installed files equal the manifest is never taken from here: the agent hashes them.
 The file is written atomically; an unreadable one counts as empty (the agent re-verifies).
@@ -85,6 +87,7 @@ class AgentState:
     installed_files: dict[str, str] | None = None
     installed_sequence: int | None = None
     installed_epoch: int | None = None
+    installed_signer: str | None = None  # the keyid that signed the manifest at that position
 
     @property
     def installed_position(self) -> tuple[int, int] | None:
@@ -117,6 +120,7 @@ def _from_document(document: dict[str, Any]) -> AgentState:
         installed_files=document.get("installed_files"),
         installed_sequence=document.get("installed_sequence"),
         installed_epoch=document.get("installed_epoch"),
+        installed_signer=document.get("installed_signer"),
     )
 
 

@@ -55,7 +55,10 @@ class Trust:
         Raises:
             TrustError: the file holds neither, or a keyring with no key.
         """
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError as error:  # e.g. a DER file: neither format the agent reads
+            raise TrustError(f"{path}: not a PEM public key nor a keyring (not text)") from error
         try:
             if text.lstrip().startswith("-----BEGIN"):
                 return cls.of([load_public_key(text)])
@@ -83,17 +86,26 @@ class Trust:
         Statements about keys this agent does not trust as active (already learned, another
         deployment's, or forged) are skipped. Returns the transitions accepted now.
         """
-        accepted = []
-        for statement in statements:
-            active = [e for e in self.entries if e.retired is None]
-            try:
-                transition = verify_transition(statement, active)
-                self.entries = apply_transition(self.entries, transition)
-            except InvalidValueError:
-                continue
-            accepted.append(transition)
+        accepted: list[KeyTransition] = []
+        pending = list(statements)
+        while pending:  # in any order: a chain A->B, B->C is followed whatever the list's order
+            still = [s for s in pending if not self._accept(s, accepted)]
+            if len(still) == len(pending):
+                break
+            pending = still
         self.learned += accepted
         return accepted
+
+    def _accept(self, statement: Any, accepted: list[KeyTransition]) -> bool:
+        """Accept one statement (True), or leave it for a later pass or for good (False)."""
+        active = [e for e in self.entries if e.retired is None]
+        try:
+            transition = verify_transition(statement, active)
+            self.entries = apply_transition(self.entries, transition)
+        except (InvalidValueError, ValueError, TypeError, RecursionError):
+            return False  # a statement this agent cannot take: never fatal to the others
+        accepted.append(transition)
+        return True
 
     def keep(self) -> None:
         """Write what was learned back to the pinned keyring file (a pinned PEM stays as is)."""
@@ -161,28 +173,34 @@ def _pem(key: Ed25519PublicKey) -> str:
 
 
 Position = tuple[int, int]
+# A position and the keyid of the key that signed its manifest (None: not recorded).
+HeldPosition = tuple[Position | None, str | None]
 
 
 def position_kept(
-    position: Position | None, learned: Sequence[KeyTransition], say: Callable[[str], None]
-) -> Position | None:
-    """The agent's newest manifest position, unless a key retired below it.
+    held: HeldPosition, entries: Sequence[KeyringEntry], say: Callable[[str], None]
+) -> HeldPosition:
+    """The agent's newest manifest position, unless its key retired below it.
 
-    Until the agent learns of a rotation it takes the retired key's manifests; that key signed
-    positions below ``(epoch, log_size)`` of its retirement only. A higher position was signed
-    after it retired (by whoever kept it: a replayed or forged manifest, e.g. with a sequence of
-    2^53-1 that would refuse every legitimate manifest), so the agent forgets it: the next
-    manifest of the active key sets it again.
+    A retired key signed positions below ``(epoch, log_size)`` of its retirement only; a higher
+    one was signed after it retired (by whoever kept it: a replayed or forged manifest, e.g.
+    with a sequence of 2^53-1 that would refuse every legitimate manifest), so the agent forgets
+    it and the next manifest of an active key sets it again. The rule reads the keyring as it is
+    (learned, or copied by hand) and the key that signed the position, so it holds after a
+    restart; a position recorded before signers were (no signer) is judged by every retired key.
     """
-    for transition in learned:
-        bound = (transition.retirement.epoch, transition.retirement.log_size)
+    position, signer = held
+    retired = [e for e in entries if e.retired is not None and signer in (None, e.keyid)]
+    for entry in retired:
+        assert entry.retired is not None
+        bound = (entry.retired.epoch, entry.retired.log_size)
         if position is not None and position >= bound:
             say(
-                f"forgot manifest position {position[0]}:{position[1]}: the key that signed it "
-                f"retired at {bound[0]}:{bound[1]}"
+                f"forgot manifest position {position[0]}:{position[1]}: '{entry.name}', which "
+                f"signed it, retired at {bound[0]}:{bound[1]}"
             )
-            return None
-    return position
+            return (None, None)
+    return held
 
 
 def verified_keeping(
@@ -190,18 +208,17 @@ def verified_keeping(
     transitions: Callable[[], Sequence[Any]],
     verify: Callable[[tuple[Ed25519PublicKey, ...]], T],
     say: Callable[[str], None],
-    held: tuple[Position | None, Callable[[Position | None], None]],
+    held: tuple[HeldPosition, Callable[[HeldPosition], None]],
 ) -> T:
     """`verified`, then the agent's newest position kept or forgotten (`position_kept`).
 
-    `held` is the position the agent remembers and how it stores a new one; a rotation learned
-    while verifying is applied to it even when the manifest is then refused.
+    `held` is the position the agent remembers (with the keyid that signed it) and how it
+    stores a change; the rule is applied even when the manifest is then refused.
     """
     position, store = held
-    before = len(trust.learned)
     try:
         return verified(trust, transitions, verify, say)
     finally:
-        kept = position_kept(position, trust.learned[before:], say)
+        kept = position_kept(position, trust.entries, say)
         if kept != position:
             store(kept)

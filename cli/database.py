@@ -42,7 +42,12 @@ def db_backup(
     settings = settings_for(db)
     copied = backup.backup(settings.database_url, file, replace=force)
     typer.echo(f"backed up the database (schema revision {copied.revision}) to {copied.path}")
-    keys = (settings.signing_key_path, settings.keyring_path, settings.opensm_secret_path)
+    keys = (
+        settings.signing_key_path,
+        settings.keyring_path,
+        settings.opensm_secret_path,
+        settings.epoch_path,  # a new host restored from backups must not reuse an epoch
+    )
     named = ", ".join(str(path) for path in keys if path is not None and path.exists())
     if named:
         typer.echo(f"not in the backup, back them up apart: {named}")

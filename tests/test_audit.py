@@ -274,6 +274,20 @@ def test_an_edit_with_a_recomputed_leaf_hash_is_named_by_the_entrys_seal(
     assert f"first bad index: {size - 3}" in verify(demo_url, "--log", str(log))[1]
 
 
+def test_an_edit_after_the_last_checkpoint_is_named_by_its_seal(client, demo_url):
+    client.get("/v1/audit/checkpoint")
+    body = {"name": "after", "kind": "internal", "qos_class": "bronze"}
+    assert client.post("/v1/tenants", json=body).status_code == 201
+    last = client.get("/v1/audit/entries", params={"limit": 1000}).json()["count"] - 1
+    entry_with_recomputed_leaf(demo_url, last)  # no checkpoint covers it yet
+
+    code, output = verify(demo_url)
+
+    assert code == 1
+    assert f"entry {last} was altered: it no longer matches its seal" in output
+    assert f"first bad index: {last}" in output
+
+
 def test_a_later_checkpoint_narrows_the_index_to_what_no_good_checkpoint_covers(client, demo_url):
     first = client.get("/v1/audit/checkpoint").json()["size"]
     client.post("/v1/tenants", json={"name": "late", "kind": "internal", "qos_class": "bronze"})

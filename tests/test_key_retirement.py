@@ -119,6 +119,10 @@ def test_a_proof_the_retired_key_signs_after_its_retirement_fails_and_older_ones
     result = invoke("proof", "verify", str(forged), "--keyring", ring)
     assert result.exit_code == 1
     assert "after the key retired" in result.output
+    pem = tmp_path / "old.pem"  # pinning the old key by hand does not lift its retirement
+    pem.write_text(keyring(tmp_path)[0].pem)
+    pinned = invoke("proof", "verify", str(forged), "--key", str(pem), "--keyring", ring)
+    assert pinned.exit_code == 1 and "after the key retired" in pinned.output
 
 
 def test_a_rotation_without_the_old_key_file_retires_it_without_a_transition(demo, tmp_path):

@@ -49,6 +49,8 @@ class LogReport:
     first_bad_index: int | None = None
     # Entries a checkpoint disagrees with while no entry in them was found wrong (yet).
     unlocated: tuple[int, int] | None = None
+    # Every index below this is covered by a checkpoint whose root matches.
+    vouched: int = 0
 
     @property
     def ok(self) -> bool:
@@ -136,6 +138,7 @@ def _check_roots(
             )
         elif root_hash(hashes[: checkpoint.size]) == checkpoint.root:
             vouched = max(vouched, checkpoint.size)
+            report.vouched = max(report.vouched, checkpoint.size)
         else:
             culprit = _culprit(report.first_bad_index, vouched, checkpoint.size)
             if culprit == vouched and report.unlocated is None:
@@ -167,7 +170,7 @@ def seal_verifies(
     keys: Mapping[str, Ed25519PublicKey],
     retired: Mapping[str, Retirement],
 ) -> bool | None:
-    """Whether `entry`'s seal vouches for its content; None when it carries no seal.
+    """Whether `entry`'s seal vouches for its content; None without a seal or its key.
 
     The seal covers the entry's index and the leaf hash recomputed from its content, so an edit
     shows even when the stored leaf hash was recomputed too. A retired key's seal vouches only
@@ -178,7 +181,9 @@ def seal_verifies(
         return None
     name, _, signature = seal.partition(" ")
     key, retirement = keys.get(name), retired.get(name)
-    if key is None or (retirement is not None and position >= retirement.log_size):
+    if key is None:
+        return None  # a key the verifier was not given (e.g. one --key): no judgement
+    if retirement is not None and position >= retirement.log_size:
         return False
     leaf = entry_leaf_hash({k: entry.get(k) for k in HASHED_FIELDS}).hex()
     try:
@@ -194,12 +199,16 @@ def _name_sealed_culprit(
     retired: Mapping[str, Retirement],
     report: LogReport,
 ) -> None:
-    """Where a checkpoint disagrees and no entry was found wrong, name the entry by its seal.
+    """Name an entry edited together with its leaf hash by its seal.
 
-    The first entry of the range whose seal fails is the edited one; failing that, the first
-    without a seal (appended before seals, or without a key) is where the edit may start.
+    Where a checkpoint disagrees and no entry was found wrong, the first entry of the range
+    whose seal fails is the edited one; failing that, the first without a seal (appended before
+    seals, or without a key) is where the edit may start. Where no checkpoint disagrees, the
+    entries no matching checkpoint covers (those after the newest) are still checked by their
+    seals, so an edit after the last checkpoint is found too.
     """
     if report.unlocated is None:
+        _check_uncovered_seals(entries[report.vouched :], keys, retired, report)
         return
     start, end = report.unlocated
     checked = [(e, seal_verifies(e, keys, retired)) for e in entries[start:end]]
@@ -216,6 +225,18 @@ def _name_sealed_culprit(
     )
     if report.first_bad_index == start:  # no problem found before the range
         report.first_bad_index = index
+
+
+def _check_uncovered_seals(
+    entries: Sequence[Mapping[str, Any]],
+    keys: Mapping[str, Ed25519PublicKey],
+    retired: Mapping[str, Retirement],
+    report: LogReport,
+) -> None:
+    broken = next((e for e in entries if seal_verifies(e, keys, retired) is False), None)
+    if broken is not None:
+        index = int(broken["index"])
+        report.bad(index, f"entry {index} was altered: it no longer matches its seal")
 
 
 def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[bytes]:

@@ -152,6 +152,18 @@ def open_envelope(
     return body
 
 
+def signed_by(
+    envelope: Mapping[str, Any], keys: Sequence[Ed25519PublicKey], payload_type: str
+) -> Ed25519PublicKey | None:
+    """The first of `keys` that signed `envelope` (None when none did, or it is malformed)."""
+    try:
+        message = pae(payload_type, _unb64(envelope.get("payload"), "payload"))
+        signatures = [_sig(s) for s in envelope.get("signatures") or []]
+    except (InvalidValueError, AttributeError, TypeError):
+        return None
+    return next((k for k in keys for s in signatures if _verifies(k, s, message)), None)
+
+
 def _sig(entry: Any) -> bytes:
     return _unb64(entry.get("sig") if isinstance(entry, dict) else None, "signature")
 

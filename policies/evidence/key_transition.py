@@ -86,6 +86,8 @@ def verify_transition(
     if old is None:
         raise InvalidValueError(f"the statement retires key {keyid!r}, which is not trusted")
     successor = _successor(new)
+    if successor.keyid == old.keyid:
+        raise InvalidValueError("the key transition's new key is the key it retires")
     for signer in (old, successor):
         open_envelope(envelope, [load_public_key(signer.pem)], KEY_TRANSITION_PAYLOAD_TYPE)
     retirement = Retirement.parse(document.get("retirement"))

@@ -122,8 +122,11 @@ def verify_proof(
     Raises:
         InvalidValueError: no trusted key signed it, or a retired key signed it after retiring.
     """
+    retired = {e.keyid for e in entries if e.retired is not None}
+    # A pinned key the keyring retired is judged as the keyring's retired entry, never as active.
+    trusted = [k for k in pinned if key_id(k) not in retired] + active_keys(list(entries))
     try:
-        return verify_envelope(envelope, [*pinned, *active_keys(list(entries))])
+        return verify_envelope(envelope, trusted)
     except InvalidValueError as unsigned:
         for entry in (e for e in entries if e.retired is not None):
             try:
@@ -139,9 +142,11 @@ def _signed_in_office(statement: dict[str, Any], entry: KeyringEntry) -> dict[st
     assert retired is not None
     try:
         signed_at = datetime.fromisoformat(str(statement["predicate"]["time"]))
+        if signed_at.tzinfo is None:
+            raise ValueError("a time without a zone")
     except (KeyError, TypeError, ValueError) as error:
         raise InvalidValueError(
-            f"the proof is signed by '{entry.name}', a retired key, and names no time"
+            f"the proof is signed by '{entry.name}', a retired key, and names no time with a zone"
         ) from error
     if not retired.covers_time(signed_at):
         raise InvalidValueError(

@@ -62,6 +62,8 @@ class SigningKey(SQLModel, table=True):
     # On a retired key: the key transition statement (DSSE envelope, JSON) its rotation signed
     # with it and its successor (policies/evidence/key_transition.py).
     transition: str | None = None
+    # On a retired key: its bounds, {"at", "epoch", "log_size"} (policies/evidence/retirement.py).
+    retirement: str | None = None
 
 
 class DeployEpoch(SQLModel, table=True):

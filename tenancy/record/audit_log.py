@@ -294,8 +294,8 @@ def verify(
         InvalidValueError: neither a key nor a readable keyring was given.
     """
     pinned = load_public_key(key_pem) if key_pem is not None else None
-    ring = [] if pinned is not None else _keyring(uow.settings, keyring)
-    trusted = keyring_keys(ring)
+    ring = _keyring(uow.settings, keyring) if pinned is None else _optional_keyring(uow, keyring)
+    trusted = keyring_keys(ring) if pinned is None else {}
     with uow.transaction(read_only=True) as tx:
         documents = (
             [_stored(e) for e in entries(tx.session)]
@@ -311,6 +311,14 @@ def verify(
     return verify_log(
         documents, notes, trusted, kept, expected_entries=expected, retired=retirements(ring)
     )
+
+
+def _optional_keyring(uow: UnitOfWork, path: Path | None) -> list[KeyringEntry]:
+    """The keyring's entries if there is one: a pinned key is still bounded by its retirement."""
+    try:
+        return _keyring(uow.settings, path)
+    except InvalidValueError:
+        return []
 
 
 def _keyring(settings: Settings, path: Path | None) -> list[KeyringEntry]:

@@ -9,34 +9,56 @@ The table ``deploy_epoch`` records each declaration too, so that every replica o
 deployment signs with the epoch one of them declared: the epoch in force is the higher of the
 two, and a replica that learns a higher one from the table writes it to its own file, so that a
 later restore cannot take it back there either.
+
+A new epoch is the larger of one more than the current one and the time in seconds
+(`next_epoch`): a host whose epoch file lags (another host declared the last one, or it was
+rebuilt from backups) still declares one that no agent has seen.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import secrets
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from policies.errors import InvalidValueError
+from policies.errors import KeyUnavailableError
 from tenancy import models as m
 from tenancy.store.settings import Settings
+
+_LOG = logging.getLogger(__name__)
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 def file_epoch(path: Path | None) -> int:
     """The epoch the file holds; 0 when there is no file.
 
     Raises:
-        InvalidValueError: the file holds something other than a whole number.
+        KeyUnavailableError: the file is unreadable or holds something other than a whole
+            number (503: the service cannot sign manifests until an operator fixes it).
     """
     if path is None or not path.exists():
         return 0
-    text = path.read_text().strip()
-    if not text.isdigit():
-        raise InvalidValueError(f"the epoch file {path} does not hold a whole number")
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if not _DIGITS.fullmatch(text):
+        raise KeyUnavailableError(
+            "the manifest epoch file (ISOFABRIC_EPOCH_FILE) does not hold a whole number",
+            missing=["ISOFABRIC_EPOCH_FILE"],
+        )
     return int(text)
+
+
+def next_epoch(current: int, now: datetime) -> int:
+    """The epoch to declare after `current`: one more, or the time in seconds if larger."""
+    return max(current + 1, int(now.timestamp()))
 
 
 def database_epoch(session: Session) -> int:
@@ -49,7 +71,10 @@ def current_epoch(session: Session, settings: Settings) -> int:
     path = settings.epoch_path
     on_file, recorded = file_epoch(path), database_epoch(session)
     if recorded > on_file and path is not None:
-        write_epoch(path, recorded)
+        try:
+            write_epoch(path, recorded)
+        except OSError as error:  # e.g. the key directory is mounted read-only: sign anyway
+            _LOG.warning("the epoch file could not be updated to %d: %s", recorded, error)
     return max(on_file, recorded)
 
 

@@ -227,7 +227,29 @@ def retire_in_keyring(path: Path, transition: KeyTransition) -> None:
     The file is rewritten whole (a scratch file renamed over it), every key kept: a retired
     key still verifies what it signed while it was active.
     """
-    entries = apply_transition(read_keyring(path), transition)
+    _write_keyring(path, apply_transition(read_keyring(path), transition))
+
+
+def rotate_keyring(path: Path, successor: KeyringEntry, transition: KeyTransition | None) -> None:
+    """After a rotation committed: `successor` added and the key `transition` retires marked.
+
+    One rewrite (a scratch file renamed over it): a reader sees the keyring before or after.
+
+    Raises:
+        ConflictError: the keyring trusts another key under the successor's name.
+    """
+    entries = read_keyring(path) if path.exists() else []
+    if transition is not None:
+        try:
+            entries = apply_transition(entries, transition)
+        except InvalidValueError as clash:
+            raise ConflictError(clash.detail) from clash
+    elif successor.keyid not in {e.keyid for e in entries}:
+        entries.append(successor)
+    _write_keyring(path, entries)
+
+
+def _write_keyring(path: Path, entries: list[KeyringEntry]) -> None:
     scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}.new")
     scratch.write_text("".join(e.line() + "\n" for e in entries))
     os.replace(scratch, path)

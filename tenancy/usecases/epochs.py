@@ -9,6 +9,7 @@ although their sequences went back, and still refuse replays of older manifests.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from policies.errors import InvalidValueError
@@ -16,7 +17,7 @@ from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.store import epoch
 from tenancy.store.settings import Settings
-from tenancy.store.uow import UnitOfWork
+from tenancy.store.uow import Tx, UnitOfWork
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,25 +31,32 @@ class Declared:
 def declare_restore(uow: UnitOfWork) -> Declared:
     """Advance the epoch past every one the file or the database knows; record it in both.
 
-    The file is written before the database commits: if the commit fails, the file is ahead,
-    which only skips a number (epochs need to grow, not to be consecutive).
-
     Raises:
         InvalidValueError: no epoch file can be named (set ISOFABRIC_EPOCH_FILE).
     """
     path = epoch_file(uow.settings)
     with uow.transaction() as tx:
-        new = epoch.current_epoch(tx.session, tx.settings) + 1
-        epoch.write_epoch(path, new)
-        tx.session.add(m.DeployEpoch(epoch=new, declared_at=tx.now))
+        new = advance(tx, path)
         audit_log.record(tx, "db.restored", f"epochs/{new}")
     return Declared(new, str(path))
+
+
+def advance(tx: Tx, path: Path) -> int:
+    """Declare the next epoch (`epoch.next_epoch`) in the file and the database; returns it.
+
+    The file is written before the database commits: if the commit fails, the file is ahead,
+    which only skips numbers (epochs need to grow, not to be consecutive).
+    """
+    new = epoch.next_epoch(epoch.current_epoch(tx.session, tx.settings), tx.now)
+    epoch.write_epoch(path, new)
+    tx.session.add(m.DeployEpoch(epoch=new, declared_at=tx.now))
+    return new
 
 
 def advance_file(settings: Settings) -> Declared:
     """Advance the epoch in the file alone (a restored database too old to record it yet)."""
     path = epoch_file(settings)
-    new = epoch.file_epoch(path) + 1
+    new = epoch.next_epoch(epoch.file_epoch(path), datetime.now(UTC))
     epoch.write_epoch(path, new)
     return Declared(new, str(path))
 

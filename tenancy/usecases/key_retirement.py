@@ -11,7 +11,6 @@ key's row and published (`transitions`), so that deploy agents learn the new key
 
 from __future__ import annotations
 
-import base64
 import json
 from itertools import pairwise
 from pathlib import Path
@@ -26,6 +25,7 @@ from tenancy import models as m
 from tenancy.schemas import DSSEEnvelope, KeyTransitionsView, RetirementView
 from tenancy.store import epoch, key_store
 from tenancy.store.uow import Tx, UnitOfWork
+from tenancy.usecases import epochs
 
 
 def hand_over(
@@ -33,23 +33,29 @@ def hand_over(
     retired: tuple[m.SigningKey, Ed25519PrivateKey | None],
     successor: tuple[m.SigningKey, Ed25519PrivateKey],
     rotation_index: int,
-    keyring: Path,
-) -> None:
-    """Mark `retired` retired in the keyring; sign the transition when its private half is here.
+) -> KeyTransition:
+    """Retire `retired` at `rotation_index`: its bounds, its signed transition, a new epoch.
 
-    A lost key cannot sign a transition: agents then need the new keyring copied to them
-    (docs/operators/deploy-opensm.md, "Key rotation and the agents").
+    Returns the transition for the keyring (written once the rotation commits). The transition
+    is signed when the retired key's private half is here; a lost key cannot sign one, and
+    agents then need the new keyring copied to them (docs/operators/deploy-opensm.md, "Key
+    rotation and the agents"). The new epoch puts every manifest the successor signs above any
+    the retired key signed: an agent that took one the retired key signed after retiring
+    (whoever stole it, just below the bound) still takes the successor's.
     """
     (old, old_key), (new, new_key) = retired, successor
     current = epoch.current_epoch(tx.session, tx.settings)
     retirement = Retirement(tx.now, current, rotation_index)
+    old.retirement = json.dumps(retirement.document())
+    tx.session.add(old)
+    if tx.settings.epoch_path is not None:
+        epochs.advance(tx, tx.settings.epoch_path)
     transition = KeyTransition(entry_of(old).keyid, old.name, entry_of(new), retirement)
-    if old_key is not None:
-        statement = sign_transition((old.name, old_key), (new.name, new_key), retirement)
-        old.transition = json.dumps(statement, sort_keys=True)
-        tx.session.add(old)
-        transition = verify_transition(statement, [entry_of(old)])
-    key_store.retire_in_keyring(keyring, transition)
+    if old_key is None:
+        return transition
+    statement = sign_transition((old.name, old_key), (new.name, new_key), retirement)
+    old.transition = json.dumps(statement, sort_keys=True)
+    return verify_transition(statement, [entry_of(old)])
 
 
 def retiring_key(tx: Tx) -> Ed25519PrivateKey | None:
@@ -71,14 +77,27 @@ def mark_earlier_retirements(tx: Tx, keyring: Path) -> list[str]:
     marked = {e.keyid for e in key_store.read_keyring(keyring) if e.retired is not None}
     named = []
     for old, new in pairwise(rows):
-        entry = _rotation_entry(tx, new.name)
-        if old.status != "retired" or entry_of(old).keyid in marked or entry is None:
+        if old.status != "retired" or entry_of(old).keyid in marked:
             continue
-        bounds = Retirement(entry.time, epoch.current_epoch(tx.session, tx.settings), entry.index)
+        bounds = _recorded_bounds(tx, old, new)
+        if bounds is None:
+            continue
+        old.retirement = json.dumps(bounds.document())
+        tx.session.add(old)
         transition = KeyTransition(entry_of(old).keyid, old.name, entry_of(new), bounds)
         key_store.retire_in_keyring(keyring, transition)
         named.append(old.name)
     return named
+
+
+def _recorded_bounds(tx: Tx, old: m.SigningKey, new: m.SigningKey) -> Retirement | None:
+    """The bounds the database recorded for `old`, else those of its audited rotation."""
+    if old.retirement is not None:
+        return Retirement.parse(json.loads(old.retirement))
+    entry = _rotation_entry(tx, new.name)
+    if entry is None:
+        return None
+    return Retirement(entry.time, epoch.current_epoch(tx.session, tx.settings), entry.index)
 
 
 def _rotation_entry(tx: Tx, successor: str) -> m.AuditEntry | None:
@@ -98,11 +117,14 @@ def transitions(uow: UnitOfWork) -> KeyTransitionsView:
 
 
 def retirement_view(row: m.SigningKey) -> RetirementView | None:
-    """The retirement the row's own transition statement signed (None without one)."""
-    if row.transition is None:
+    """The bounds recorded when the key retired; None for an active key.
+
+    Also None for a key retired before bounds were recorded and not bounded since
+    (`mark_earlier_retirements`).
+    """
+    if row.retirement is None:
         return None
-    payload = base64.b64decode(json.loads(row.transition)["payload"])
-    return RetirementView.model_validate(json.loads(payload)["retirement"])
+    return RetirementView.model_validate_json(row.retirement)
 
 
 def entry_of(row: m.SigningKey) -> KeyringEntry:

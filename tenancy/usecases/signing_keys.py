@@ -25,6 +25,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, KeyUnavailableError
 from policies.evidence.audit_log import load_public_key
+from policies.evidence.key_transition import KeyTransition
 from policies.evidence.keyring import KeyringEntry
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import models as m
@@ -233,16 +234,20 @@ def rotate(uow: UnitOfWork) -> SigningKeyView:
     try:
         with uow.transaction() as tx:
             _lock_keys(tx.session)
-            new = _retire_and_add(tx, key, keyring)
+            new, transition = _retire_and_add(tx, key, keyring)
     except BaseException:
         staged.unlink()
         raise
+    # Only once the database committed: a failed rotation leaves both files as they were.
     os.replace(staged, path)
+    key_store.rotate_keyring(keyring, _entry(new), transition)
     return published(new)
 
 
-def _retire_and_add(tx: Tx, key: Ed25519PrivateKey, keyring: Path) -> m.SigningKey:
-    """Retire the active key, record `key` as the new active one, and mark the keyring."""
+def _retire_and_add(
+    tx: Tx, key: Ed25519PrivateKey, keyring: Path
+) -> tuple[m.SigningKey, KeyTransition | None]:
+    """Retire the active key and record `key` as the new active one; the keyring's change."""
     old, old_key = key_store.active_row(tx.session), key_retirement.retiring_key(tx)
     if old is not None:
         old.status = "retired"
@@ -252,10 +257,10 @@ def _retire_and_add(tx: Tx, key: Ed25519PrivateKey, keyring: Path) -> m.SigningK
     # checkpoint is a new one, signed by the key now active (never the retired one). The
     # entries before it are what the retired key can have vouched for.
     entry = audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
-    key_store.append_to_keyring(keyring, [_entry(new)])
-    if old is not None:
-        key_retirement.hand_over(tx, (old, old_key), (new, key), entry.index, keyring)
-    return new
+    if old is None:
+        return new, None
+    transition = key_retirement.hand_over(tx, (old, old_key), (new, key), entry.index)
+    return new, transition
 
 
 def _ensure_opensm_secret(settings: Settings) -> Path | None:

@@ -132,3 +132,37 @@ def test_a_rotation_is_learned_at_a_later_cycle_when_the_transitions_were_unread
     server.transitions_down = False  # the same manifest, and the statement can be read now
 
     assert agent.cycle().outcome == "applied"
+
+
+def pem_pinned_agent(conf_dir: Path, server: FakeServer) -> Agent:
+    """A new agent process pinned to the old key's PEM: it learns the rotation again."""
+    pinned = replace(settings(conf_dir, OLD), keys=Trust.of([OLD.public_key()]))
+    return Agent(pinned, server, FakeHost(conf_dir), clock=Clock(), rng=random.Random(7))
+
+
+def test_a_restarted_agent_pinned_to_a_pem_still_refuses_replays_of_the_new_key(conf_dir):
+    server = FakeServer(NEW, transitions=[transition()])
+    server.publish(bundle(partitions(ACME)), sequence=25)
+    old = dict(server.envelope)
+    assert pem_pinned_agent(conf_dir, server).cycle().outcome == "applied"
+    server.publish(bundle(partitions()), sequence=40)  # acme offboarded
+    assert pem_pinned_agent(conf_dir, server).cycle().outcome == "applied"
+
+    server.envelope = old  # replayed to an agent that learns the rotation again at start
+
+    assert pem_pinned_agent(conf_dir, server).cycle().outcome == "refused"
+    assert (conf_dir / "partitions.conf").read_text() == partitions()
+
+
+def test_a_keyring_copied_by_hand_clears_a_forged_position_of_the_retired_key(conf_dir, keyring):
+    server = FakeServer(OLD)
+    server.publish(bundle(partitions(ACME)), sequence=LOCKOUT)  # stolen key, before rotation
+    assert agent_for(conf_dir, server, keyring).cycle().outcome == "applied"
+    retired = KeyringEntry.of("audit", public_pem(OLD.public_key())).retire(RETIRED_AT)
+    successor = KeyringEntry.of("audit.r2", public_pem(NEW.public_key()))
+    keyring.write_text(retired.line() + "\n" + successor.line() + "\n")  # the manual path
+
+    server.publish(bundle(partitions()), sequence=25, key=NEW)
+
+    assert agent_for(conf_dir, server, keyring).cycle().outcome == "applied"
+    assert load_state(conf_dir).installed_position == (0, 25)

@@ -89,3 +89,8 @@ def test_a_successor_whose_name_another_key_holds_is_refused():
 def test_a_retirement_bounds_checkpoints_and_times():
     assert WHEN.covers_checkpoint(40) and not WHEN.covers_checkpoint(41)
     assert WHEN.covers_time(WHEN.at) and not WHEN.covers_time(datetime(2026, 12, 7, tzinfo=UTC))
+
+
+def test_a_statement_whose_successor_is_the_retired_key_itself_is_refused():
+    with pytest.raises(InvalidValueError, match="the key it retires"):
+        verify_transition(statement(new=OLD), [entry("log", OLD)])

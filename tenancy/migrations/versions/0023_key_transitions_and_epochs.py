@@ -23,7 +23,9 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column("signing_key", sa.Column("transition", sqlmodel.sql.sqltypes.AutoString(), nullable=True))
+    text = sqlmodel.sql.sqltypes.AutoString
+    op.add_column("signing_key", sa.Column("transition", text(), nullable=True))
+    op.add_column("signing_key", sa.Column("retirement", text(), nullable=True))
     op.create_table(
         "deploy_epoch",
         sa.Column("epoch", sa.Integer(), nullable=False),
@@ -34,4 +36,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("deploy_epoch")
+    op.drop_column("signing_key", "retirement")
     op.drop_column("signing_key", "transition")
