@@ -80,7 +80,8 @@ def db_restore(
     if not copied.current:
         typer.echo(
             f"the database is at schema revision {copied.revision}, older than this version's "
-            f"{copied.head}: run `isofabric db upgrade`"
+            f"{copied.head}: run `isofabric db upgrade`, then `isofabric db restored` (it "
+            "brings the signing keys in line with the keyring)"
         )
 
 

@@ -152,3 +152,22 @@ def test_keys_create_bounds_a_key_an_earlier_version_retired_without_marking_it(
     old, new = keyring(tmp_path)
     assert old.retired is not None and old.retired.log_size == index and new.retired is None
     assert f"marked {old.name} retired in the keyring" in result.output
+
+
+def test_restoring_a_backup_from_before_a_rotation_keeps_the_rotation(demo, tmp_path):
+    backup = tmp_path / "before-rotation.db"
+    assert invoke("db", "backup", str(backup), "--db", demo).exit_code == 0
+    rotate(demo, tmp_path)
+    [statement] = json.loads(invoke("keys", "transitions", "--db", demo).stdout)["transitions"]
+
+    restored = invoke("db", "restore", str(backup), "--db", demo)
+
+    assert restored.exit_code == 0, restored.output
+    keys = json.loads(invoke("keys", "list", "--db", demo).stdout)["keys"]
+    assert [(k["name"], k["status"]) for k in keys] == [
+        (e.name, "retired" if e.retired else "active") for e in keyring(tmp_path)
+    ]
+    listed = json.loads(invoke("keys", "transitions", "--db", demo).stdout)["transitions"]
+    assert listed == [statement]
+    assert audit_log.checkpoint(uow_of(demo)).size > 0  # the service signs again
+    assert invoke("audit", "verify", "--db", demo).exit_code == 0

@@ -45,6 +45,7 @@ class KeyTransition:
     retired_name: str
     new: KeyringEntry
     retirement: Retirement
+    statement: Mapping[str, Any] | None = None  # the signed envelope, kept with the retired key
 
 
 def sign_transition(
@@ -91,7 +92,7 @@ def verify_transition(
     for signer in (old, successor):
         open_envelope(envelope, [load_public_key(signer.pem)], KEY_TRANSITION_PAYLOAD_TYPE)
     retirement = Retirement.parse(document.get("retirement"))
-    return KeyTransition(old.keyid, old.name, successor, retirement)
+    return KeyTransition(old.keyid, old.name, successor, retirement, dict(envelope))
 
 
 def apply_transition(
@@ -111,7 +112,7 @@ def apply_transition(
             f"{clash[0].keyid}): the transition is refused"
         )
     kept = [
-        e.retire(transition.retirement)
+        e.retire(transition.retirement, transition.statement)
         if e.keyid == transition.retired_keyid and e.retired is None
         else e
         for e in entries

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,28 +41,35 @@ __all__ = [
 class KeyringEntry:
     """One trusted public key: its name (signed notes name their key), keyid and PEM.
 
-    `retired` is None for a key that may still sign everything it signs.
+    `retired` is None for a key that may still sign everything it signs. `transition` is the
+    signed statement that retired it, when there is one (policies/evidence/key_transition.py):
+    kept beside the key files, it outlives a database restored from before the rotation.
     """
 
     name: str
     keyid: str
     pem: str
     retired: Retirement | None = None
+    transition: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, name: str, public_pem_text: str) -> KeyringEntry:
         """The entry for a named public key (the keyid is computed, never taken on trust)."""
         return cls(name=name, keyid=key_id(load_public_key(public_pem_text)), pem=public_pem_text)
 
-    def retire(self, retirement: Retirement) -> KeyringEntry:
-        """This entry, retired as `retirement` says."""
-        return replace(self, retired=retirement)
+    def retire(
+        self, retirement: Retirement, transition: Mapping[str, Any] | None = None
+    ) -> KeyringEntry:
+        """This entry, retired as `retirement` says (by the statement `transition`, if any)."""
+        return replace(self, retired=retirement, transition=transition)
 
     def line(self) -> str:
         """The entry as one JSON Lines line (no newline)."""
         document: dict[str, Any] = {"name": self.name, "keyid": self.keyid, "pem": self.pem}
         if self.retired is not None:
             document["retired"] = self.retired.document()
+        if self.transition is not None:
+            document["transition"] = dict(self.transition)
         return json.dumps(document)
 
 
@@ -84,8 +91,12 @@ def _entry(line: str, source: str, number: int) -> KeyringEntry:
     try:
         document = json.loads(line)
         entry = KeyringEntry.of(str(document["name"]), str(document["pem"]))
-        retired = document.get("retired")
-        return entry if retired is None else entry.retire(Retirement.parse(retired))
+        retired, transition = document.get("retired"), document.get("transition")
+        if retired is None:
+            return entry
+        return entry.retire(
+            Retirement.parse(retired), transition if isinstance(transition, dict) else None
+        )
     except (ValueError, KeyError, TypeError, AttributeError, InvalidValueError) as error:
         raise InvalidValueError(
             f"{source}, line {number}: not a keyring entry "

@@ -30,6 +30,7 @@ from sqlmodel import Session, select
 from policies.errors import KeyUnavailableError
 from tenancy import models as m
 from tenancy.store.settings import Settings
+from tenancy.store.uow import Tx
 
 _LOG = logging.getLogger(__name__)
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -83,3 +84,15 @@ def write_epoch(path: Path, epoch: int) -> None:
     scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}.new")
     scratch.write_text(f"{epoch}\n")
     os.replace(scratch, path)
+
+
+def declare(tx: Tx, path: Path) -> int:
+    """Declare the next epoch (`next_epoch`) in the file and the database; returns it.
+
+    The file is written before the database commits: if the commit fails, the file is ahead,
+    which only skips numbers (epochs need to grow, not to be consecutive).
+    """
+    new = next_epoch(current_epoch(tx.session, tx.settings), tx.now)
+    write_epoch(path, new)
+    tx.session.add(m.DeployEpoch(epoch=new, declared_at=tx.now))
+    return new

@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from policies.errors import InvalidValueError
-from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.store import epoch
 from tenancy.store.settings import Settings
-from tenancy.store.uow import Tx, UnitOfWork
+from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import key_retirement
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,21 +36,10 @@ def declare_restore(uow: UnitOfWork) -> Declared:
     """
     path = epoch_file(uow.settings)
     with uow.transaction() as tx:
-        new = advance(tx, path)
+        new = epoch.declare(tx, path)
+        key_retirement.reconcile_with_keyring(tx)
         audit_log.record(tx, "db.restored", f"epochs/{new}")
     return Declared(new, str(path))
-
-
-def advance(tx: Tx, path: Path) -> int:
-    """Declare the next epoch (`epoch.next_epoch`) in the file and the database; returns it.
-
-    The file is written before the database commits: if the commit fails, the file is ahead,
-    which only skips numbers (epochs need to grow, not to be consecutive).
-    """
-    new = epoch.next_epoch(epoch.current_epoch(tx.session, tx.settings), tx.now)
-    epoch.write_epoch(path, new)
-    tx.session.add(m.DeployEpoch(epoch=new, declared_at=tx.now))
-    return new
 
 
 def advance_file(settings: Settings) -> Declared:

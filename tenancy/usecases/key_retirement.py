@@ -21,11 +21,11 @@ from sqlmodel import col, select
 from policies.errors import KeyUnavailableError
 from policies.evidence.key_transition import KeyTransition, sign_transition, verify_transition
 from policies.evidence.keyring import KeyringEntry, Retirement
+from policies.evidence.proofs import key_id
 from tenancy import models as m
 from tenancy.schemas import DSSEEnvelope, KeyTransitionsView, RetirementView
 from tenancy.store import epoch, key_store
 from tenancy.store.uow import Tx, UnitOfWork
-from tenancy.usecases import epochs
 
 
 def hand_over(
@@ -49,7 +49,7 @@ def hand_over(
     old.retirement = json.dumps(retirement.document())
     tx.session.add(old)
     if tx.settings.epoch_path is not None:
-        epochs.advance(tx, tx.settings.epoch_path)
+        epoch.declare(tx, tx.settings.epoch_path)
     transition = KeyTransition(entry_of(old).keyid, old.name, entry_of(new), retirement)
     if old_key is None:
         return transition
@@ -130,3 +130,47 @@ def retirement_view(row: m.SigningKey) -> RetirementView | None:
 def entry_of(row: m.SigningKey) -> KeyringEntry:
     """The keyring entry of a recorded key."""
     return KeyringEntry.of(row.name, row.public_pem)
+
+
+def reconcile_with_keyring(tx: Tx) -> list[str]:
+    """After a restore, make the database's keys agree with the keyring; the names changed.
+
+    A backup taken before a rotation brings back the retired key as active and knows nothing of
+    its successor, whose file is the key file: signing would stop (503) and the transition
+    would be lost. The keyring, kept beside the key files, is the authority: every key it
+    retired is retired here (with its bounds and statement), and its active key that the key
+    file holds becomes the active key.
+    """
+    keyring = tx.settings.keyring_path
+    if keyring is None or not keyring.exists():
+        return []
+    rows = {entry_of(row).keyid: row for row in tx.session.exec(select(m.SigningKey))}
+    changed = [_retire_row(tx, rows.get(e.keyid), e) for e in key_store.read_keyring(keyring)]
+    held = key_store.existing_signing_key(tx.settings)
+    active = next(
+        (
+            e
+            for e in key_store.read_keyring(keyring)
+            if e.retired is None and held is not None and e.keyid == key_id(held.public_key())
+        ),
+        None,
+    )
+    if active is not None and key_store.active_row(tx.session) is None:
+        row = rows.get(active.keyid) or m.SigningKey(name=active.name, public_pem=active.pem)
+        row.status = "active"
+        tx.session.add(row)
+        changed.append(active.name)
+    return [name for name in changed if name]
+
+
+def _retire_row(tx: Tx, row: m.SigningKey | None, entry: KeyringEntry) -> str:
+    """Retire `row` (recorded anew if missing) as the keyring's `entry` says; its name, or ""."""
+    if entry.retired is None or (row is not None and row.status == "retired"):
+        return ""
+    row = row or m.SigningKey(name=entry.name, public_pem=entry.pem, created_at=tx.now)
+    row.status = "retired"
+    row.retirement = json.dumps(entry.retired.document())
+    if entry.transition is not None:
+        row.transition = json.dumps(dict(entry.transition), sort_keys=True)
+    tx.session.add(row)
+    return entry.name
