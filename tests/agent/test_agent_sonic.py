@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from agent.loop import run_loop
 from agent.sonic import SonicAgent, SonicSettings
 from agent.sonic_state import load_sonic_state
 from agent.trust import Trust
+from policies.evidence.key_transition import sign_transition
+from policies.evidence.keyring import Retirement
 from tests.agent.fakes import FABRIC
 from tests.agent.redis_server import RedisServer, running_redis
 from tests.agent.sonic_fakes import (
@@ -232,3 +235,20 @@ def test_an_frr_only_change_that_fails_rolls_back_frr_alone(leaf: Leaf) -> None:
     assert leaf.cycle() == "rolled_back"
     assert "CONFIG_DB was not changed" in leaf.last["detail"]
     assert leaf.store.read() == BASE and leaf.conf.read_text() == FRR_BASE
+
+
+def test_the_leaf_agent_follows_a_key_rotation_and_then_refuses_the_retired_key(
+    leaf: Leaf,
+) -> None:
+    new = Ed25519PrivateKey.generate()
+    bounds = Retirement(datetime(2026, 12, 6, tzinfo=UTC), epoch=0, log_size=10)
+    leaf.server.transitions.append(sign_transition(("audit", KEY), ("audit.r2", new), bounds))
+    leaf.server.key = new
+    leaf.publish(WITH_ACME, FRR_ACME)
+
+    assert leaf.cycle() == "applied"
+    assert [e.retired for e in leaf.agent.settings.keys.entries] == [bounds, None]
+    leaf.server.key = KEY  # whoever kept the retired key signs a later manifest
+    leaf.publish(BASE, FRR_BASE)
+    assert leaf.cycle() == "refused"
+    assert leaf.store.read() == WITH_ACME
