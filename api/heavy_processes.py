@@ -1,0 +1,171 @@
+"""Heavy requests' work in a few worker processes, where it cannot hold this process's GIL.
+
+Threads do not isolate CPU-bound work in CPython: the GIL runs one thread at a time, a busy
+thread hands it over at best every 5 ms (``sys.getswitchinterval()``), and never during one
+long C call (``json.loads`` of a whole document, pydantic validating it, a sort of a million
+GUIDs). Two 32 MiB config audits in worker threads held an operator's GET /v1/tenants up to
+0.9 s (p99) and /healthz up to 0.2 s (tests/benchmarks/bench_heavy_work.py). So the heavy
+routes hand their whole use case, from the raw body to the answer's JSON bytes, to a worker
+process: plain data in (the body's bytes, names), a picklable result out, each pickled by the
+executor's own threads. The handler awaits the result on the event loop, holding no worker
+thread while it waits.
+
+The pool is small (`Settings.heavy_processes`, ISOFABRIC_HEAVY_PROCESSES, default 2), started on
+the first heavy request and shut down with the app. Workers are spawned (a fresh interpreter,
+never a fork of this multi-threaded process), each opens its own database engine from the
+settings and runs at a lower CPU priority (`WORKER_NICENESS`), so on a busy host the serving
+process gets a core first. Requests beyond the pool's size wait in its queue, each still holding
+its principal's heavy slot (api/limits.py `HeavyWorkLimit`): the per-principal cap is unchanged.
+
+A job runs in a worker with the caller's principal, request id and Idempotency-Key reservation
+(the unit of work's `first_write`; its commit is reported back) and the system clock. It runs in
+a worker thread instead, as before, when the pool is off: `heavy_processes` 0 (Settings built in
+code, so the many apps a test session builds start no processes), a database another process
+cannot open (in-memory SQLite), an app built with another clock, or a dry run (its rehearsal
+wraps transactions in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings, shared_between_processes
+from tenancy.store.uow import FirstWrite, Principal, UnitOfWork, system_clock
+
+T = TypeVar("T")
+# Workers yield the CPU to the serving process (nice 0) whenever both could run.
+WORKER_NICENESS = 10
+# The worker process's own unit of work, set by `_start_worker` (one engine per process).
+_WORKER: dict[str, UnitOfWork] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What a worker needs to run a job: the job (a module-level function) and plain data."""
+
+    job: Callable[..., Any]
+    args: tuple[Any, ...]
+    principal: Principal
+    request_id: str | None
+    first_write: FirstWrite | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """A job's result, and whether the reservation it carried committed in the worker."""
+
+    result: Any
+    first_write_committed: bool
+
+
+class HeavyProcesses:
+    """The app's worker processes for heavy requests (`run`); `shutdown` from the lifespan."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.settings = uow.settings
+        separable = shared_between_processes(uow.settings.database_url)
+        separable = separable and uow.clock is system_clock
+        self.size = uow.settings.heavy_processes if separable else 0
+        # Run in each new worker once it has started: tests hold a job there, at a gate.
+        self.prepare: Callable[[], None] | None = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    async def run(self, uow: UnitOfWork, job: Callable[..., T], *args: Any) -> T:
+        """`job(uow, *args)` in a worker process (a worker thread when off); its result.
+
+        `job` must be a module-level function and `args` and the result picklable. Its
+        exceptions are raised here. A job that raises must have committed nothing: it writes in
+        one transaction at most (a reservation that committed is reported on success only).
+
+        Raises:
+            BrokenProcessPool: a worker died (killed, out of memory); the next call starts anew.
+        """
+        if self.size == 0 or uow.rehearsal is not None:
+            return await run_in_threadpool(job, uow, *args)
+        call = _Call(job, args, uow.principal, uow.request_id, uow.first_write)
+        pool = self._executor()
+        try:
+            done: _Done = await asyncio.wrap_future(pool.submit(_run_call, call))
+        except BrokenProcessPool:
+            self._discard(pool)
+            raise
+        if done.first_write_committed and uow.first_write is not None:
+            uow.first_write.commit()
+        return done.result  # type: ignore[no-any-return]
+
+    def shutdown(self) -> None:
+        """Stop the workers (after the jobs they run) and drop the queued ones."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    self.size,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_worker,
+                    initargs=(self.settings, self.prepare),
+                )
+            return self._pool
+
+    def _discard(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is broken:
+                self._pool = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _start_worker(settings: Settings, prepare: Callable[[], None] | None) -> None:
+    """In a new worker process: lower its priority and open its own database engine."""
+    os.nice(WORKER_NICENESS)
+    _WORKER["uow"] = UnitOfWork(make_engine(settings.database_url), settings)
+    if prepare is not None:
+        prepare()
+
+
+def _run_call(call: _Call) -> _Done:
+    """In a worker process: run the job in the worker's unit of work as the caller."""
+    uow = replace(
+        _WORKER["uow"],
+        principal=call.principal,
+        request_id=call.request_id,
+        first_write=call.first_write,
+    )
+    result = call.job(uow, *call.args)
+    committed = call.first_write is not None and call.first_write.done
+    return _Done(result, committed)
+
+
+def install_heavy_processes(app: FastAPI) -> HeavyProcesses:
+    """Give `app` its worker processes (`app.state.heavy_processes`), stopped by its lifespan."""
+    workers = HeavyProcesses(app.state.uow)
+    app.state.heavy_processes = workers
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        try:
+            async with inner(started):
+                yield
+        finally:
+            await run_in_threadpool(workers.shutdown)
+
+    app.router.lifespan_context = lifespan
+    return workers
