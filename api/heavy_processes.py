@@ -18,7 +18,8 @@ process gets a core first. Requests beyond the pool's size wait in its queue, ea
 its principal's heavy slot (api/limits.py `HeavyWorkLimit`): the per-principal cap is unchanged.
 
 A job runs in a worker with the caller's principal, request id and Idempotency-Key reservation
-(the unit of work's `first_write`; its commit is reported back) and the system clock. It runs in
+(the unit of work's `first_write`; its commit is reported back) and the system clock; the
+verifications it times are reported to this process's observers (/metrics). It runs in
 a worker thread instead, as before, when the pool is off: `heavy_processes` 0 (Settings built in
 code, so the many apps a test session builds start no processes), a database another process
 cannot open (in-memory SQLite), an app built with another clock, or a dry run (its rehearsal
@@ -31,6 +32,7 @@ import asyncio
 import multiprocessing
 import os
 import threading
+import traceback
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -42,14 +44,21 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from tenancy.store.db import make_engine
+from tenancy.store.observers import observe_verifications, report_verification
 from tenancy.store.settings import Settings, shared_between_processes
 from tenancy.store.uow import FirstWrite, Principal, UnitOfWork, system_clock
 
 T = TypeVar("T")
 # Workers yield the CPU to the serving process (nice 0) whenever both could run.
 WORKER_NICENESS = 10
-# The worker process's own unit of work, set by `_start_worker` (one engine per process).
+# In a worker process: its own unit of work (`_start_worker`), and the verifications its
+# current job timed (fabric, check, seconds), reported back to the serving process's metrics.
 _WORKER: dict[str, UnitOfWork] = {}
+_TIMINGS: list[tuple[str, str, float]] = []
+
+
+class WorkerTraceback(Exception):  # noqa: N818 - it is the cause shown, not an error raised
+    """Where a job failed in its worker: the cause of the exception raised in its place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +74,13 @@ class _Call:
 
 @dataclass(frozen=True, slots=True)
 class _Done:
-    """A job's result, and whether the reservation it carried committed in the worker."""
+    """How a job ended in its worker: its result or error, and what the caller must learn."""
 
     result: Any
-    first_write_committed: bool
+    error: Exception | None
+    traceback: str
+    first_write_committed: bool  # the Idempotency-Key's reservation committed in the worker
+    verifications: tuple[tuple[str, str, float], ...]
 
 
 class HeavyProcesses:
@@ -87,9 +99,10 @@ class HeavyProcesses:
     async def run(self, uow: UnitOfWork, job: Callable[..., T], *args: Any) -> T:
         """`job(uow, *args)` in a worker process (a worker thread when off); its result.
 
-        `job` must be a module-level function and `args` and the result picklable. Its
-        exceptions are raised here. A job that raises must have committed nothing: it writes in
-        one transaction at most (a reservation that committed is reported on success only).
+        `job` must be a module-level function, and `args`, its result and its exceptions
+        picklable. Its exceptions are raised here, caused by a `WorkerTraceback`. The
+        verifications it timed reach this process's observers (/metrics), and a reservation it
+        committed is marked committed on `uow`'s, as if it had run here.
 
         Raises:
             BrokenProcessPool: a worker died (killed, out of memory); the next call starts anew.
@@ -103,9 +116,7 @@ class HeavyProcesses:
         except BrokenProcessPool:
             self._discard(pool)
             raise
-        if done.first_write_committed and uow.first_write is not None:
-            uow.first_write.commit()
-        return done.result  # type: ignore[no-any-return]
+        return _settled(done, uow)  # type: ignore[no-any-return]
 
     def shutdown(self) -> None:
         """Stop the workers (after the jobs they run) and drop the queued ones."""
@@ -132,25 +143,47 @@ class HeavyProcesses:
         broken.shutdown(wait=False, cancel_futures=True)
 
 
+def _settled(done: _Done, uow: UnitOfWork) -> Any:
+    """In the serving process: what the job did, as if it had run here; its result."""
+    for fabric, check, seconds in done.verifications:
+        report_verification(uow.engine, fabric, check, seconds)
+    if done.first_write_committed and uow.first_write is not None:
+        uow.first_write.commit()
+    if done.error is not None:
+        raise done.error from WorkerTraceback(done.traceback)
+    return done.result
+
+
 def _start_worker(settings: Settings, prepare: Callable[[], None] | None) -> None:
     """In a new worker process: lower its priority and open its own database engine."""
     os.nice(WORKER_NICENESS)
-    _WORKER["uow"] = UnitOfWork(make_engine(settings.database_url), settings)
+    engine = make_engine(settings.database_url)
+    observe_verifications(engine, _timed)
+    _WORKER["uow"] = UnitOfWork(engine, settings)
     if prepare is not None:
         prepare()
 
 
+def _timed(fabric: str, check: str, seconds: float) -> None:
+    _TIMINGS.append((fabric, check, seconds))
+
+
 def _run_call(call: _Call) -> _Done:
     """In a worker process: run the job in the worker's unit of work as the caller."""
+    _TIMINGS.clear()
     uow = replace(
         _WORKER["uow"],
         principal=call.principal,
         request_id=call.request_id,
         first_write=call.first_write,
     )
-    result = call.job(uow, *call.args)
+    result, error, where = None, None, ""
+    try:
+        result = call.job(uow, *call.args)
+    except Exception as raised:  # raised in the serving process, with this traceback as cause
+        error, where = raised, "".join(traceback.format_exception(raised))
     committed = call.first_write is not None and call.first_write.done
-    return _Done(result, committed)
+    return _Done(result, error, where, committed, tuple(_TIMINGS))
 
 
 def install_heavy_processes(app: FastAPI) -> HeavyProcesses:

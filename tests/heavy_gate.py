@@ -1,5 +1,6 @@
-"""A gate in a heavy worker process (api/heavy_processes.py), for tests/api/test_heavy_processes.py.
+"""A gate and jobs for heavy worker processes (api/heavy_processes.py), for their tests.
 
+Module-level, so that a worker process can import them (tests/api/test_heavy_processes.py).
 A test cannot patch a worker process: `ProcessGate.prepare` is run by each new worker
 (`HeavyProcesses.prepare`) and wraps a use case there. While the gate is held, each call of it
 writes its process id to a file ``arrived-*`` and waits for the gate to open (at most
@@ -15,6 +16,10 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from policies.errors import NotFoundError
+from tenancy.store.observers import WHOLE, timed_verification
+from tenancy.store.uow import UnitOfWork
 
 GATE_TIMEOUT_SECONDS = 30.0
 POLL_SECONDS = 0.01
@@ -70,3 +75,14 @@ def wrap(directory: str, module: str, name: str) -> None:
         return real(*args, **kwargs)
 
     setattr(target, name, held)
+
+
+def timed_job(uow: UnitOfWork, fabric: str) -> int:
+    """A job that times a verification of `fabric` in its process, as the commit gate does."""
+    with uow.transaction(read_only=True) as tx, timed_verification(tx.session, fabric, WHOLE):
+        return os.getpid()
+
+
+def failing_job(uow: UnitOfWork, detail: str) -> None:
+    """A job that fails as a use case does."""
+    raise NotFoundError(detail, resource="fabric")

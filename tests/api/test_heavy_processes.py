@@ -10,6 +10,7 @@ answered before what, never about elapsed time. The workers are spawned once per
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import Iterator
@@ -25,13 +26,15 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from api.app import create_app
-from api.heavy_processes import HeavyProcesses
+from api.heavy_processes import HeavyProcesses, WorkerTraceback
 from api.routes import config_audits as audit_routes
+from policies.errors import NotFoundError
 from tenancy.schemas import TokenCreate
 from tenancy.store.db import make_engine
+from tenancy.store.observers import WHOLE, observe_verifications
 from tenancy.store.settings import Settings
 from tenancy.store.uow import UnitOfWork
-from tenancy.usecases import config_audits, tokens
+from tenancy.usecases import config_audits, proofs, tokens, topology
 from tests.builders import (
     DEFAULT_PARTITION_LINE,
     FABRIC,
@@ -39,10 +42,12 @@ from tests.builders import (
     TEXT_PLAIN,
     FakeClock,
     assert_problem,
+    created,
+    example_topology,
     ok,
 )
 from tests.conftest import BACKENDS, LOOPBACK_CLIENT
-from tests.heavy_gate import ProcessGate
+from tests.heavy_gate import ProcessGate, failing_job, timed_job
 from tests.keys import key_settings
 from tests.live_server import live_server
 
@@ -169,10 +174,12 @@ def test_config_audits_parse_in_worker_processes_while_other_requests_answer(ser
         assert response.content == expected.content  # byte for byte, as in a thread
 
 
-def test_an_observation_is_parsed_and_validated_in_a_worker_process(served, monkeypatch):
-    def not_here(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("heavy work ran in the serving process")
+def not_here(*args: Any, **kwargs: Any) -> Any:
+    """In place of heavy work in the serving process: it must run in a worker."""
+    raise AssertionError("heavy work ran in the serving process")
 
+
+def test_an_observation_is_parsed_and_validated_in_a_worker_process(served, monkeypatch):
     document = {
         "kind": "infiniband",
         "ports": [{"guid": PORT_GUIDS["gpu0001"][0], "lid": 3, "pkeys": ["0xffff"]}],
@@ -192,6 +199,68 @@ def test_an_observation_is_parsed_and_validated_in_a_worker_process(served, monk
     assert route.body_field is None  # FastAPI does not parse it on the event loop
     assert response.status_code == 200
     assert response.content == expected.content
+
+
+def test_a_proof_is_issued_in_a_worker_as_its_caller_and_its_idempotency_key_replays(
+    served, monkeypatch
+):
+    monkeypatch.setattr(proofs, "issue", not_here)
+    auditor = served.token("auditor")
+    keyed = {**auditor, "Idempotency-Key": f"proof-{os.urandom(4).hex()}", "X-Request-ID": "r-1"}
+    url, body = "/v1/tenants/acme/isolation-proofs", {"fabric": FABRIC}
+
+    with served.client(keyed) as client:
+        first = client.post(url, json=body)
+        retry = client.post(url, json=body)
+    with served.client() as admin:
+        entries = ok(admin.get("/v1/audit/entries", params={"limit": 500}))["data"]
+
+    assert first.status_code == 201 and retry.status_code == 201
+    assert retry.content == first.content and retry.headers["idempotent-replayed"] == "true"
+    issued = [e for e in entries if e["action"] == "proof.issue" and e["request_id"] == "r-1"]
+    assert [(e["role"], e["target"]) for e in issued] == [
+        ("auditor", f"tenants/acme/isolation-proofs/{first.json()['id']}")
+    ]
+
+
+def test_a_topology_import_runs_in_a_worker(served, monkeypatch):
+    monkeypatch.setattr(topology, "import_document", not_here)
+    fabric = f"ib-{os.urandom(3).hex()}"
+    spec = {
+        "name": fabric,
+        "kind": "infiniband",
+        "pkey_range": {"first": "0x0100", "last": "0x7ffe"},
+    }
+
+    with served.client() as admin:
+        created(admin.post("/v1/fabrics", json=spec))
+        imported = admin.put(
+            f"/v1/fabrics/{fabric}/topology", content=example_topology(), headers=TEXT_PLAIN
+        )
+
+    assert ok(imported)["nodes"]
+
+
+def test_a_jobs_verification_timings_and_errors_reach_the_serving_process(served):
+    heard: list[tuple[str, str]] = []
+
+    def observer(fabric: str, check: str, seconds: float) -> None:
+        heard.append((fabric, check))
+
+    observe_verifications(served.uow.engine, observer)  # as /metrics does
+
+    pid = asyncio.run(served.processes.run(served.uow, timed_job, "ib-timed"))
+    with pytest.raises(NotFoundError) as failed:
+        asyncio.run(served.processes.run(served.uow, failing_job, "no such fabric"))
+
+    assert pid in _worker_pids(served.processes)
+    assert heard == [("ib-timed", WHOLE)]
+    assert (failed.value.detail, failed.value.extensions) == (
+        "no such fabric",
+        {"resource": "fabric"},
+    )
+    assert isinstance(failed.value.__cause__, WorkerTraceback)
+    assert "failing_job" in str(failed.value.__cause__)  # where it failed, in the worker
 
 
 # --- the same answers as in a thread ----------------------------------------------------------
