@@ -3,8 +3,9 @@
 Threads do not isolate CPU-bound work in CPython: the GIL runs one thread at a time, a busy
 thread hands it over at best every 5 ms (``sys.getswitchinterval()``), and never during one
 long C call (``json.loads`` of a whole document, pydantic validating it, a sort of a million
-GUIDs). Two 32 MiB config audits in worker threads held an operator's GET /v1/tenants up to
-0.9 s (p99) and /healthz up to 0.2 s (tests/benchmarks/bench_heavy_work.py). So the heavy
+GUIDs). With an auditor's two 32 MiB config audits in worker threads, an operator's GET
+/v1/tenants took 2.3 s and /healthz 0.1 s (p99; in processes: 44 ms and 8 ms), two 32 MiB
+observations held /healthz 0.2 s (tests/benchmarks/bench_heavy_work.py). So the heavy
 routes hand their whole use case, from the raw body to the answer's JSON bytes, to a worker
 process: plain data in (the body's bytes, names), a picklable result out, each pickled by the
 executor's own threads. The handler awaits the result on the event loop, holding no worker
