@@ -33,6 +33,7 @@ import asyncio
 import multiprocessing
 import os
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -52,6 +53,8 @@ from tenancy.store.uow import FirstWrite, Principal, UnitOfWork, system_clock
 T = TypeVar("T")
 # Workers yield the CPU to the serving process (nice 0) whenever both could run.
 WORKER_NICENESS = 10
+# How often a worker checks that the serving process still runs (a killed one leaves it behind).
+ORPHAN_POLL_SECONDS = 0.5
 # In a worker process: its own unit of work (`_start_worker`), and the verifications its
 # current job timed (fabric, check, seconds), reported back to the serving process's metrics.
 _WORKER: dict[str, UnitOfWork] = {}
@@ -156,13 +159,26 @@ def _settled(done: _Done, uow: UnitOfWork) -> Any:
 
 
 def _start_worker(settings: Settings, prepare: Callable[[], None] | None) -> None:
-    """In a new worker process: lower its priority and open its own database engine."""
+    """In a new worker process: lower its priority and open its own database engine.
+
+    It also watches the serving process: a worker outlives a killed parent (it holds its own
+    end of the queue it waits on), and would go on with a job whose answer nobody awaits.
+    """
+    watchdog = threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True)
+    watchdog.start()
     os.nice(WORKER_NICENESS)
     engine = make_engine(settings.database_url)
     observe_verifications(engine, _timed)
     _WORKER["uow"] = UnitOfWork(engine, settings)
     if prepare is not None:
         prepare()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: end the process (its transaction rolls back) once `parent` is gone."""
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_POLL_SECONDS)
+    os._exit(1)
 
 
 def _timed(fabric: str, check: str, seconds: float) -> None:

@@ -86,3 +86,8 @@ def timed_job(uow: UnitOfWork, fabric: str) -> int:
 def failing_job(uow: UnitOfWork, detail: str) -> None:
     """A job that fails as a use case does."""
     raise NotFoundError(detail, resource="fabric")
+
+
+def pid_job(uow: UnitOfWork) -> int:
+    """A job that answers the process it ran in."""
+    return os.getpid()

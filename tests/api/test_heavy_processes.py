@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,6 +42,7 @@ from tests.builders import (
     DEFAULT_PARTITION_LINE,
     FABRIC,
     PORT_GUIDS,
+    REPO,
     TEXT_PLAIN,
     FakeClock,
     assert_problem,
@@ -56,6 +60,8 @@ AUDITS = f"/v1/fabrics/{FABRIC}/audits?format=partitions"
 OBSERVATIONS = f"/v1/fabrics/{FABRIC}/observations"
 PARTITIONS_CONF = DEFAULT_PARTITION_LINE + "\n"
 CLIENT_TIMEOUT_SECONDS = 120.0
+# A worker left by a killed server ends within its watchdog's poll (0.5 s): a generous bound.
+ORPHAN_TIMEOUT_SECONDS = 20.0
 WORKERS = 2
 
 
@@ -319,6 +325,44 @@ def test_a_killed_worker_fails_its_request_and_the_next_one_gets_new_workers(ser
     assert_problem(failed, 500, "internal-error")
     assert ok(retried)["fabric"] == FABRIC
     assert pid not in _worker_pids(served.processes)
+
+
+SERVING = """
+import asyncio, sys, time
+from api.heavy_processes import HeavyProcesses
+from tenancy.store.db import make_engine
+from tenancy.store.settings import Settings
+from tenancy.store.uow import UnitOfWork
+from tests.heavy_gate import pid_job
+
+settings = Settings(database_url=sys.argv[1], heavy_processes=1)
+uow = UnitOfWork(make_engine(settings.database_url), settings)
+processes = HeavyProcesses(uow)  # kept: a pool that is collected stops its workers
+print(asyncio.run(processes.run(uow, pid_job)), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie nobody reaps does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_end_when_the_serving_process_is_killed(tmp_path):
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    command = [sys.executable, "-c", SERVING, url]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO) as serving:
+        assert serving.stdout is not None
+        worker = int(serving.stdout.readline())
+        serving.kill()  # SIGKILL: no lifespan, no shutdown of the pool
+    deadline = time.monotonic() + ORPHAN_TIMEOUT_SECONDS
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    assert not _running(worker)
 
 
 # --- when heavy work stays in threads ---------------------------------------------------------
