@@ -109,7 +109,7 @@ def create_app(
     # Added last = outermost: the request id is set first (and echoed on every response, 401
     # and 413 included); authentication runs before the size limit and any body parsing; the
     # Idempotency-Key check reads the body under that limit, with the principal known.
-    app.add_middleware(IdempotencyKeys, uow=app.state.uow)
+    app.add_middleware(IdempotencyKeys, uow=app.state.uow, processes=app.state.heavy_processes)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
     app.add_middleware(health.DatabaseGate, state=database)  # outside the token check's query

@@ -114,13 +114,26 @@ class HeavyProcesses:
         if self.size == 0 or uow.rehearsal is not None:
             return await run_in_threadpool(job, uow, *args)
         call = _Call(job, args, uow.principal, uow.request_id, uow.first_write)
+        done: _Done = await self._submitted(_run_call, call)
+        return _settled(done, uow)  # type: ignore[no-any-return]
+
+    async def compute(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` in a worker process (a worker thread when off); its result.
+
+        For a pure function of plain data (no database): a module-level function, its `args`
+        and result picklable; its exceptions are raised here.
+        """
+        if self.size == 0:
+            return await run_in_threadpool(function, *args)
+        return await self._submitted(function, *args)
+
+    async def _submitted(self, function: Callable[..., T], *args: Any) -> T:
         pool = self._executor()
         try:
-            done: _Done = await asyncio.wrap_future(pool.submit(_run_call, call))
+            return await asyncio.wrap_future(pool.submit(function, *args))
         except BrokenProcessPool:
             self._discard(pool)
             raise
-        return _settled(done, uow)  # type: ignore[no-any-return]
 
     def shutdown(self) -> None:
         """Stop the workers (after the jobs they run) and drop the queued ones."""

@@ -52,7 +52,7 @@ from tests.live_server import live_server
 GATE_TIMEOUT_SECONDS = 10.0
 # Async handlers: each awaits its use case in a heavy worker process, and does nothing else.
 HEAVY_PROCESS_HANDLERS = frozenset(
-    {"post_audit", "post_observation", "issue_proof", "put_topology"}
+    {"post_audit", "post_observation", "issue_proof", "put_topology", "put_policy"}
 )
 CLIENT_TIMEOUT_SECONDS = 120.0
 # ~16k ports: an import that takes about a second here, far longer than a /healthz round trip.

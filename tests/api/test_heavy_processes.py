@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -30,14 +31,16 @@ from sqlalchemy import Engine
 
 from api.app import create_app
 from api.heavy_processes import HeavyProcesses, WorkerTraceback
+from api.idempotency import FINGERPRINT_HERE_BYTES
 from api.routes import config_audits as audit_routes
 from policies.errors import NotFoundError
+from tenancy.record import idempotency
 from tenancy.schemas import TokenCreate
 from tenancy.store.db import make_engine
 from tenancy.store.observers import WHOLE, observe_verifications
 from tenancy.store.settings import Settings
 from tenancy.store.uow import UnitOfWork
-from tenancy.usecases import config_audits, proofs, tokens, topology
+from tenancy.usecases import config_audits, policy, proofs, tokens, topology
 from tests.builders import (
     DEFAULT_PARTITION_LINE,
     FABRIC,
@@ -58,6 +61,7 @@ from tests.live_server import live_server
 ADMIN = {"Authorization": "Bearer admin-secret"}
 AUDITS = f"/v1/fabrics/{FABRIC}/audits?format=partitions"
 OBSERVATIONS = f"/v1/fabrics/{FABRIC}/observations"
+JSON = {"content-type": "application/json"}
 PARTITIONS_CONF = DEFAULT_PARTITION_LINE + "\n"
 CLIENT_TIMEOUT_SECONDS = 120.0
 # A worker left by a killed server ends within its watchdog's poll (0.5 s): a generous bound.
@@ -247,6 +251,19 @@ def test_a_topology_import_runs_in_a_worker(served, monkeypatch):
     assert ok(imported)["nodes"]
 
 
+def test_a_policy_change_is_verified_in_a_worker_and_refused_as_in_a_thread(served, monkeypatch):
+    # Dedicated leaves for external tenants: acme, research and globex share leaf01.
+    document = {"kinds": {"external": {"isolation": "dedicated_leaf"}}}
+    expected = served.threads.put("/v1/policy", json=document, headers=ADMIN)
+    monkeypatch.setattr(policy, "put_policy", not_here)
+
+    with served.client() as admin:
+        refused = admin.put("/v1/policy", json=document)
+
+    assert_problem(refused, 409, "isolation-violation")["counterexamples"]
+    assert refused.content == expected.content  # the counterexamples crossed, byte for byte
+
+
 def test_a_jobs_verification_timings_and_errors_reach_the_serving_process(served):
     heard: list[tuple[str, str]] = []
 
@@ -269,9 +286,26 @@ def test_a_jobs_verification_timings_and_errors_reach_the_serving_process(served
     assert "failing_job" in str(failed.value.__cause__)  # where it failed, in the worker
 
 
+def test_a_large_keyed_body_is_fingerprinted_in_a_worker_and_its_retry_replays(served, monkeypatch):
+    # Canonicalizing a 32 MiB JSON body takes seconds: never on the event loop.
+    monkeypatch.setattr(idempotency, "_canonical", not_here)
+    port = {"guid": PORT_GUIDS["gpu0001"][0], "lid": 3, "pkeys": ["0xffff"]}
+    document = {"kind": "infiniband", "ports": [port] * 400}  # listed again: merged
+    body = json.dumps(document).encode()
+    keyed = {**served.token("auditor"), "Idempotency-Key": f"obs-{os.urandom(4).hex()}"}
+
+    with served.client(keyed) as client:
+        first = client.post(OBSERVATIONS, content=body, headers=JSON)
+        retry = client.post(OBSERVATIONS, content=body.replace(b", ", b","), headers=JSON)
+
+    assert len(body) > FINGERPRINT_HERE_BYTES
+    assert first.status_code == 200
+    assert retry.headers["idempotent-replayed"] == "true"  # the same JSON, spaced otherwise
+    assert retry.content == first.content
+
+
 # --- the same answers as in a thread ----------------------------------------------------------
 
-JSON = {"content-type": "application/json"}
 GUID = PORT_GUIDS["gpu0001"][0]
 SAME_ANSWERS = {
     "audit": (AUDITS, TEXT_PLAIN, "Default=0x7fff, ipoib : ALL=full ;\n"),
