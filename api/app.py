@@ -13,6 +13,7 @@ from api import health
 from api.auth import BearerTokenAuth
 from api.docs import DESCRIPTION, install_docs
 from api.dry_run import dry_run_answer
+from api.heavy_processes import install_heavy_processes
 from api.idempotency import IdempotencyKeys
 from api.limits import BodySizeLimit, HeavyWorkLimit
 from api.metrics import install_metrics
@@ -97,6 +98,7 @@ def create_app(
     app.state.uow = uow
     app.state.database = database
     app.state.heavy_work = HeavyWorkLimit(settings.heavy_concurrency)
+    install_heavy_processes(app)  # heavy requests' parsing and verification, off this process
     install_problem_handlers(app)
     app.add_exception_handler(DryRunDone, dry_run_answer)
     # Every /v1 route is authorized against the RBAC policy (policies/authz.py), then its
@@ -107,7 +109,7 @@ def create_app(
     # Added last = outermost: the request id is set first (and echoed on every response, 401
     # and 413 included); authentication runs before the size limit and any body parsing; the
     # Idempotency-Key check reads the body under that limit, with the principal known.
-    app.add_middleware(IdempotencyKeys, uow=app.state.uow)
+    app.add_middleware(IdempotencyKeys, uow=app.state.uow, processes=app.state.heavy_processes)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(BearerTokenAuth, token=settings.admin_token, uow=app.state.uow)
     app.add_middleware(health.DatabaseGate, state=database)  # outside the token check's query

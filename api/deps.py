@@ -16,7 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from api.access_rules import agent_scope_allows, decide, object_for
 from api.auth import PRINCIPAL_SCOPE_KEY
 from api.dry_run import dry_run_requested
+from api.heavy_processes import HeavyProcesses
 from api.idempotency import KEYED_REQUEST_SCOPE_KEY
+from api.json_body import declared_json_body
 from api.limits import HeavyWorkLimit, media_type
 from api.request_id import REQUEST_ID_HEADER, choose_request_id, request_id_of
 from policies.authz import GLOBAL_DOMAIN, Decision, Role
@@ -90,18 +92,23 @@ async def get_uow(request: Request) -> UnitOfWork:
 Uow = Annotated[UnitOfWork, Depends(get_uow)]
 
 
-async def heavy_work(request: Request, principal: CurrentPrincipal) -> AsyncIterator[None]:
+async def heavy_work(
+    request: Request, principal: CurrentPrincipal
+) -> AsyncIterator[HeavyProcesses]:
     """Hold one of the principal's heavy-request slots until the handler is done (429 if none).
 
     Declared on the route, so it runs after authentication and authorization: a caller who may
-    not use the route never takes a slot. The limit is `app.state.heavy_work` (api/app.py).
+    not use the route never takes a slot. The limit is `app.state.heavy_work` (api/app.py). It
+    gives the handler the app's worker processes (api/heavy_processes.py), which only a holder
+    of a slot may use.
     """
     limit: HeavyWorkLimit = request.app.state.heavy_work
     with limit.slot(principal.name):
-        yield
+        yield request.app.state.heavy_processes
 
 
 HEAVY_WORK = Depends(heavy_work)
+HeavyWork = Annotated[HeavyProcesses, HEAVY_WORK]
 
 # Documents the scheme in OpenAPI (/docs "Authorize"); the check itself is api/auth.py, which
 # runs before the body is read.
@@ -184,16 +191,22 @@ async def require_json_body(request: Request, _: Annotated[None, Depends(authori
     FastAPI parses only JSON-typed bodies and hands anything else to pydantic as bytes, which
     fails with a 422 that never names the media type (``curl -d`` sends form encoding).
     Routes that read their body themselves (text/plain or YAML: topology, config audits) have
-    no body field and keep their own rules. Runs after `authorize` (a sub-dependency, solved
-    once per request), so a caller who may not use the route learns nothing from it.
+    no body field and keep their own rules, except a JSON document validated by the route
+    (api/json_body.py), which gets this 415 as a typed body does. Runs after `authorize` (a
+    sub-dependency, solved once per request), so a caller who may not use the route learns
+    nothing from it.
     """
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute) or route.body_field is None:
+    if not isinstance(route, APIRoute):
+        return
+    validates_its_own = declared_json_body(route.endpoint) is not None  # api/json_body.py
+    if route.body_field is None and not validates_its_own:
         return
     received = media_type(request)
     body = await request.body()
-    if is_json(received) and body:
-        # A change set may be megabytes: its parse must not hold the loop.
+    if is_json(received) and body and not validates_its_own:
+        # A change set may be megabytes: its parse must not hold the loop. A route validating
+        # its own body finds repeated members there, in a heavy worker.
         await _off_the_loop_if_large(_refuse_repeated_members, body)
     if is_json(received) or not body:
         return  # an empty body is pydantic's to report (a missing field), whatever its type

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import PRINCIPAL_SCOPE_KEY, PROTECTED_PREFIX
 from api.dry_run_flag import dry_run_flag
+from api.heavy_processes import HeavyProcesses
 from api.limits import media_type
 from api.problems import domain_problem, problem_response
 from policies.errors import InvalidValueError, IsofabricError, SecretNotReplayedError
@@ -50,6 +51,8 @@ KEY = re.compile(r"^[\x20-\x7e]{1,255}$")
 MAX_PATH = 512
 REPLAYED_HEADERS = ("content-type", "location")
 REPLAYED_MARK = "Idempotent-Replayed"
+# A body this small is fingerprinted on the event loop: well under a millisecond.
+FINGERPRINT_HERE_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +76,12 @@ def principal_key(principal: Principal) -> str:
 class IdempotencyKeys:
     """ASGI middleware: replay, refuse or run and record each POST that has an Idempotency-Key."""
 
-    def __init__(self, app: ASGIApp, uow: UnitOfWork) -> None:
+    def __init__(
+        self, app: ASGIApp, uow: UnitOfWork, processes: HeavyProcesses | None = None
+    ) -> None:
         self.app = app
         self.uow = uow  # the app's own: it carries no reservation
+        self.processes = processes  # where a large body's fingerprint is computed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer from the record when there is one; else run the request with its reservation."""
@@ -101,13 +107,25 @@ class IdempotencyKeys:
         try:
             _check_key(key)
             body = await _read_body(receive)
-            keyed = _keyed_request(request, key, body)
+            keyed = _keyed_request(request, key, await self._fingerprint(request, body))
             outcome = await run_in_threadpool(idempotency.find, self.uow, keyed)
             return (keyed, body) if outcome is None else _replay(keyed, outcome)
         except IsofabricError as error:
             return domain_problem(request, error)
         except StarletteHTTPException as error:  # 413 from the body size limit
             return problem_response(request, error.status_code, detail=str(error.detail))
+
+    async def _fingerprint(self, request: Request, body: bytes) -> str:
+        """`idempotency.fingerprint` of the request, computed off the event loop if large.
+
+        A JSON body counts by its canonical form: for a 32 MiB document, parsing and
+        canonicalizing take seconds, in one long C call and then in Python, which in this
+        process would hold the GIL (api/heavy_processes.py): a heavy worker computes it.
+        """
+        media, query = media_type(request), request.query_params.multi_items()
+        if len(body) <= FINGERPRINT_HERE_BYTES or self.processes is None:
+            return idempotency.fingerprint(media, query, body)
+        return await self.processes.compute(idempotency.fingerprint, media, query, body)
 
     async def _record(self, keyed: KeyedRequest, captured: _Captured) -> None:
         if captured.start is None:
@@ -143,15 +161,14 @@ def _check_key(key: str) -> None:
         )
 
 
-def _keyed_request(request: Request, key: str, body: bytes) -> KeyedRequest:
+def _keyed_request(request: Request, key: str, fingerprint: str) -> KeyedRequest:
     principal = request.scope[PRINCIPAL_SCOPE_KEY]
-    query = request.query_params.multi_items()
     return KeyedRequest(
         principal=principal_key(principal),
         method=request.method,
         path=request.scope["path"],  # as `_idempotency_key` measured it
         key=key,
-        fingerprint=idempotency.fingerprint(media_type(request), query, body),
+        fingerprint=fingerprint,
     )
 
 

@@ -66,9 +66,9 @@ def media_type(request: Request) -> str:
 async def raw_body(request: Request) -> bytes:
     """The request body, read on the event loop (it arrives asynchronously).
 
-    Routes that read their body themselves (topology, config audits) take it through this
-    dependency, so their handler can be a plain function that FastAPI runs in a worker thread:
-    the decoding, parsing and verification of a large document never block the loop.
+    Routes that read their body themselves (topology, config audits, observations) take it
+    through this dependency, and hand the bytes to a worker process (api/heavy_processes.py):
+    the decoding, parsing and verification of a large document never hold this process.
     """
     return await request.body()
 
@@ -146,10 +146,11 @@ COLLECTOR_PAUSE = CollectorPause()
 class HeavyWorkLimit:
     """At most `limit` heavy requests in flight per principal, in this process.
 
-    Heavy requests (topology imports, config audits, observations, isolation proofs) parse or
-    verify a whole fabric and hold a worker thread for seconds; without a cap one caller, even a
-    read-only auditor, could take every worker. Slots are counted per principal name; a request
-    over the cap is refused at once with 429 and Retry-After rather than queued.
+    Heavy requests (topology imports, config audits, observations, isolation proofs, policy
+    changes) parse or verify a whole fabric and hold a worker process (api/heavy_processes.py)
+    for seconds; without a cap one caller, even a read-only auditor, could take every worker.
+    Slots are counted per principal name; a request over the cap is refused at once with 429
+    and Retry-After rather than queued.
     """
 
     def __init__(self, limit: int) -> None:

@@ -8,11 +8,16 @@ themselves are listed at /problems and in the document's description.
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
 
+from api.json_body import declared_json_body
 from api.problems import PROBLEM_RESPONSE, PROBLEM_SCHEMA
 
 SERVER_ERROR_RESPONSE: dict[str, Any] = {
@@ -22,6 +27,8 @@ SERVER_ERROR_RESPONSE: dict[str, Any] = {
 # FastAPI's schemas of its 422 body, which no operation answers (see `_typed_errors`).
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 TEXT_SCHEMA: dict[str, Any] = {"type": "string"}
+# Paths of the stand-in routes that document a self-validated JSON body (never served).
+STAND_IN_PREFIX = "/_json_body/"
 
 
 def document_responses(app: FastAPI) -> None:
@@ -33,15 +40,55 @@ def document_responses(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
+            stand_ins = _json_body_stand_ins(app.routes)
+            routes = [*app.routes, *stand_ins.values()]
             schema = get_openapi(
-                title=app.title, version=app.version, description=app.description, routes=app.routes
+                title=app.title, version=app.version, description=app.description, routes=routes
             )
+            _move_json_bodies(schema, stand_ins)
             _typed_errors(schema)
             _typed_text_bodies(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _json_body_stand_ins(routes: Sequence[BaseRoute]) -> dict[tuple[str, str], APIRoute]:
+    """Stand-ins documenting the JSON body of each route that validates its own.
+
+    Such a handler (api/json_body.py) has no body parameter for FastAPI to document. Its
+    stand-in takes that body as FastAPI's typed parameter ``document``, on a path of its own,
+    for OpenAPI alone. Keyed by the real route's path and (lower-case) method.
+    """
+    stand_ins: dict[tuple[str, str], APIRoute] = {}
+    for route in routes:
+        if not isinstance(route, APIRoute) or (kind := declared_json_body(route.endpoint)) is None:
+            continue
+        for method in sorted(route.methods or ()):
+            path = f"{STAND_IN_PREFIX}{len(stand_ins)}"
+            stand_ins[route.path, method.lower()] = APIRoute(path, _taking(kind), methods=[method])
+    return stand_ins
+
+
+def _taking(kind: Any) -> Callable[..., None]:
+    """An endpoint whose one parameter is a body ``document: kind``."""
+
+    def stand_in(document: Any) -> None:
+        """Never served: its body is documented in place of the real route's."""
+
+    parameter = inspect.Parameter("document", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature = inspect.Signature([parameter.replace(annotation=kind)], return_annotation=None)
+    setattr(stand_in, "__signature__", signature)  # noqa: B010 - mypy knows no __signature__
+    return stand_in
+
+
+def _move_json_bodies(schema: dict[str, Any], stand_ins: dict[tuple[str, str], APIRoute]) -> None:
+    """Each stand-in's request body onto its real route; the stand-ins' paths dropped."""
+    paths = schema["paths"]
+    for (path, method), stand_in in stand_ins.items():
+        documented = paths.pop(stand_in.path)[method]
+        paths[path][method]["requestBody"] = documented["requestBody"]
 
 
 def _operations(schema: dict[str, Any]) -> list[dict[str, Any]]:

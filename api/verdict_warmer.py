@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.limits import COLLECTOR_PAUSE
 from api.request_observer import MUTATING
 from tenancy.gate import verdict_warmth
 from tenancy.store.uow import UnitOfWork
@@ -135,7 +136,10 @@ class VerdictWarmer:
     def _warm(self, fabric: str) -> None:
         start = time.perf_counter()
         try:
-            self.compute(self.uow, fabric)
+            # A whole fabric's objects: automatic collections over them would stop every
+            # thread of the server, the event loop included (api/limits.py CollectorPause).
+            with COLLECTOR_PAUSE.held():
+                self.compute(self.uow, fabric)
         except Exception:  # never fatal: readers compute it themselves, the next wake retries
             self.failed += 1
             log.exception("warming the verdict of fabric %s failed; retried later", fabric)

@@ -48,6 +48,24 @@ def test_a_value_that_is_no_whole_number_names_its_variable(monkeypatch, value):
         load_settings()
 
 
+@pytest.mark.parametrize(("value", "processes"), [(None, 2), ("0", 0), ("3", 3)])
+def test_heavy_requests_run_in_two_worker_processes_unless_told_otherwise(
+    monkeypatch, value, processes
+):
+    monkeypatch.delenv("ISOFABRIC_HEAVY_PROCESSES", raising=False)
+    if value is not None:
+        monkeypatch.setenv("ISOFABRIC_HEAVY_PROCESSES", value)
+
+    assert load_settings().heavy_processes == processes
+
+
+def test_a_negative_number_of_heavy_processes_names_its_variable(monkeypatch):
+    monkeypatch.setenv("ISOFABRIC_HEAVY_PROCESSES", "-1")
+
+    with pytest.raises(ValueError, match=r"^ISOFABRIC_HEAVY_PROCESSES must be .* at least 0"):
+        load_settings()
+
+
 @pytest.fixture
 def root_logger_kept() -> Iterator[None]:
     """`serve` gives the root logger a handler on (CliRunner's) stderr: put the old ones back."""

@@ -13,12 +13,13 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.responses import Response
 
-from api.deps import HEAVY_WORK, Listing, Uow, authorized_router
+from api.deps import HeavyWork, Listing, Uow, authorized_router
 from api.limits import body_at_most, decode_text, media_type
-from api.responses import json_response
+from api.responses import json_bytes
 from tenancy.schemas import Page
 from tenancy.schemas.policy import MAX_DOCUMENT_BYTES, PolicyDocument, PolicyView
 from tenancy.store.documents import parse_policy
+from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import policy
 
 router = authorized_router(prefix="/v1/policy", tags=["policy"])
@@ -45,12 +46,12 @@ def get_policy(uow: Uow) -> PolicyView:
     return policy.get_policy(uow)
 
 
-# A plain function: FastAPI runs it in a worker thread, so verifying every fabric whole never
-# blocks the event loop; the body is read here (JSON or YAML), not by FastAPI.
+# The handler only awaits the change, which runs whole in a worker process (api/
+# heavy_processes.py): verifying every fabric whole in a thread of this process would hold its
+# GIL for seconds. The body is read here (JSON or YAML), not by FastAPI.
 @router.put(
     "",
     response_model=PolicyView,
-    dependencies=[HEAVY_WORK],
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -67,7 +68,7 @@ def get_policy(uow: Uow) -> PolicyView:
         }
     },
 )
-def put_policy(request: Request, uow: Uow, body: PolicyBody) -> Response:
+async def put_policy(request: Request, heavy: HeavyWork, uow: Uow, body: PolicyBody) -> Response:
     """Replace the policy (JSON, or YAML as application/yaml, application/x-yaml or text/yaml).
 
     Omitted kinds and fields take the default's values. The change is verified on every fabric
@@ -76,8 +77,14 @@ def put_policy(request: Request, uow: Uow, body: PolicyBody) -> Response:
     rules as the policy in force changes nothing and answers the current version. A body over
     MAX_DOCUMENT_BYTES is a 413.
     """
-    document = parse_policy(decode_text(body), media_type(request))
-    return json_response(policy.put_policy(uow, document=document))
+    answer = await heavy.run(uow, policy_answer, media_type(request), body)
+    return Response(answer, media_type="application/json")
+
+
+def policy_answer(uow: UnitOfWork, media: str, body: bytes) -> bytes:
+    """The JSON answer to a policy `body` (run in a heavy worker; domain errors raise)."""
+    document = parse_policy(decode_text(body), media)
+    return json_bytes(policy.put_policy(uow, document=document))
 
 
 @router.get("/versions")

@@ -11,13 +11,15 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import Query, status
+from fastapi.responses import Response
 
-from api.deps import HEAVY_WORK, CurrentPrincipal, Listing, Uow, authorized_router
+from api.deps import CurrentPrincipal, HeavyWork, Listing, Uow, authorized_router
 from api.params import ProofIdPath, TenantPath
+from api.responses import json_bytes
 from policies.authz import Role
 from policies.evidence.proofs import FULL_VIEW, TENANT_VIEW, View
 from tenancy.schemas import Page, ProofCreated, ProofIssue, ProofView
-from tenancy.store.uow import Principal
+from tenancy.store.uow import Principal, UnitOfWork
 from tenancy.usecases import proofs
 
 router = authorized_router(tags=["proofs"])
@@ -40,18 +42,29 @@ def _readable(principal: Principal) -> View | None:
 @router.post(
     "/v1/tenants/{tenant}/isolation-proofs",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[HEAVY_WORK],  # verifies the whole fabric; auditors may issue too
+    response_model=ProofCreated,
 )
-def issue_proof(
-    tenant: TenantPath, spec: ProofIssue, uow: Uow, principal: CurrentPrincipal
-) -> ProofCreated:
+async def issue_proof(
+    tenant: TenantPath,
+    heavy: HeavyWork,  # verifies the whole fabric; auditors may issue too
+    spec: ProofIssue,
+    uow: Uow,
+    principal: CurrentPrincipal,
+) -> Response:
     """Sign a proof (DSSE over an in-toto Statement) that the tenant is isolated on the fabric.
 
     A tenant's admin gets the tenant view (the predicate's ``view``: other members counted, not
     named). 409 isolation-violation when the fabric does not verify. Recorded in the audit log.
     """
-    view = view_for(principal)
-    return proofs.issue(uow, tenant_name=tenant, fabric_name=spec.fabric, view=view)
+    # Loading, verifying and rendering a whole fabric runs in a heavy worker process (api/
+    # heavy_processes.py): in a thread here it would hold this process's GIL for seconds.
+    answer = await heavy.run(uow, proof_answer, tenant, spec.fabric, view_for(principal))
+    return Response(answer, status_code=status.HTTP_201_CREATED, media_type="application/json")
+
+
+def proof_answer(uow: UnitOfWork, tenant: str, fabric: str, view: View) -> bytes:
+    """The JSON answer to a proof issued in `view` (run in a heavy worker; errors raise)."""
+    return json_bytes(proofs.issue(uow, tenant_name=tenant, fabric_name=fabric, view=view))
 
 
 @router.get("/v1/proofs")

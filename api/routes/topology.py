@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
-from api.deps import HEAVY_WORK, Uow, authorized_router
+from api.deps import HeavyWork, Uow, authorized_router
 from api.limits import RawBody, decode_text, media_type
 from api.params import FabricPath
-from api.responses import json_response
+from api.responses import json_bytes
 from tenancy.schemas import TopologyImportResult
+from tenancy.store.uow import UnitOfWork
 from tenancy.usecases import topology
 
 INVENTORY_DOC = (
@@ -21,12 +22,12 @@ INVENTORY_DOC = (
 router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
 
-# A plain function: FastAPI runs it in a worker thread, so parsing, verification and the
-# transaction of a 100k-port import never block the event loop.
+# The handler only awaits the import, which runs whole in a worker process (api/
+# heavy_processes.py): parsing, reconciling and verifying a 100k-port topology in a thread of
+# this process would hold its GIL, and so the event loop and every other request, for seconds.
 @router.put(
     "/{fabric}/topology",
     response_model=TopologyImportResult,
-    dependencies=[HEAVY_WORK],
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -45,12 +46,18 @@ router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
         }
     },
 )
-def put_topology(fabric: FabricPath, request: Request, uow: Uow, body: RawBody) -> Response:
+async def put_topology(
+    fabric: FabricPath, request: Request, heavy: HeavyWork, uow: Uow, body: RawBody
+) -> Response:
     """Reconcile the fabric's inventory: `ibnetdiscover` output (text/plain) on InfiniBand, an
     inventory document (application/json or application/yaml) on RoCE.
     """  # noqa: D205 - the published OpenAPI description, kept word for word
+    answer = await heavy.run(uow, topology_answer, fabric, media_type(request), body)
+    return Response(answer, media_type="application/json")
+
+
+def topology_answer(uow: UnitOfWork, fabric: str, media: str, body: bytes) -> bytes:
+    """The JSON answer to importing `body` (run in a heavy worker; domain errors raise)."""
     text = decode_text(body)
-    result = topology.import_document(
-        uow, fabric_name=fabric, media_type=media_type(request), text=text
-    )
-    return json_response(result)  # serialized here, in the worker thread
+    result = topology.import_document(uow, fabric_name=fabric, media_type=media, text=text)
+    return json_bytes(result)

@@ -72,9 +72,21 @@ def timed_verification(session: Session, fabric: str, check: str) -> Iterator[No
     try:
         yield
     finally:
-        seconds = time.perf_counter() - start
-        for observer in observers:
-            try:
-                observer(fabric, check, seconds)
-            except Exception:  # a metrics bug must not refuse a change
-                log.exception("a verification observer failed")
+        _notify(observers, fabric, check, time.perf_counter() - start)
+
+
+def report_verification(engine: Engine, fabric: str, check: str, seconds: float) -> None:
+    """Report to `engine`'s observers a verification timed in another process.
+
+    A heavy request's use case runs in a worker process with an engine of its own
+    (api/heavy_processes.py): its timings are reported back to the serving process's engine.
+    """
+    _notify(_live(engine), fabric, check, seconds)
+
+
+def _notify(observers: list[VerificationObserver], fabric: str, check: str, seconds: float) -> None:
+    for observer in observers:
+        try:
+            observer(fabric, check, seconds)
+        except Exception:  # a metrics bug must not refuse a change
+            log.exception("a verification observer failed")

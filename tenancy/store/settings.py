@@ -18,6 +18,9 @@ MIN_IDEMPOTENCY_TTL_HOURS = 24
 # Heavy requests (topology imports, config audits, observations, proofs) one principal may
 # have in flight at once; more are refused with 429 (api/limits.py).
 DEFAULT_HEAVY_CONCURRENCY = 2
+# Worker processes that run heavy requests' parsing and verification (api/heavy_processes.py):
+# one principal's two heavy requests at once, each on a core of its own.
+DEFAULT_HEAVY_PROCESSES = 2
 # Snapshots whose artifact bytes stay fetchable per fabric (besides each deploy target's current
 # one): the most recently fetched ones (tenancy/usecases/snapshot_history.py).
 DEFAULT_SNAPSHOT_RETAIN = 20
@@ -60,6 +63,10 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     idempotency_ttl_hours: int = MIN_IDEMPOTENCY_TTL_HOURS
     heavy_concurrency: int = DEFAULT_HEAVY_CONCURRENCY
+    # Worker processes for heavy requests (api/heavy_processes.py). load_settings:
+    # ISOFABRIC_HEAVY_PROCESSES, default 2; 0 for Settings built in code, so that the many apps
+    # a test session builds start no processes (their heavy requests run in worker threads).
+    heavy_processes: int = 0
     snapshot_retain: int = DEFAULT_SNAPSHOT_RETAIN
     proof_retain: int = DEFAULT_PROOF_RETAIN
     audit_origin: str = DEFAULT_AUDIT_ORIGIN
@@ -136,6 +143,15 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
+def shared_between_processes(url: str) -> bool:
+    """Whether another process opening `url` reaches the same database (not in-memory SQLite)."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        return False
+    return backend != "sqlite" or sqlite_file(url) is not None
+
+
 def _configured_or_beside_db(configured: str | None, url: str, suffix: str) -> Path | None:
     if configured:
         return Path(configured)
@@ -167,6 +183,13 @@ def _positive_env(name: str, default: int) -> int:
     value = _int_env(name, default)
     if value is None or value < 1:
         raise ValueError(f"{name} must be a whole number of at least 1, not {value}")
+    return value
+
+
+def _count_env(name: str, default: int) -> int:
+    value = _int_env(name, default)
+    if value is None or value < 0:
+        raise ValueError(f"{name} must be a whole number of at least 0 (off), not {value}")
     return value
 
 
@@ -206,6 +229,7 @@ def load_settings() -> Settings:
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
         idempotency_ttl_hours=_idempotency_ttl_hours(),
         heavy_concurrency=_positive_env("ISOFABRIC_HEAVY_CONCURRENCY", DEFAULT_HEAVY_CONCURRENCY),
+        heavy_processes=_count_env("ISOFABRIC_HEAVY_PROCESSES", DEFAULT_HEAVY_PROCESSES),
         snapshot_retain=_positive_env("ISOFABRIC_SNAPSHOT_RETAIN", DEFAULT_SNAPSHOT_RETAIN),
         proof_retain=_positive_env("ISOFABRIC_PROOF_RETAIN", DEFAULT_PROOF_RETAIN),
         audit_origin=env("ISOFABRIC_AUDIT_ORIGIN") or DEFAULT_AUDIT_ORIGIN,

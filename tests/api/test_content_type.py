@@ -13,6 +13,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from api.app import V1_ROUTERS
+from api.json_body import declared_json_body
 from tenancy.schemas import TokenCreate
 from tenancy.usecases import tokens
 from tests.builders import TEXT_PLAIN, assert_problem, created
@@ -23,7 +24,9 @@ JSON_BODY_ROUTES = sorted(
     (method, route.path)
     for router in V1_ROUTERS
     for route in router.routes
-    if isinstance(route, APIRoute) and route.body_field is not None
+    # A typed body, or one the route validates itself (api/json_body.py).
+    if isinstance(route, APIRoute)
+    and (route.body_field is not None or declared_json_body(route.endpoint) is not None)
     for method in route.methods or ()
 )
 

@@ -27,6 +27,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from api.app import create_app
+from api.deps import heavy_work
 from api.limits import HEAVY_RETRY_AFTER_SECONDS, HeavyWorkLimit
 from policies.errors import TooManyRequestsError
 from tenancy.schemas import TokenCreate
@@ -49,6 +50,10 @@ from tests.keys import key_settings
 from tests.live_server import live_server
 
 GATE_TIMEOUT_SECONDS = 10.0
+# Async handlers: each awaits its use case in a heavy worker process, and does nothing else.
+HEAVY_PROCESS_HANDLERS = frozenset(
+    {"post_audit", "post_observation", "issue_proof", "put_topology", "put_policy"}
+)
 CLIENT_TIMEOUT_SECONDS = 120.0
 # ~16k ports: an import that takes about a second here, far longer than a /healthz round trip.
 LARGE_FABRIC_NODES, LARGE_FABRIC_HCAS = 2_000, 8
@@ -261,11 +266,18 @@ def _api_routes(app: FastAPI) -> Iterator[APIRoute]:
 
 
 def test_no_v1_handler_or_dependency_runs_blocking_work_on_the_loop(client):
-    """A regression guard: plain functions run in worker threads; async ones on the loop."""
+    """A regression guard: plain functions run in worker threads; async ones on the loop.
+
+    An async handler only awaits its use case in the heavy worker processes
+    (api/heavy_processes.py): it takes them, through its heavy-request slot.
+    """
     routes = [r for r in _api_routes(client.app) if r.path.startswith("/v1")]
+    handlers = {r.endpoint.__name__: r for r in routes if inspect.iscoroutinefunction(r.endpoint)}
 
     assert routes
-    assert [r.path for r in routes if inspect.iscoroutinefunction(r.endpoint)] == []
+    assert set(handlers) == HEAVY_PROCESS_HANDLERS
+    for route in handlers.values():
+        assert heavy_work in {d.call for d in route.dependant.dependencies}, route.path
     for route in routes:
         assert set(_async_dependencies(route.dependant)) <= ASYNC_DEPENDENCIES, route.path
 

@@ -8,6 +8,7 @@ database file. Waits are bounded polls of the cache's state, never timings.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 import time
@@ -160,6 +161,23 @@ def test_a_failing_computation_is_logged_and_the_warmer_goes_on(served, caplog):
     grant(client, "research")  # the next change is warmed as usual
 
     until(lambda: warm(uow), "the next state's verdict cached")
+
+
+def test_no_automatic_garbage_collection_runs_while_a_verdict_is_computed(served):
+    # A full collection over a whole fabric's objects stops every thread, the loop included.
+    client, uow, warmer = served
+    collecting: list[bool] = []
+
+    def observed(unit: UnitOfWork, fabric: str) -> None:
+        collecting.append(gc.isenabled())
+        cached_reads.verification_json(unit, fabric_name=fabric)
+
+    warmer.compute = observed
+    grant(client, "globex")
+    until(lambda: warm(uow) and not warmer.pending, "the state's verdict cached")
+
+    assert collecting and not any(collecting)
+    assert gc.isenabled()
 
 
 def test_the_setting_turns_it_off(app_settings, monkeypatch):
