@@ -7,19 +7,12 @@ fabric's newest snapshot to be read back. The migration downgrades cleanly.
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
-
-import psycopg
-import pytest
 from alembic import command
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 from tenancy.store.db import alembic_config, make_engine
+from tests.test_node_state_migration import url  # noqa: F401  (the SQLite/PostgreSQL fixture)
 
-POSTGRES_URL = os.environ.get("ISOFABRIC_TEST_POSTGRES_URL")
 AT = "'2026-03-01 12:00:00+00'"
 ROWS_AT_0025 = [
     "INSERT INTO fabric (id, name, kind, pkey_first, pkey_last, pkeys_per_port, created_at) "
@@ -36,25 +29,7 @@ ROWS_AT_0025 = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """A fresh SQLite file, or a throw-away PostgreSQL database (skipped when not configured)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'm.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("ISOFABRIC_TEST_POSTGRES_URL is not set")
-    base = make_url(POSTGRES_URL)
-    name = f"isofabric_mig26_{uuid.uuid4().hex[:12]}"
-    admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    yield base.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def test_0026_counts_what_existed_as_deployed_and_quarantined_until_the_newest_read_back(url):
+def test_0026_counts_what_existed_as_deployed_and_quarantined_until_the_newest_read_back(url):  # noqa: F811
     engine = make_engine(url)
     config = alembic_config(url)
     try:
