@@ -58,10 +58,10 @@ def verify(url: str, *extra: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def sql(url: str, statement: str) -> None:
+def sql(url: str, statement: str, **params: object) -> None:
     engine = make_engine(url)
     with engine.begin() as connection:
-        connection.execute(text(statement))
+        connection.execute(text(statement), params)
     engine.dispose()
 
 
@@ -285,6 +285,22 @@ def test_an_edit_after_the_last_checkpoint_is_named_by_its_seal(client, demo_url
 
     assert code == 1
     assert f"entry {last} was altered: it no longer matches its seal" in output
+    assert f"first bad index: {last}" in output
+
+
+@pytest.mark.parametrize("seal", [None, "", "bogus", "isofabric.local/other AAAA"])
+def test_a_stripped_or_forged_seal_after_the_last_checkpoint_is_named(client, demo_url, seal):
+    client.get("/v1/audit/checkpoint")
+    for name in ("after1", "after2"):
+        body = {"name": name, "kind": "internal", "qos_class": "bronze"}
+        assert client.post("/v1/tenants", json=body).status_code == 201
+    last = client.get("/v1/audit/entries", params={"limit": 1000}).json()["count"] - 1
+    entry_with_recomputed_leaf(demo_url, last)
+    sql(demo_url, f'UPDATE audit_entry SET seal = :seal WHERE "index" = {last}', seal=seal)
+
+    code, output = verify(demo_url)
+
+    assert code == 1, output
     assert f"first bad index: {last}" in output
 
 

@@ -84,6 +84,7 @@ def verify_log(
     *,
     expected_entries: int = 0,
     retired: Mapping[str, Retirement] | None = None,
+    every_key: bool = True,
 ) -> LogReport:
     """Recompute the tree from `entries` and check it against signed checkpoint notes.
 
@@ -102,6 +103,8 @@ def verify_log(
             database holds); fewer means entries were removed.
         retired: Retirements by key name (the keyring's): a retired key vouches only for
             checkpoints it could have signed while active, of at most its `log_size` entries.
+        every_key: `keys` holds every key that ever signed (a keyring), so a seal naming
+            another key is forged; False for one pinned key, which cannot judge other seals.
     """
     report = LogReport(size=len(entries))
     hashes = _leaf_hashes(entries, report)
@@ -120,7 +123,7 @@ def verify_log(
         and _in_office(c, _signer(note), what, retired or {}, report)
     ]
     _check_roots(sorted(verified, key=lambda item: item[0].size), hashes, report)
-    _name_sealed_culprit(entries, keys, retired or {}, report)
+    _name_sealed_culprit(entries, _SealKeys(keys, retired or {}, every_key), report)
     return report
 
 
@@ -165,24 +168,33 @@ def _seal_message(index: int, leaf_hash: str) -> bytes:
     return f"isofabric audit entry\n{index}\n{leaf_hash}\n".encode()
 
 
-def seal_verifies(
-    entry: Mapping[str, Any],
-    keys: Mapping[str, Ed25519PublicKey],
-    retired: Mapping[str, Retirement],
-) -> bool | None:
-    """Whether `entry`'s seal vouches for its content; None without a seal or its key.
+@dataclass(frozen=True)
+class _SealKeys:
+    """What judges seals: the verifier's keys by name and their retirements.
+
+    `every_key`: the keys are every key that ever signed (a keyring), not one pinned key.
+    """
+
+    keys: Mapping[str, Ed25519PublicKey]
+    retired: Mapping[str, Retirement]
+    every_key: bool = True
+
+
+def seal_verifies(entry: Mapping[str, Any], judge: _SealKeys) -> bool | None:
+    """Whether `entry`'s seal vouches for its content; None when nothing can be judged.
 
     The seal covers the entry's index and the leaf hash recomputed from its content, so an edit
     shows even when the stored leaf hash was recomputed too. A retired key's seal vouches only
-    for entries appended while it was active (below its retirement's log size).
+    for entries appended while it was active (below its retirement's log size); a seal naming a
+    key the keyring does not hold is forged. None: no seal, or (one pinned key) another key's.
     """
     position, seal = entry.get("index"), entry.get("seal")
-    if not isinstance(seal, str) or not isinstance(position, int):
+    if not isinstance(seal, str) or not seal or not isinstance(position, int):
         return None
     name, _, signature = seal.partition(" ")
-    key, retirement = keys.get(name), retired.get(name)
+    key, retirement = judge.keys.get(name), judge.retired.get(name)
     if key is None:
-        return None  # a key the verifier was not given (e.g. one --key): no judgement
+        return False if judge.every_key else None
     if retirement is not None and position >= retirement.log_size:
         return False
     leaf = entry_leaf_hash({k: entry.get(k) for k in HASHED_FIELDS}).hex()
@@ -194,10 +206,7 @@ def seal_verifies(
 
 
 def _name_sealed_culprit(
-    entries: Sequence[Mapping[str, Any]],
-    keys: Mapping[str, Ed25519PublicKey],
-    retired: Mapping[str, Retirement],
-    report: LogReport,
+    entries: Sequence[Mapping[str, Any]], judge: _SealKeys, report: LogReport
 ) -> None:
     """Name an entry edited together with its leaf hash by its seal.
 
@@ -208,10 +217,10 @@ def _name_sealed_culprit(
     seals, so an edit after the last checkpoint is found too.
     """
     if report.unlocated is None:
-        _check_uncovered_seals(entries[report.vouched :], keys, retired, report)
+        _check_uncovered_seals(entries, judge, report)
         return
     start, end = report.unlocated
-    checked = [(e, seal_verifies(e, keys, retired)) for e in entries[start:end]]
+    checked = [(e, seal_verifies(e, judge)) for e in entries[start:end]]
     broken = next((e for e, ok in checked if ok is False), None)
     unsealed = next((e for e, ok in checked if ok is None), None)
     named = broken if broken is not None else unsealed
@@ -228,15 +237,27 @@ def _name_sealed_culprit(
 
 
 def _check_uncovered_seals(
-    entries: Sequence[Mapping[str, Any]],
-    keys: Mapping[str, Ed25519PublicKey],
-    retired: Mapping[str, Retirement],
-    report: LogReport,
+    entries: Sequence[Mapping[str, Any]], judge: _SealKeys, report: LogReport
 ) -> None:
-    broken = next((e for e in entries if seal_verifies(e, keys, retired) is False), None)
-    if broken is not None:
-        index = int(broken["index"])
-        report.bad(index, f"entry {index} was altered: it no longer matches its seal")
+    """Name the first entry after the newest matching checkpoint whose seal fails or is gone.
+
+    A missing seal after a sealed entry counts (the service seals every entry once it has a
+    key): stripping the seal must not hide an edit.
+    """
+    sealed = False
+    for position, entry in enumerate(entries):
+        verdict = seal_verifies(entry, judge)
+        stripped = verdict is None and sealed and judge.every_key and not entry.get("seal")
+        if position >= report.vouched and (verdict is False or stripped):
+            report.bad(
+                position,
+                f"entry {position} was altered: it no longer matches its seal"
+                if verdict is False
+                else f"entry {position} carries no seal though entries before it are sealed: "
+                "it was altered (or appended while no signing key was installed)",
+            )
+            return
+        sealed = sealed or verdict is True
 
 
 def _leaf_hashes(entries: Sequence[dict[str, Any]], report: LogReport) -> list[bytes]:

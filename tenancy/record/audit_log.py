@@ -309,7 +309,13 @@ def verify(
         # signature line still binds name and key, so only the pinned key's holder can sign.
         trusted = dict.fromkeys(_signer_names([*notes, kept or ""]), pinned)
     return verify_log(
-        documents, notes, trusted, kept, expected_entries=expected, retired=retirements(ring)
+        documents,
+        notes,
+        trusted,
+        kept,
+        expected_entries=expected,
+        retired=retirements(ring),
+        every_key=pinned is None,
     )
 
 

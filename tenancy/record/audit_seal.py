@@ -31,6 +31,11 @@ def seal(session: ModelSession, settings: Settings, index: int, leaf_hash: str) 
     return None if signer is None else seal_entry(index, leaf_hash, *signer)
 
 
+def seal_with(session: Session, name: str, key: Ed25519PrivateKey) -> None:
+    """Seal this transaction's next entries with `key` (a rotation: the key now active)."""
+    memo(session, _MEMO)["signer"] = (name, key)
+
+
 def reseal(session: Session, index: int, leaf_hash: str) -> str | None:
     """The seal after a leaf was rehashed in the transaction that appended it."""
     signer = memo(session, _MEMO).get("signer")

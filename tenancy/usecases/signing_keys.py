@@ -29,7 +29,7 @@ from policies.evidence.key_transition import KeyTransition
 from policies.evidence.keyring import KeyringEntry
 from policies.evidence.proofs import key_id, public_jwk
 from tenancy import models as m
-from tenancy.record import audit_log
+from tenancy.record import audit_log, audit_seal
 from tenancy.schemas import (
     PublicJWK,
     SigningKeysView,
@@ -256,6 +256,8 @@ def _retire_and_add(
     # Rotation is a mutation like any other: the entry also grows the log, so the next
     # checkpoint is a new one, signed by the key now active (never the retired one). The
     # entries before it are what the retired key can have vouched for.
+    # Sealed by the new key: unsealed entries among sealed ones read as stripped seals.
+    audit_seal.seal_with(tx.session, new.name, key)
     entry = audit_log.record(tx, "keys.rotate", f"keys/{new.name}")
     if old is None:
         return new, None
