@@ -159,7 +159,15 @@ def test_an_untouched_log_verifies(client, demo_url):
     code, output = verify(demo_url)
 
     assert code == 0, output
-    assert "OK:" in output
+    assert "entries verify against every checkpoint" in output
+
+
+def test_a_log_no_checkpoint_covers_yet_says_so_rather_than_claim_every_checkpoint(demo_url):
+    code, output = verify(demo_url)
+
+    assert code == 0, output
+    assert "no signed checkpoint covers them yet" in output
+    assert "every checkpoint" not in output
 
 
 def test_an_edited_entry_fails_verification_naming_its_index(client, demo_url):

@@ -51,6 +51,7 @@ class LogReport:
     unlocated: tuple[int, int] | None = None
     # Every index below this is covered by a checkpoint whose root matches.
     vouched: int = 0
+    checkpoints: int = 0  # signed checkpoints that verified
 
     @property
     def ok(self) -> bool:
@@ -122,6 +123,7 @@ def verify_log(
         if (c := _verified(note, keys, report, what))
         and _in_office(c, _signer(note), what, retired or {}, report)
     ]
+    report.checkpoints = len(verified)
     _check_roots(sorted(verified, key=lambda item: item[0].size), hashes, report)
     _name_sealed_culprit(entries, _SealKeys(keys, retired or {}, every_key), report)
     return report
