@@ -11,6 +11,8 @@ it installed last (a replay, or a stale server).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +75,31 @@ class Manifest:
     def file(self, name: str) -> ManifestFile | None:
         """The file installed as `name`, if the manifest has one."""
         return next((f for f in self.files if f.name == name), None)
+
+
+def older_than(manifest: Manifest, known: tuple[int, int] | None, what: str) -> str | None:
+    """Why `manifest` is refused as older than the agent's position `known` (None: it is not).
+
+    `what` names that position ("installed", "last applied"); the text is the same for every
+    agent and for a plan.
+    """
+    if known is None or manifest.position >= known:
+        return None
+    return (
+        f"its position {manifest.position_text} is older than the {what} one "
+        f"({evidence_manifest.position_text(known)}): a replayed manifest or a stale server"
+    )
+
+
+def envelope_hash(envelope: Mapping[str, Any]) -> str:
+    """An envelope's identity, for remembering one that was refused (its exact bytes as JSON)."""
+    return hashlib.sha256(json.dumps(envelope, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def files_hash(manifest: Manifest) -> str:
+    """The snapshot digest and its files' sha256: what a rollback holds."""
+    files = sorted((f.name, f.sha256) for f in manifest.files)
+    return hashlib.sha256(json.dumps([manifest.digest, files]).encode()).hexdigest()
 
 
 OPENSM_FILES = FileRule(frozenset(INSTALLABLE), frozenset({PARTITIONS}), by_base_name=True)

@@ -1,6 +1,6 @@
 """One cycle of the OpenSM deploy agent; agent/loop.py repeats it.
 
-A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than
+A cycle: fetch the signed manifest and verify it with the pinned keys (a position older than
 the installed manifest's is refused); nothing to do when every installed file has the manifest's
 sha256 and that deployment settled with the running OpenSM (one settled as a standby is not
 settled once this OpenSM is master); otherwise (in a loop at most once per ``--min-interval``,
@@ -15,7 +15,7 @@ Report states:
 
 * ``applied``: on the master, the read-back matched the signed model; on a standby, the files
   are installed, parsed and equal to the manifest;
-* ``refused``: the manifest's signature, fabric or type, a sequence older than the installed
+* ``refused``: the manifest's signature, fabric or type, a position older than the installed
   manifest's (a replay or a stale server), a file's sha256, or a critical finding in
   partitions.conf; nothing installed;
 * ``failed``: OpenSM not running, not reading the files in the conf dir, no sweep, a tool
@@ -35,8 +35,6 @@ cycle: the service takes the repeat as a sign of life (``last_seen_at``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import time
 from collections.abc import Callable
@@ -56,13 +54,20 @@ from agent.cycle import (
     Throttle,
 )
 from agent.install import install_file, pause_point, sha256_of
-from agent.manifest import OPTIONS, Manifest, ManifestError, verify_manifest
+from agent.manifest import (
+    OPTIONS,
+    Manifest,
+    ManifestError,
+    envelope_hash,
+    files_hash,
+    older_than,
+    verify_manifest,
+)
 from agent.master import Master, Verification
 from agent.prepare import check_opensm, identity, observe, prepare
 from agent.sm import SmError, SmProcess
 from agent.state import AgentState, Pending, Settled, load_state, save_state
 from agent.trust import HeldPosition, verified_keeping
-from policies.evidence.manifest import position_text
 from policies.infiniband.opensm_conf import management_keys
 
 
@@ -103,7 +108,7 @@ class Agent:
             what = "unreachable" if error.status is None else "answering with an error"
             self.say(f"the service is {what}, nothing done: {error}")
             return CycleResult("unreachable", str(error))
-        envelope_id = _envelope_hash(envelope)
+        envelope_id = envelope_hash(envelope)
         if envelope_id in self.held:
             return self._repeat_held(envelope_id, "this manifest was refused before")
         try:
@@ -113,14 +118,10 @@ class Agent:
             # of a rotated key is learned at a later cycle, from the same envelope.
             self.hold_as = envelope_id if self.settings.keys.checked else None
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
-        installed = self.state.installed_position
-        if installed is not None and manifest.position < installed:
+        older = older_than(manifest, self.state.installed_position, "installed")
+        if older is not None:
             self.hold_as = envelope_id
-            detail = (
-                f"manifest refused: its position {manifest.position_text} is older than the "
-                f"installed one ({position_text(installed)}): a replayed manifest or a stale "
-                "server; nothing installed"
-            )
+            detail = f"manifest refused: {older}; nothing installed"
             return self._finish(Report("refused", manifest.digest, detail), started)
         pause_point("fetched")
         return self._cycle_for(manifest, envelope_id, started, coalesce)
@@ -128,7 +129,7 @@ class Agent:
     def _cycle_for(
         self, manifest: Manifest, envelope_id: str, started: float, coalesce: bool
     ) -> CycleResult:
-        files_id = _files_hash(manifest)
+        files_id = files_hash(manifest)
         if files_id in self.held:
             return self._repeat_held(files_id, f"{manifest.digest} with these files was tried")
         process = self._process()
@@ -366,7 +367,7 @@ class Agent:
         same = pending is not None and pending.digest == deployment.digest
         files = pending.files if pending is not None and same else []
         previous = pending.previous_digest if pending is not None and same else None
-        self.hold_as = _files_hash(deployment.manifest)  # also a failed one: not tried again
+        self.hold_as = files_hash(deployment.manifest)  # also a failed one: not tried again
         report = self.master.roll_back(deployment, found, files, previous, self_guid)
         if report.state == "rolled_back":  # the files of `previous` (None: unknown) are back
             conf_dir = self.settings.conf_dir
@@ -397,13 +398,3 @@ class Agent:
             parts.append(f"restart OpenSM to apply what SIGHUP does not reload: {changes}")
         report.detail = ". ".join(parts + deployment.notes)
         return report
-
-
-def _envelope_hash(envelope: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(envelope, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _files_hash(manifest: Manifest) -> str:
-    """The snapshot digest and its files' sha256: what a rollback holds."""
-    files = sorted((f.name, f.sha256) for f in manifest.files)
-    return hashlib.sha256(json.dumps([manifest.digest, files]).encode()).hexdigest()

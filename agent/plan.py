@@ -19,7 +19,7 @@ from pathlib import Path
 
 from agent.client import ServerError
 from agent.cycle import AgentSettings, FailedError, RefusedError, Server
-from agent.manifest import PARTITIONS, ManifestError, verify_manifest
+from agent.manifest import PARTITIONS, ManifestError, older_than, verify_manifest
 from agent.prepare import prepare, read_text, text_of
 from agent.state import load_state
 from agent.trust import position_kept, verified
@@ -46,12 +46,9 @@ def plan(settings: AgentSettings, server: Server, out: Callable[[str], None]) ->
         )
         state = load_state(settings.conf_dir)
         held = (state.installed_position, state.installed_signer)
-        installed = position_kept(held, trust.entries, out)[0]
-        if installed is not None and manifest.position < installed:
-            raise RefusedError(
-                f"the manifest's position {manifest.position_text} is older than the installed "
-                f"one ({installed[0]}:{installed[1]}): a replayed manifest or a stale server"
-            )
+        older = older_than(manifest, position_kept(held, trust.entries, out)[0], "installed")
+        if older is not None:
+            raise RefusedError(f"the manifest's {older}")
         deployment = prepare(manifest, server, settings.conf_dir, None, lambda: 0.0)
     except (ServerError, ManifestError, RefusedError, FailedError) as error:
         out(f"refused or failed, nothing would be installed: {error}")

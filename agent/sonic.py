@@ -1,6 +1,6 @@
 """One cycle of the SONiC leaf agent (``isofabric-agent sonic``).
 
-A cycle: fetch the signed manifest and verify it with the pinned keys (a sequence older than the
+A cycle: fetch the signed manifest and verify it with the pinned keys (a position older than the
 last applied one, kept in ``--state-dir``, is refused); read ``sync`` and act only when its
 ``desired`` is the manifest's digest, in the phase it publishes; download this leaf's files by
 snapshot digest and check their sha256; read the running CONFIG_DB (and the installed frr.conf);
@@ -43,13 +43,12 @@ from agent.client import ServerError
 from agent.config_db import Applied, ConfigDb, StoreError
 from agent.cycle import CycleResult, RefusedError, Report, ReportOutbox, Throttle
 from agent.frr import FrrError, FrrLeaf
-from agent.manifest import Manifest, ManifestError, verify_manifest
+from agent.manifest import Manifest, ManifestError, older_than, verify_manifest
 from agent.sonic_change import LeafChange, LeafTarget, leaf_files, parse_target, phase_change
 from agent.sonic_change import remaining as still_missing
 from agent.sonic_state import SonicState, load_sonic_state, save_sonic_state
 from agent.trust import HeldPosition, Trust, verified_keeping
 from policies.errors import IsofabricError, PatchRefusedError
-from policies.evidence.manifest import position_text
 
 
 class SonicServer(Protocol):
@@ -135,13 +134,9 @@ class SonicAgent:
             return self._unreachable(error)
         except ManifestError as error:
             return self._finish(Report("refused", None, f"manifest refused: {error}"), started)
-        known = self.state.position
-        if known is not None and manifest.position < known:
-            detail = (
-                f"manifest refused: its position {manifest.position_text} is older than the last "
-                f"applied one ({position_text(known)}): a replayed manifest or a stale server; "
-                "nothing changed"
-            )
+        older = older_than(manifest, self.state.position, "last applied")
+        if older is not None:
+            detail = f"manifest refused: {older}; nothing changed"
             return self._finish(Report("refused", manifest.digest, detail), started)
         return self._cycle_for(manifest, started)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -46,7 +46,6 @@ class Trust:
     entries: list[KeyringEntry]
     keyring_file: Path | None = None
     checked: bool = False  # the service's transitions were read since the agent started
-    learned: list[KeyTransition] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> Trust:
@@ -93,7 +92,6 @@ class Trust:
             if len(still) == len(pending):
                 break
             pending = still
-        self.learned += accepted
         return accepted
 
     def _accept(self, statement: Any, accepted: list[KeyTransition]) -> bool:
