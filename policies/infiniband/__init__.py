@@ -15,6 +15,7 @@ from policies.infiniband.model import (
     Member,
     Partition,
     QosClass,
+    VirtualGuid,
     format_guid,
     format_pkey,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Partition",
     "QosClass",
     "SubnetManagerKeys",
+    "VirtualGuid",
     "compare_observation",
     "format_guid",
     "format_pkey",

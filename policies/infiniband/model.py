@@ -73,7 +73,11 @@ class Partition:
     """An InfiniBand partition: a 15-bit key owned by a tenant or a service, with its members.
 
     A peering's shared partition has `peering` set; both tenants' ports are full members and
-    its `owner` is the peering's first tenant (`peering.a`).
+    its `owner` is the peering's first tenant (`peering.a`). A tenant's additional partition
+    (one it created beside its default partition) has `label`, its name within the tenant,
+    and lists its members explicitly: ports of the tenant's nodes and virtual GUIDs bound to
+    it. `ipoib` and `index0` are partitions.conf's ``ipoib`` and ``indx0`` flags, which OpenSM
+    applies to the whole partition (opensm/osm_prtn_config.c, OpenSM 3.3.23).
     """
 
     pkey: int
@@ -81,6 +85,9 @@ class Partition:
     members: tuple[Member, ...]
     qos_class: str | None = None
     peering: Peering | None = None
+    label: str | None = None
+    ipoib: bool = True
+    index0: bool = False
 
     @property
     def name(self) -> str:
@@ -119,14 +126,31 @@ def peering_partition_name(peering: Peering, pkey: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class VirtualGuid:
+    """A virtual port GUID (an SR-IOV virtual function's) bound to the tenant that holds it.
+
+    isofabric does not know its physical port: only a virtualization-aware SM (NVIDIA's)
+    enforces its memberships, and the per-port checks cannot count it.
+    """
+
+    guid: int
+    tenant: str
+
+
+@dataclass(frozen=True, slots=True)
 class IbSettings:
-    """Fabric-wide facts the checks need: identity, key range and per-port key budget."""
+    """Fabric-wide facts the checks need: identity, key range and per-port key budget.
+
+    `virtual_guids` is true when the fabric's SM enforces memberships of virtual GUIDs
+    (NVIDIA's SM with virtualization enabled).
+    """
 
     name: str
     kind: FabricKind = FabricKind.INFINIBAND
     pkey_first: int = 0x0001
     pkey_last: int = MAX_TENANT_PKEY
     pkeys_per_port: int = DEFAULT_PKEYS_PER_PORT
+    virtual_guids: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,7 @@ class IbSnapshot:
 
     `policy` is the policy in force, `tenants` the facts of every tenant that holds something in
     the snapshot and `peerings` the accepted peerings on this fabric (policies.policy_rules).
+    `virtual_guids` are the virtual GUIDs bound to tenants; partitions may list them as members.
     """
 
     fabric: IbSettings
@@ -151,6 +176,7 @@ class IbSnapshot:
     policy: Policy = DEFAULT_POLICY
     tenants: tuple[TenantFacts, ...] = ()
     peerings: tuple[Peering, ...] = ()
+    virtual_guids: tuple[VirtualGuid, ...] = ()
 
     @cached_property
     def digest(self) -> str:
