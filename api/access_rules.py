@@ -15,8 +15,10 @@ from policies.authz import decide as decide_under
 
 _TENANT_READS = (
     r"^/v1/tenants/\{tenant\}(/(allocations|grants)(/\{(allocation_id|grant_id)\})?"
-    r"|/reachability|/peerings|/peering-requests)?$"
+    r"|/reachability|/peerings|/peering-requests|/partitions(/\{name\})?)?$"
 )
+# A tenant-admin creates, deletes and fills its own tenant's partitions.
+_PARTITION_WRITES = r"^/v1/tenants/\{tenant\}/partitions(/\{name\}(/members(/\{guid\})?)?)?$"
 # Consented peering: a tenant-admin requests, accepts and ends its own tenant's.
 _PEERING_WRITES = (
     r"^/v1/tenants/\{tenant\}/(peerings(/\{peering_id\})?"
@@ -51,6 +53,7 @@ ROUTE_RULES = "\n".join(
         rf"p, tenant-admin, *, {_TENANT_READS}, ^GET$, allow",
         r"p, tenant-admin, *, ^/v1/tokens(/\{token_id\})?$, ^(GET|POST|DELETE)$, allow",
         rf"p, tenant-admin, *, {_PEERING_WRITES}, ^(POST|DELETE)$, allow",
+        rf"p, tenant-admin, *, {_PARTITION_WRITES}, ^(POST|PUT|DELETE)$, allow",
         # isolation proofs: issuing changes nothing, so auditors may POST it too
         r"p, auditor, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",
         r"p, tenant-admin, *, ^/v1/tenants/\{tenant\}/isolation-proofs$, ^POST$, allow",

@@ -33,6 +33,7 @@ KIND_COLUMNS: output.Columns = (
     ("PEERING", "peering"),
     ("DEFAULT GRANTS", "default_grants"),
     ("MAX POOL %", "max_pool_share_percent"),
+    ("MAX PARTITIONS", "max_partitions"),
 )
 POLICY_COLUMNS: output.Columns = (
     ("VERSION", "version"),

@@ -22,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_POLICY",
+    "DEFAULT_MAX_PARTITIONS",
     "DEFAULT_POOL_SHARE_PERCENT",
     "Isolation",
     "Peering",
@@ -65,6 +66,13 @@ class Visibility(StrEnum):
 
 # A quarter of each pool: two colluding tenants still leave half of it to everyone else.
 DEFAULT_POOL_SHARE_PERCENT = 25
+# NVIDIA's bare-metal controller (NICo) allows up to 31 InfiniBand partitions per tenant.
+DEFAULT_MAX_PARTITIONS = 31
+# The defaults a fingerprint leaves out: rules stored before they existed keep their fingerprint.
+_OMITTED_DEFAULTS = {
+    "max_pool_share_percent": DEFAULT_POOL_SHARE_PERCENT,
+    "max_partitions": DEFAULT_MAX_PARTITIONS,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +84,8 @@ class TenantKindPolicy:
     peer with (both sides' policies must allow it); `default_grants` names the services granted
     on the tenant's first allocation on a fabric (where the fabric has them);
     `max_pool_share_percent` is the percentage of each identifier pool of a fabric one tenant
-    may hold when its own tenant roles take (`pool_share`).
+    may hold when its own tenant roles take (`pool_share`); `max_partitions` is how many
+    InfiniBand partitions one tenant of this kind may hold per fabric, its default one included.
     """
 
     isolation: Isolation = Isolation.SEGMENT
@@ -85,6 +94,7 @@ class TenantKindPolicy:
     peering: tuple[TenantKind, ...] = ()
     default_grants: tuple[str, ...] = ()
     max_pool_share_percent: int = DEFAULT_POOL_SHARE_PERCENT
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
 
     def admits_class(self, qos_class: str | None) -> bool:
         """Whether a tenant of this kind may hold `qos_class` (no class is always admitted)."""
@@ -148,14 +158,15 @@ class Policy:
     def fingerprint(self) -> str:
         """``sha256:<hex>`` of the canonical document: equal for equal rules, whatever version.
 
-        The canonical document leaves out a pool share equal to the default: the rules of a
-        version stored before the share existed, and the snapshot digests and proofs that name
-        its fingerprint, stay what they were.
+        The canonical document leaves out a pool share and a partition limit equal to their
+        defaults: the rules of a version stored before they existed, and the snapshot digests
+        and proofs that name its fingerprint, stay what they were.
         """
         document = self.document()
         for rules in document["kinds"].values():
-            if rules["max_pool_share_percent"] == DEFAULT_POOL_SHARE_PERCENT:
-                del rules["max_pool_share_percent"]
+            for name, default in _OMITTED_DEFAULTS.items():
+                if rules[name] == default:
+                    del rules[name]
         body = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
         return f"sha256:{hashlib.sha256(body).hexdigest()}"
 
@@ -168,6 +179,7 @@ def _kind_document(rules: TenantKindPolicy) -> dict[str, Any]:
         "peering": sorted(kind.value for kind in rules.peering),
         "default_grants": sorted(rules.default_grants),
         "max_pool_share_percent": rules.max_pool_share_percent,
+        "max_partitions": rules.max_partitions,
     }
 
 

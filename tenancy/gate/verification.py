@@ -21,6 +21,7 @@ from tenancy.record import audit_log, snapshot_log
 from tenancy.record.node_states import stamp_drains
 from tenancy.record.quarantine import stamp_segments
 from tenancy.record.snapshot import Snapshot, load_snapshot
+from tenancy.record.virtual_guids import stamp_virtual_guids
 from tenancy.schemas import (
     ArtifactsView,
     CounterexampleView,
@@ -106,6 +107,7 @@ def _log_snapshot(tx: Tx, fabric: m.Fabric, entry: m.AuditEntry) -> None:
     snapshot = snapshot_log.record(tx, fabric, entry)
     stamp_drains(tx.session, m.pk(fabric), m.pk(snapshot))
     stamp_segments(tx.session, m.pk(fabric), m.pk(snapshot))
+    stamp_virtual_guids(tx.session, m.pk(fabric), m.pk(snapshot))
 
 
 def digest_changed(tx: Tx, fabric: m.Fabric) -> bool:

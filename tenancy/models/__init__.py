@@ -14,6 +14,7 @@ from tenancy.models.deploy import (
 )
 from tenancy.models.digest import DigestGroup, FabricDigest
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
+from tenancy.models.partitions import Partition, PartitionMember, VirtualGuid
 from tenancy.models.peerings import Peering
 from tenancy.models.policy import PolicyVersion
 from tenancy.models.read_cache import CachedRead
@@ -50,6 +51,8 @@ __all__ = [
     "Nic",
     "Node",
     "NodeAssignment",
+    "Partition",
+    "PartitionMember",
     "Peering",
     "PolicyVersion",
     "Port",
@@ -69,6 +72,7 @@ __all__ = [
     "Tenant",
     "UsageInterval",
     "UtcDateTime",
+    "VirtualGuid",
     "pk",
     "utcnow",
 ]

@@ -24,6 +24,8 @@ class Fabric(SQLModel, table=True):
     pkey_first: int
     pkey_last: int
     pkeys_per_port: int = 128
+    # InfiniBand: the virtual GUID setting as JSON ({"enabled", "ranges", "sm"}); None: off.
+    virtual_guids: str | None = Field(default=None, max_length=4096)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
 
 

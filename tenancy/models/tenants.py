@@ -43,6 +43,10 @@ class Service(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
 
 
+# The active values a tenant holds once per fabric: all but its additional partitions' P_Keys.
+_ONE_PER_PURPOSE = "state = 'active' AND tenant_id IS NOT NULL AND purpose <> 'partition'"
+
+
 class Segment(SQLModel, table=True):
     """A claimed identifier (a P_Key): active for its owner, then quarantined until reuse.
 
@@ -51,7 +55,8 @@ class Segment(SQLModel, table=True):
     snapshot that released it, `drain_snapshot_id` (tenancy/record/quarantine.py).
 
     The unique (fabric, kind, value) constraint is the backstop that makes allocation race-free
-    across processes; the partial index keeps one active partition per tenant per fabric.
+    across processes; the partial index keeps one active value per purpose per tenant per
+    fabric, apart from a tenant's additional partitions (purpose ``partition``: several).
     """
 
     __table_args__ = (
@@ -62,15 +67,17 @@ class Segment(SQLModel, table=True):
             "tenant_id",
             "purpose",
             unique=True,
-            sqlite_where=text("state = 'active' AND tenant_id IS NOT NULL"),
-            postgresql_where=text("state = 'active' AND tenant_id IS NOT NULL"),
+            sqlite_where=text(_ONE_PER_PURPOSE),
+            postgresql_where=text(_ONE_PER_PURPOSE),
         ),
     )
     id: int | None = Field(default=None, primary_key=True)
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     kind: str = Field(default="pkey", max_length=16)  # the pool: pkey, vlan, vni, subnet, rd
     value: int
-    purpose: str = Field(default="pkey", max_length=16)  # pkey, vlan, l3vni_vlan, l2vni, l3vni...
+    # pkey (a tenant's default partition, a service's), partition (a tenant's additional
+    # partition), vlan, l3vni_vlan, l2vni, l3vni...
+    purpose: str = Field(default="pkey", max_length=16)
     state: str = Field(default="active", max_length=16)
     tenant_id: int | None = Field(default=None, foreign_key="tenant.id", index=True)
     service_id: int | None = Field(default=None, foreign_key="service.id", index=True)

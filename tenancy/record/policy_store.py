@@ -98,6 +98,7 @@ def tenant_kind_policy(document: Mapping[str, Any], default: TenantKindPolicy) -
         max_pool_share_percent=document.get(
             "max_pool_share_percent", default.max_pool_share_percent
         ),
+        max_partitions=document.get("max_partitions", default.max_partitions),
     )
 
 

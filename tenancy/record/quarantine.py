@@ -45,7 +45,9 @@ def release_segment(tx: Tx, segment: m.Segment) -> None:
 
 
 def release_unused(tx: Tx, fabric_id: int, *, tenant_id: int) -> None:
-    """Release every identifier the tenant holds on the fabric, if no allocation is left.
+    """Release the tenant's identifiers on the fabric if no allocation is left.
+
+    Its additional partitions' P_Keys stay: those partitions outlive its nodes.
 
     One prepared UPDATE, whose condition is that the tenant holds no unreleased allocation on
     the fabric (the caller holds the fabric's lock: none can appear meanwhile); then `_settle`.
@@ -216,6 +218,8 @@ _QUARANTINE_UNUSED = (
         col(m.Segment.fabric_id) == bindparam("fabric"),
         col(m.Segment.tenant_id) == bindparam("tenant"),
         col(m.Segment.state) == "active",
+        # A tenant's additional partitions outlive its nodes (tenancy/record/partitions.py).
+        col(m.Segment.purpose) != "partition",
         ~exists().where(
             col(m.Allocation.tenant_id) == bindparam("tenant"),
             col(m.Allocation.fabric_id) == bindparam("fabric"),

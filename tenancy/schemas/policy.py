@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictInt
 
-from policies.policy import DEFAULT_POOL_SHARE_PERCENT
+from policies.policy import DEFAULT_MAX_PARTITIONS, DEFAULT_POOL_SHARE_PERCENT
 from tenancy.schemas.common import Slug, Strict
 
 # Counts of names in one document: far above any real policy, small enough to validate at once.
@@ -53,6 +53,12 @@ MAX_POOL_SHARE = (
     "tenant of this kind may hold, its peerings' P_Keys and its quarantined values included, "
     "when one of its own tenant roles takes; at least one value. Operators are not bound by it"
 )
+MAX_PARTITIONS = (
+    "How many InfiniBand partitions (P_Keys) one tenant of this kind may hold per fabric, its "
+    "default partition included (1-32767); operators are bound by it too"
+)
+# The P_Key range holds at most 0x7ffe tenant keys.
+MAX_PARTITIONS_LIMIT = 0x7FFE
 SERVICES = (
     "Per shared service name: which kinds may be granted it ('all', 'internal', 'external'); a "
     "service not listed is visible to all"
@@ -85,6 +91,9 @@ class KindPolicyDocument(Strict):
     )
     max_pool_share_percent: StrictInt = Field(
         default=DEFAULT_POOL_SHARE_PERCENT, ge=1, le=100, description=MAX_POOL_SHARE
+    )
+    max_partitions: StrictInt = Field(
+        default=DEFAULT_MAX_PARTITIONS, ge=1, le=MAX_PARTITIONS_LIMIT, description=MAX_PARTITIONS
     )
 
 
@@ -151,6 +160,7 @@ class KindPolicyView(BaseModel):
     peering: list[KindName] = Field(description=PEERING)
     default_grants: list[str] = Field(description=DEFAULT_GRANTS)
     max_pool_share_percent: int = Field(description=MAX_POOL_SHARE)
+    max_partitions: int = Field(description=MAX_PARTITIONS)
 
 
 class KindsView(BaseModel):

@@ -25,7 +25,7 @@ from policies.enforcement import (
 from policies.model import FabricKind
 from policies.node_state import NodeState
 from tenancy import models as m
-from tenancy.record import audit_log
+from tenancy.record import audit_log, virtual_guids
 from tenancy.record.node_states import finish_drains, free_drained
 from tenancy.record.quarantine import end_read_back
 from tenancy.record.roce_leaves import host_leaves
@@ -41,6 +41,10 @@ def fabric_targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
     return list(session.exec(query.order_by(col(m.DeployTarget.name))))
 
 
+# Where no target is left, nothing enforces the files: every drain ends.
+EVERY_SNAPSHOT = 2**62
+
+
 def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
     """Free the draining nodes whose removal the targets enforce, as `policies.enforcement` says.
 
@@ -54,6 +58,7 @@ def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:
     ready = enforced_up_to(FabricKind(fabric.kind), _enforcement_of(targets))
     uncovered = _on_untargeted_leaves(tx.session, fabric, targets, ready)
     end_read_back(tx.session, m.pk(fabric), ready)
+    virtual_guids.end_read_back(tx.session, m.pk(fabric), ready if targets else EVERY_SNAPSHOT)
     freed = finish_drains(tx.session, m.pk(fabric), applied_everywhere=ready, waiting=uncovered)
     if not targets:
         freed = free_drained(tx.session, _draining(tx.session, m.pk(fabric)))

@@ -20,6 +20,7 @@ from tenancy.gate.change_check import ChangeScope
 from tenancy.gate.verification import commit_gate
 from tenancy.models.columns import UtcDateTime
 from tenancy.record.node_states import release_nodes
+from tenancy.record.partitions import drop_node_memberships, drop_tenant_partitions
 from tenancy.record.quarantine import release_segment, release_unused
 from tenancy.store.db import fetch_all, forget_loaded
 from tenancy.store.locks import lock_fabrics
@@ -46,6 +47,7 @@ def release_held(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
     node_ids = [node_id for (node_id,) in taken]
     forget_loaded(tx.session, m.NodeAssignment, node_ids)
     release_nodes(tx.session, allocation.fabric_id, node_ids)  # allocated -> free or draining
+    drop_node_memberships(tx, m.pk(tenant), node_ids)
     usage.close_allocation_intervals(tx, allocation.id)
     release_unused(tx, allocation.fabric_id, tenant_id=m.pk(tenant))
 
@@ -93,6 +95,7 @@ def _release_everything(tx: Tx, tenant: m.Tenant) -> None:
         tx.session.add(grant)
         usage.close_grant_interval(tx, grant.id)
     usage.close_tenant_intervals(tx, tenant)  # offboarding: anything still open ends now
+    drop_tenant_partitions(tx, m.pk(tenant))
     held = select(m.Segment).where(m.Segment.tenant_id == tenant.id, m.Segment.state == "active")
     for segment in list(tx.session.exec(held)):
         release_segment(tx, segment)

@@ -6,7 +6,7 @@ from sqlalchemy import Select, bindparam, select
 from sqlmodel import Session, col
 
 from policies.infiniband.intent import plan_partitions
-from policies.infiniband.model import IbPort, IbSettings, IbSnapshot
+from policies.infiniband.model import IbPort, IbSettings, IbSnapshot, Partition
 from policies.infiniband.model import QosClass as QosClassValue
 from policies.model import FabricKind
 from tenancy import models as m
@@ -17,8 +17,10 @@ from tenancy.record.snapshot.common import (
     scoped_values,
     segment_queries,
 )
+from tenancy.record.snapshot.partitions import additional_partitions, bound_virtual_guids
 from tenancy.record.snapshot.peerings import peering_keys
 from tenancy.record.snapshot.policy_inputs import policy_inputs
+from tenancy.record.virtual_guids import setting_of
 
 
 def load_ib_snapshot(
@@ -36,6 +38,7 @@ def load_ib_snapshot(
     nodes = tuple(node for _, node in rows)
     ports = _ports(session, fabric, None if context is None else [i for i, _ in rows])
     tenant_keys, service_keys = _segments(session, fabric, context)
+    additional = additional_partitions(session, fabric, context)
     grants = grants_of(session, fabric, context)
     peerings = peering_keys(session, fabric, context)
     policy = policy_inputs(
@@ -48,17 +51,25 @@ def load_ib_snapshot(
             pkey_first=fabric.pkey_first,
             pkey_last=fabric.pkey_last,
             pkeys_per_port=fabric.pkeys_per_port,
+            virtual_guids=bool(setting_of(fabric)["enabled"]),
         ),
         nodes=nodes,
         ports=ports,
-        partitions=plan_partitions(nodes, ports, tenant_keys, service_keys, grants, peerings),
+        partitions=_sorted(
+            plan_partitions(nodes, ports, tenant_keys, service_keys, grants, peerings) + additional
+        ),
         grants=grants,
         # Only the fabric's digest group and rendering read the classes, never a scoped check.
         qos_classes=_qos_classes(session) if context is None else (),
         policy=policy.policy,
         tenants=policy.tenants,
         peerings=policy.peerings,
+        virtual_guids=bound_virtual_guids(session, fabric, context),
     )
+
+
+def _sorted(partitions: tuple[Partition, ...]) -> tuple[Partition, ...]:
+    return tuple(sorted(partitions, key=lambda p: p.pkey))
 
 
 def _ports(session: Session, fabric: m.Fabric, node_ids: list[int] | None) -> tuple[IbPort, ...]:
@@ -81,9 +92,9 @@ def _segments(
     statement = _SEGMENTS[context is not None]
     rows = session.connection().execute(statement, scoped_values(fabric, context)).all()
     tenant_keys: dict[str, tuple[int, str | None]] = {
-        t: (value, q) for value, t, q, _ in rows if t is not None
+        t: (value, q) for value, t, q, _, purpose in rows if t is not None and purpose == "pkey"
     }
-    service_keys = {s: value for value, _, _, s in rows if s is not None}
+    service_keys = {s: value for value, _, _, s, _ in rows if s is not None}
     return tenant_keys, service_keys
 
 
@@ -113,7 +124,13 @@ _PORTS_OF_NODES = (
     .order_by(col(m.Port.guid))
 )
 _SEGMENTS = segment_queries(
-    select(col(m.Segment.value), col(m.Tenant.name), col(m.QosClass.name), col(m.Service.name))
+    select(
+        col(m.Segment.value),
+        col(m.Tenant.name),
+        col(m.QosClass.name),
+        col(m.Service.name),
+        col(m.Segment.purpose),
+    )
     .select_from(m.Segment)
     .outerjoin(m.Tenant, col(m.Tenant.id) == m.Segment.tenant_id)
     .outerjoin(m.QosClass, col(m.QosClass.id) == m.Tenant.qos_class_id)

@@ -1,0 +1,126 @@
+"""Routes under /v1/tenants/{tenant}/partitions: a tenant's InfiniBand partitions and members."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Body, Path, Query, Response, status
+
+from api.deps import Uow, authorized_router
+from api.params import TenantPath
+from policies.errors import InvalidValueError
+from policies.infiniband.model import format_guid
+from tenancy.schemas import (
+    HEX_GUID_PATTERN,
+    SLUG_PATTERN,
+    MemberAdd,
+    MemberSpec,
+    MembersPut,
+    Page,
+    PartitionCreate,
+    PartitionView,
+)
+from tenancy.usecases import partitions
+
+router = authorized_router(prefix="/v1/tenants", tags=["partitions"])
+
+PartitionPath = Annotated[
+    str,
+    Path(
+        pattern=SLUG_PATTERN,
+        description="The partition's name: 'default' (the tenant's own) or one it created",
+    ),
+]
+GuidPath = Annotated[
+    str,
+    Path(
+        pattern=HEX_GUID_PATTERN, description="A port GUID or virtual GUID, 0x and 1-16 hex digits"
+    ),
+]
+FabricQuery = Annotated[
+    str | None,
+    Query(
+        pattern=SLUG_PATTERN,
+        description="The fabric; needed when the tenant has a partition of that name on several",
+    ),
+]
+
+
+@router.post("/{tenant}/partitions", status_code=status.HTTP_201_CREATED)
+def create_partition(tenant: TenantPath, spec: PartitionCreate, uow: Uow) -> PartitionView:
+    """Create an additional InfiniBand partition; its P_Key comes from the fabric's pool.
+
+    Within the policy's `max_partitions` (default partition included) and, for tenant roles,
+    the pool share. RoCE fabrics answer 409: a tenant has one VRF there.
+    """
+    return partitions.create_partition(uow, tenant_name=tenant, spec=spec)
+
+
+@router.get("/{tenant}/partitions")
+def list_partitions(
+    tenant: TenantPath, uow: Uow, fabric: FabricQuery = None
+) -> Page[PartitionView]:
+    """The tenant's partitions with their members: on each fabric, `default` first, then by name."""
+    found = partitions.list_partitions(uow, tenant_name=tenant, fabric=fabric)
+    return Page(data=found, count=len(found), next=None)
+
+
+@router.get("/{tenant}/partitions/{name}")
+def get_partition(
+    tenant: TenantPath, name: PartitionPath, uow: Uow, fabric: FabricQuery = None
+) -> PartitionView:
+    """One partition with its members."""
+    return partitions.get_partition(uow, tenant_name=tenant, name=name, fabric=fabric)
+
+
+@router.delete("/{tenant}/partitions/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_partition(
+    tenant: TenantPath, name: PartitionPath, uow: Uow, fabric: FabricQuery = None
+) -> Response:
+    """Delete an additional partition: its members leave, its P_Key goes into quarantine."""
+    partitions.delete_partition(uow, tenant_name=tenant, name=name, fabric=fabric)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put("/{tenant}/partitions/{name}/members")
+def set_members(
+    tenant: TenantPath, name: PartitionPath, body: MembersPut, uow: Uow, fabric: FabricQuery = None
+) -> PartitionView:
+    """Replace the partition's members with exactly this set (verified before commit)."""
+    return partitions.set_members(
+        uow, tenant_name=tenant, name=name, members=body.members, fabric=fabric
+    )
+
+
+@router.post("/{tenant}/partitions/{name}/members/{guid}")
+def add_member(
+    tenant: TenantPath,
+    name: PartitionPath,
+    guid: GuidPath,
+    uow: Uow,
+    body: Annotated[MemberAdd | None, Body()] = None,
+    fabric: FabricQuery = None,
+) -> PartitionView:
+    """Add a member (full unless the body says 'limited'), or change its membership."""
+    member = MemberSpec.model_construct(
+        guid=_stored(guid), membership=(body or MemberAdd()).membership
+    )
+    return partitions.add_member(uow, tenant_name=tenant, name=name, member=member, fabric=fabric)
+
+
+@router.delete("/{tenant}/partitions/{name}/members/{guid}")
+def remove_member(
+    tenant: TenantPath, name: PartitionPath, guid: GuidPath, uow: Uow, fabric: FabricQuery = None
+) -> PartitionView:
+    """Remove a member; 404 when it is not one."""
+    return partitions.remove_member(
+        uow, tenant_name=tenant, name=name, guid=_stored(guid), fabric=fabric
+    )
+
+
+def _stored(guid: str) -> str:
+    """The path's GUID as members are stored: 0x and 16 lower-case digits."""
+    value = int(guid, 16)
+    if value in (0, 2**64 - 1):
+        raise InvalidValueError("a GUID must not be all zeros or all ones")
+    return format_guid(value)

@@ -1,0 +1,182 @@
+"""The virtual GUID ledger: a GUID of the fabric's ranges belongs to one tenant at a time.
+
+A virtual GUID is bound to the tenant of the first partition it joins and may then join only
+that tenant's partitions. Once it has left every partition it is ``draining`` until every deploy
+target has read back the snapshot without it (`drain_snapshot_id`), the rule released P_Keys and
+drained nodes follow (tenancy/record/quarantine.py); then its row goes and it is free. Where
+no target can have received it (the fabric has none, or no snapshot holding it was fetched) it
+is free at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+
+from sqlalchemy import bindparam, delete, exists, or_, update
+from sqlalchemy import select as core_select
+from sqlmodel import Session, col
+
+from policies.errors import ConflictError, InvalidValueError
+from policies.infiniband.model import format_guid
+from tenancy import models as m
+from tenancy.store.db import forget_loaded
+from tenancy.store.tx_memo import pending
+from tenancy.store.uow import Tx
+
+BOUND = "bound"
+DRAINING = "draining"
+
+
+def setting_of(fabric: m.Fabric) -> dict[str, object]:
+    """The fabric's virtual GUID setting as stored (disabled when never set)."""
+    if not fabric.virtual_guids:
+        return {"enabled": False, "ranges": [], "sm": "nvidia"}
+    return dict(json.loads(fabric.virtual_guids))
+
+
+def in_ranges(fabric: m.Fabric, guid: int) -> bool:
+    """Whether `guid` lies in one of the fabric's enabled virtual GUID ranges."""
+    setting = setting_of(fabric)
+    if not setting["enabled"]:
+        return False
+    for text in setting["ranges"]:  # type: ignore[attr-defined]
+        first, _, last = str(text).partition("-")
+        if int(first, 16) <= guid <= int(last, 16):
+            return True
+    return False
+
+
+def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guid: int) -> None:
+    """Bind `guid` to `tenant` unless it is bound (or draining) for another tenant.
+
+    Raises:
+        ConflictError: another tenant holds it, or it is still draining from another tenant.
+        InvalidValueError: it is not in the fabric's ranges.
+    """
+    if not in_ranges(fabric, guid):
+        raise InvalidValueError(f"{format_guid(guid)} is not in the fabric's virtual GUID ranges")
+    row = _row(tx.session, m.pk(fabric), guid)
+    if row is None:
+        tx.session.add(
+            m.VirtualGuid(
+                fabric_id=m.pk(fabric),
+                guid=format_guid(guid),
+                tenant_id=m.pk(tenant),
+                bound_at=tx.now,
+            )
+        )
+        pending(tx.session, "virtual_guids").add(m.pk(fabric))
+        return
+    if row.tenant_id != tenant.id:
+        owner = tx.session.get(m.Tenant, row.tenant_id)
+        state = "bound to" if row.state == BOUND else "still draining from"
+        raise ConflictError(
+            f"virtual GUID {format_guid(guid)} is {state} tenant '{owner.name if owner else '?'}'",
+            guid=format_guid(guid),
+        )
+    row.state, row.released_at, row.drain_snapshot_id = BOUND, None, None
+    tx.session.add(row)
+
+
+def settle(tx: Tx, fabric_id: int, guids: Collection[str]) -> None:
+    """Virtual GUIDs among `guids` that are in no partition any more start draining (or go)."""
+    if not guids:
+        return
+    tx.session.flush()  # Core statements: pending member changes first
+    connection = tx.session.connection()
+    values = {"fabric": fabric_id, "guids": list(guids), "now": tx.now}
+    left = [row[0] for row in connection.execute(_START_DRAINING, values)]
+    if not left:
+        return
+    freed = [
+        row[0] for row in connection.execute(_FREE_UNDEPLOYED, {"ids": left, "fabric": fabric_id})
+    ]
+    forget_loaded(tx.session, m.VirtualGuid, freed)
+    pending(tx.session, "virtual_guids").add(fabric_id)
+
+
+def stamp_virtual_guids(session: Session, fabric_id: int, snapshot_id: int) -> None:
+    """GUIDs bound or left in this transaction learn their first and their draining snapshot."""
+    owed = pending(session, "virtual_guids")
+    if fabric_id not in owed:
+        return
+    values = {"fabric": fabric_id, "snapshot": snapshot_id}
+    session.execute(_STAMP_BOUND, values)
+    session.execute(_STAMP_DRAINING, values)
+    owed.discard(fabric_id)
+
+
+def end_read_back(session: Session, fabric_id: int, read_back: int | None) -> int:
+    """Free the draining GUIDs whose release every deploy target has read back; how many."""
+    if read_back is None:
+        return 0
+    session.flush()
+    values = {"fabric": fabric_id, "read_back": read_back}
+    freed = [row[0] for row in session.connection().execute(_END_READ_BACK, values)]
+    forget_loaded(session, m.VirtualGuid, freed)
+    return len(freed)
+
+
+def _row(session: Session, fabric_id: int, guid: int) -> m.VirtualGuid | None:
+    session.flush()
+    query = core_select(m.VirtualGuid).where(
+        col(m.VirtualGuid.fabric_id) == fabric_id, col(m.VirtualGuid.guid) == format_guid(guid)
+    )
+    return session.exec(query).scalars().first()  # type: ignore[call-overload,no-any-return]
+
+
+_VG = m.VirtualGuid
+_IN_A_PARTITION = exists().where(
+    col(m.PartitionMember.guid) == col(_VG.guid),
+    col(m.PartitionMember.partition_id) == col(m.Partition.id),
+    col(m.Partition.fabric_id) == col(_VG.fabric_id),
+)
+_START_DRAINING = (
+    update(_VG)
+    .where(
+        col(_VG.fabric_id) == bindparam("fabric"),
+        col(_VG.guid).in_(bindparam("guids", expanding=True)),
+        col(_VG.state) == BOUND,
+        ~_IN_A_PARTITION,
+    )
+    .values(state=DRAINING, released_at=bindparam("now"))
+    .returning(col(_VG.id))
+)
+_FETCHED_SINCE = exists().where(
+    col(m.SnapshotRecord.fabric_id) == col(_VG.fabric_id),
+    col(m.SnapshotRecord.id) >= col(_VG.snapshot_id),
+    col(m.SnapshotRecord.fetched_at).is_not(None),
+)
+_HAS_TARGETS = exists().where(col(m.DeployTarget.fabric_id) == bindparam("fabric"))
+_FREE_UNDEPLOYED = (
+    delete(_VG)
+    .where(
+        col(_VG.id).in_(bindparam("ids", expanding=True)),
+        or_(~_HAS_TARGETS, col(_VG.snapshot_id).is_(None), ~_FETCHED_SINCE),
+    )
+    .returning(col(_VG.id))
+)
+_STAMP_BOUND = (
+    update(_VG)
+    .where(col(_VG.fabric_id) == bindparam("fabric"), col(_VG.snapshot_id).is_(None))
+    .values(snapshot_id=bindparam("snapshot"))
+)
+_STAMP_DRAINING = (
+    update(_VG)
+    .where(
+        col(_VG.fabric_id) == bindparam("fabric"),
+        col(_VG.state) == DRAINING,
+        col(_VG.drain_snapshot_id).is_(None),
+    )
+    .values(drain_snapshot_id=bindparam("snapshot"))
+)
+_END_READ_BACK = (
+    delete(_VG)
+    .where(
+        col(_VG.fabric_id) == bindparam("fabric"),
+        col(_VG.state) == DRAINING,
+        col(_VG.drain_snapshot_id) <= bindparam("read_back"),
+    )
+    .returning(col(_VG.id))
+)

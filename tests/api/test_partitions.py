@@ -1,0 +1,158 @@
+"""A tenant's several InfiniBand partitions through the API: create, fill, read, delete, refuse."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import (
+    PORT_GUIDS,
+    TENANT_PKEYS,
+    assert_problem,
+    created,
+    ok,
+    partition_members,
+    uow_partitions_conf,
+)
+
+ACME = "/v1/tenants/acme/partitions"
+ACME_PORTS = PORT_GUIDS["gpu0001"] + PORT_GUIDS["gpu0002"]
+GLOBEX_PORT = PORT_GUIDS["gpu0005"][0]
+
+
+def _create(client, name="jobs", **extra):
+    return client.post(ACME, json={"fabric": "ib-east", "name": name, **extra})
+
+
+def test_a_new_partition_takes_the_lowest_free_key_and_starts_empty(client, onboarded):
+    body = created(_create(client))
+
+    assert (body["name"], body["pkey"], body["members"]) == ("jobs", "0x0104", [])
+    assert (body["ipoib"], body["index0"], body["qos_class"]) == (True, False, "gold")
+
+
+def test_the_default_partition_is_listed_first_with_the_tenants_ports(client, onboarded):
+    created(_create(client))
+
+    listed = ok(client.get(ACME))["data"]
+
+    assert [(p["name"], p["pkey"]) for p in listed] == [
+        ("default", TENANT_PKEYS["acme"]),
+        ("jobs", "0x0104"),
+    ]
+    assert [m["guid"] for m in listed[0]["members"]] == sorted(ACME_PORTS)
+
+
+def test_members_put_is_the_exact_set_and_reaches_partitions_conf(client, onboarded, uow):
+    created(_create(client, pkey="0x0200"))
+    members = [{"guid": ACME_PORTS[0]}, {"guid": ACME_PORTS[2], "membership": "limited"}]
+
+    body = ok(client.put(f"{ACME}/jobs/members", json={"members": members}))
+
+    assert [(m["guid"], m["membership"]) for m in body["members"]] == [
+        (ACME_PORTS[0], "full"),
+        (ACME_PORTS[2], "limited"),
+    ]
+    conf = partition_members(uow_partitions_conf(uow), "part_acme_jobs")
+    assert f"{ACME_PORTS[0]}=full" in conf and f"{ACME_PORTS[2]}=limited" in conf
+    body = ok(client.put(f"{ACME}/jobs/members", json={"members": members[1:]}))
+    assert [m["guid"] for m in body["members"]] == [ACME_PORTS[2]]
+
+
+def test_a_port_of_another_tenants_node_is_refused_and_changes_nothing(client, onboarded, db_dump):
+    created(_create(client))
+    before = db_dump()
+
+    response = client.put(f"{ACME}/jobs/members", json={"members": [{"guid": GLOBEX_PORT}]})
+
+    assert_problem(response, 409, "conflict")
+    assert db_dump() == before
+
+
+def test_a_guid_that_is_no_port_and_in_no_range_is_a_422(client, onboarded, db_dump):
+    created(_create(client))
+    before = db_dump()
+
+    response = client.post(f"{ACME}/jobs/members/0x0200000000000001")
+
+    assert_problem(response, 422)
+    assert db_dump() == before
+
+
+@pytest.mark.parametrize("pkey", ["0x0000", "0x7fff", "0x8105", "0x0050", "0x10000", "105"])
+def test_a_pkey_outside_the_pool_or_invalid_is_refused(client, onboarded, db_dump, pkey):
+    before = db_dump()
+
+    response = _create(client, pkey=pkey)
+
+    assert response.status_code in (409, 422), response.text
+    assert db_dump() == before
+
+
+def test_a_pkey_held_by_another_owner_is_a_409(client, onboarded, db_dump):
+    before = db_dump()
+
+    response = _create(client, pkey=TENANT_PKEYS["globex"])
+
+    assert "held" in assert_problem(response, 409, "conflict")["detail"]
+    assert db_dump() == before
+
+
+@pytest.mark.parametrize("name", ["Jobs", "jobs_1", "", "default", "j" * 64, "1jobs"])
+def test_names_that_are_not_slugs_or_taken_are_refused(client, onboarded, name):
+    response = _create(client, name=name)
+
+    assert response.status_code in (409, 422), response.text
+
+
+def test_index0_on_two_partitions_of_one_port_is_refused(client, onboarded, db_dump):
+    for name in ("a", "b"):
+        created(_create(client, name=name, index0=True))
+    ok(client.post(f"{ACME}/a/members/{ACME_PORTS[0]}"))
+    before = db_dump()
+
+    response = client.post(f"{ACME}/b/members/{ACME_PORTS[0]}")
+
+    body = assert_problem(response, 409)
+    assert "index0-conflict" in response.text, body
+    assert db_dump() == before
+
+
+def test_a_32nd_partition_is_refused_under_the_default_policy(client, onboarded, db_dump):
+    for number in range(30):  # with the default partition: 31
+        created(_create(client, name=f"p{number}"))
+    before = db_dump()
+
+    response = _create(client, name="one-too-many")
+
+    assert "max_partitions" in assert_problem(response, 409, "conflict")["detail"]
+    assert db_dump() == before
+
+
+def test_deleting_a_partition_with_members_quarantines_its_key(client, onboarded):
+    created(_create(client, pkey="0x0300"))
+    ok(client.post(f"{ACME}/jobs/members/{ACME_PORTS[0]}"))
+
+    assert client.delete(f"{ACME}/jobs").status_code == 204
+
+    assert_problem(client.get(f"{ACME}/jobs"), 404)
+    refused = client.post(
+        "/v1/tenants/globex/partitions", json={"fabric": "ib-east", "name": "x", "pkey": "0x0300"}
+    )
+    assert "quarantined" in assert_problem(refused, 409)["detail"]
+
+
+def test_the_default_partitions_members_cannot_be_set(client, onboarded):
+    response = client.put(f"{ACME}/default/members", json={"members": []})
+
+    assert "allocations" in assert_problem(response, 409, "conflict")["detail"]
+
+
+def test_releasing_a_node_takes_its_ports_out_of_the_tenants_partitions(client, onboarded):
+    created(_create(client))
+    ok(client.post(f"{ACME}/jobs/members/{ACME_PORTS[0]}"))
+    allocation = onboarded.allocation_ids["acme"]
+
+    assert client.delete(f"/v1/tenants/acme/allocations/{allocation}").status_code == 204
+
+    assert ok(client.get(f"{ACME}/jobs"))["members"] == []
+    assert [p["name"] for p in ok(client.get(ACME))["data"]] == ["jobs"]
