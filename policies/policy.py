@@ -21,8 +21,8 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
-    "DEFAULT_POLICY",
     "DEFAULT_MAX_PARTITIONS",
+    "DEFAULT_POLICY",
     "DEFAULT_POOL_SHARE_PERCENT",
     "Isolation",
     "Peering",
