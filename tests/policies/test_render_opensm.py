@@ -156,14 +156,15 @@ def test_bundle_refuses_a_partitions_file_that_opensm_would_discard(monkeypatch)
         render_opensm_artifacts(two_tenant_snapshot(), KEYS)
 
 
-def _with_additional(**flags: bool) -> str:
+def _with_additional(*, ipoib: bool, index0: bool) -> str:
     extra = Partition(
         0x0104,
         Owner.tenant("acme"),
         (Member(0x0002C90300001000, True), Member(0x0000000000ABCDEF, False)),
         "gold",
         label="storage",
-        **flags,
+        ipoib=ipoib,
+        index0=index0,
     )
     return render_partitions_conf(with_partitions(two_tenant_snapshot(), extra))
 
