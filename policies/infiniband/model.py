@@ -135,12 +135,16 @@ def peering_partition_name(peering: Peering, pkey: int) -> str:
     return two_slug_name("peer", peering.a, peering.b, pkey)
 
 
+# The first word of a tenant's additional partition's name (``part_<tenant>_<label>``).
+ADDITIONAL_PARTITION_PREFIX = "part"
+
+
 def additional_partition_name(tenant: str, label: str, pkey: int) -> str:
     """``part_<tenant>_<label>`` within OpenSM's 31 bytes; longer: ``part_<t'>_<l'>_<key>``.
 
     A tenant's additional partition (`Partition.label`), cut as `two_slug_name` says.
     """
-    return two_slug_name("part", tenant, label, pkey)
+    return two_slug_name(ADDITIONAL_PARTITION_PREFIX, tenant, label, pkey)
 
 
 @dataclass(frozen=True, slots=True)
