@@ -309,7 +309,8 @@ def _compute(uow: UnitOfWork, fabric_name: str, inputs: RenderInputs | None) -> 
         fabric = fabric_named(tx.session, fabric_name)
         snapshot = load_snapshot(tx.session, fabric)
         verdict = verify_snapshot(snapshot)
-        body = verdict_view(verdict, fabric.kind).model_dump_json(by_alias=True).encode()
+        view = verdict_view(verdict, fabric.kind, snapshot)
+        body = view.model_dump_json(by_alias=True).encode()
         verdict_file = CachedFile.of(VERDICT_NAME, body)
         entries = {_verdict_fingerprint(): Entry(snapshot.digest, (verdict_file,))}
         computed = _Computed(m.pk(fabric), snapshot.digest, entries)

@@ -11,7 +11,8 @@ from sqlmodel import col, select
 
 from policies.artifacts import Artifact, manifest
 from policies.errors import IsolationViolationError, NotFoundError
-from policies.infiniband.model import format_guid
+from policies.infiniband import IbSnapshot, unobserved_memberships
+from policies.infiniband.model import format_guid, format_pkey
 from policies.model import FabricKind, Owner
 from policies.verdict import Counterexample, Endpoint, ReachabilityEdge, Verdict
 from tenancy import models as m
@@ -29,6 +30,7 @@ from tenancy.schemas import (
     EndpointView,
     FabricReachabilityView,
     TenantReachabilityView,
+    UnobservedView,
     VerificationView,
 )
 from tenancy.store.lookups import fabric_named, tenant_named
@@ -121,8 +123,8 @@ def verify_fabric(uow: UnitOfWork, *, fabric_name: str) -> VerificationView:
     """The fabric's current verdict with counterexamples and the reachability relation."""
     with uow.transaction(read_only=True) as tx:
         fabric = fabric_named(tx.session, fabric_name)
-        verdict = verify_snapshot(load_snapshot(tx.session, fabric))
-        return verdict_view(verdict, fabric.kind)
+        snapshot = load_snapshot(tx.session, fabric)
+        return verdict_view(verify_snapshot(snapshot), fabric.kind, snapshot)
 
 
 def segment_label(segment: int, kind: str) -> str:
@@ -130,15 +132,37 @@ def segment_label(segment: int, kind: str) -> str:
     return technology_of(kind).segment_label(segment)
 
 
-def verdict_view(verdict: Verdict, kind: str = FabricKind.INFINIBAND) -> VerificationView:
-    """The API shape of a verdict, segments labelled for `kind` (P_Keys in hex, VNIs decimal)."""
+def verdict_view(
+    verdict: Verdict, kind: str = FabricKind.INFINIBAND, snapshot: Snapshot | None = None
+) -> VerificationView:
+    """The API shape of a verdict, segments labelled for `kind` (P_Keys in hex, VNIs decimal).
+
+    With the verified `snapshot`, an InfiniBand verdict lists its virtual GUIDs' memberships as
+    ``unobserved``: never as holding.
+    """
     return VerificationView(
         holds=verdict.holds,
         snapshot_digest=verdict.snapshot_digest,
         counterexamples=[counterexample_view(c, kind) for c in verdict.counterexamples],
         reachability=[edge_view(e, kind) for e in verdict.reachability],
         rules=[rule.value for rule in verdict.rules],
+        unobserved=_unobserved(snapshot),
     )
+
+
+def _unobserved(snapshot: Snapshot | None) -> list[UnobservedView]:
+    if not isinstance(snapshot, IbSnapshot):
+        return []
+    return [
+        UnobservedView(
+            guid=format_guid(u.guid),
+            partition=format_pkey(u.pkey),
+            name=u.partition,
+            tenant=u.tenant,
+            membership="full" if u.full else "limited",
+        )
+        for u in unobserved_memberships(snapshot)
+    ]
 
 
 def edge_view(edge: ReachabilityEdge, kind: str) -> EdgeView:

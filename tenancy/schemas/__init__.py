@@ -157,6 +157,7 @@ from tenancy.schemas.verification import (
     EndpointView,
     FabricReachabilityView,
     TenantReachabilityView,
+    UnobservedView,
     VerificationView,
 )
 
@@ -279,6 +280,7 @@ __all__ = [
     "TopologyPortChange",
     "UnicastIpv4",
     "UnobservedPortView",
+    "UnobservedView",
     "UsageCloudEvent",
     "UsageEventsPage",
     "UsageRecordView",

@@ -66,6 +66,25 @@ class EdgeView(BaseModel):
     allowed: bool = Field(description="Whether intent (self, grants, peerings) permits the edge")
 
 
+class UnobservedView(BaseModel):
+    """A virtual GUID's membership: in the files, but no read-back can see whether it holds."""
+
+    guid: str = Field(description="The virtual GUID, 0x and 16 lower-case hex digits")
+    partition: str = Field(description="The partition's P_Key, e.g. 0x0104")
+    name: str = Field(description="The partition's name in partitions.conf")
+    tenant: str = Field(description="The tenant it is bound to")
+    membership: str = Field(description="'full' or 'limited'")
+    state: str = Field(
+        default="unobserved",
+        description="Always 'unobserved': only NVIDIA's SM enforces virtual GUIDs and nothing "
+        "isofabric reads back shows their tables",
+    )
+
+
+def _none_listed(value: object) -> bool:
+    return not value
+
+
 class VerificationView(BaseModel):
     """Response of verifying a fabric's current state.
 
@@ -85,6 +104,12 @@ class VerificationView(BaseModel):
         default=None,
         description="Set when the last full re-verification disagreed with the committed "
         "digest or verdict (`isofabric verify --full`); null otherwise",
+    )
+    unobserved: list[UnobservedView] = Field(
+        default_factory=list,
+        exclude_if=_none_listed,
+        description="InfiniBand: memberships of virtual GUIDs, which the verdict cannot see "
+        "held (left out when there are none)",
     )
 
 

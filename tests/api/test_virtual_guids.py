@@ -89,3 +89,30 @@ def test_bad_ranges_are_a_422(client, onboarded):
     for bad in ["0x02-0x01", "0x0-0x5", "02-03", "0x1", "0x1-0x" + "f" * 17]:
         body = {"virtual_guids": {"enabled": True, "ranges": [bad]}}
         assert_problem(client.patch(FABRIC, json=body), 422)
+
+
+def test_the_verdict_shows_virtual_memberships_as_unobserved_and_renders_them(client, onboarded):
+    _enable(client)
+    _partition(client, "acme")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+
+    verdict = ok(client.get(f"{FABRIC}/verification"))
+
+    assert verdict["holds"] is True
+    assert verdict["unobserved"] == [
+        {
+            "guid": VF,
+            "partition": "0x0104",
+            "name": "part_acme_vfs",
+            "tenant": "acme",
+            "membership": "full",
+            "state": "unobserved",
+        }
+    ]
+    conf = client.get(f"{FABRIC}/artifacts/opensm/partitions.conf").text
+    assert f"part_acme_vfs=0x0104, ipoib" in conf and f"    {VF}=full ;" in conf
+    assert "virt_enabled 2" in client.get(f"{FABRIC}/artifacts/opensm/opensm.conf").text
+
+
+def test_a_fabric_without_virtual_guids_has_no_unobserved_member(client, onboarded):
+    assert "unobserved" not in ok(client.get(f"{FABRIC}/verification"))
