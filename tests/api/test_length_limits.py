@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ import tenancy.models  # noqa: F401  (registers the tables)
 from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import MAX_NODE_DESCRIPTION
 from tenancy.schemas import TokenRole
+from tenancy.schemas.partitions import MAX_GUID_RANGES
 from tenancy.schemas.deploy import LeafPart, ReportState, SmRole, TargetKind
 from tests.builders import (
     ROCE_FABRIC_SPEC,
@@ -50,6 +52,15 @@ ROCE = f"/v1/fabrics/{ROCE_FABRIC_SPEC['name']}"
 # --- values the service derives -------------------------------------------------------------
 
 # column -> (where its value comes from, the longest value it can take, when that is computable)
+# The longest virtual GUID setting a fabric stores (tenancy/record/virtual_guids.py).
+_WIDEST = f"{format_guid(2**64 - 2)}-{format_guid(2**64 - 2)}"
+_LONGEST_SETTING = len(
+    json.dumps(
+        {"enabled": False, "ranges": [_WIDEST] * MAX_GUID_RANGES, "sm": "nvidia"},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+)
 DERIVED: dict[str, tuple[str, int | None]] = {
     "api_token.id": ("uuid4", len(UUID)),
     "api_token.parent_id": ("another token's id", len(UUID)),
@@ -81,6 +92,10 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "node.state": ("policies.node_state", len("allocated")),
     "switch.guid": ("format_guid", len(format_guid(2**64 - 1))),
     "port.guid": ("format_guid", len(format_guid(2**64 - 1))),
+    "partition_member.guid": ("format_guid", len(format_guid(2**64 - 1))),
+    "virtual_guid.guid": ("format_guid", len(format_guid(2**64 - 1))),
+    "virtual_guid.state": ("'bound' or 'draining'", len("draining")),
+    "fabric.virtual_guids": ("compact JSON of at most 64 ranges", _LONGEST_SETTING),
     "port.switch_guid": ("format_guid", len(format_guid(2**64 - 1))),
     "roce_fabric_settings.tenant_prefix_pool": (
         "an IPv4 network",
@@ -263,6 +278,14 @@ INPUTS: dict[str, list[Input]] = {
     ],
     "deploy_target.name": [
         Input(lambda c, n: c.put(f"{IB}/targets/{'t' * n}", json={"kind": "opensm"}))
+    ],
+    "partition.name": [
+        Input(
+            lambda c, n: c.post(
+                "/v1/tenants/acme/partitions", json={"fabric": "ib-east", "name": "p" * n}
+            ),
+            "/body/name",
+        )
     ],
     "proof.fabric": [
         Input(
