@@ -23,12 +23,14 @@ from tenancy.schemas import (
     AllocationView,
     FabricReachabilityView,
     GrantView,
+    PartitionView,
     RoceSegmentView,
     SegmentView,
 )
 from tenancy.store.pagination import MAX_LIMIT
 from tenancy.store.uow import Principal, UnitOfWork
 from tenancy.usecases import allocations, peerings, shared_services, tenants
+from tenancy.usecases import partitions as tenant_partitions
 
 # The /v1 route each section shows, as the policy names it.
 SECTION_ROUTES = {
@@ -36,6 +38,7 @@ SECTION_ROUTES = {
     "qos": "/v1/qos-classes",
     "nodes": "/v1/tenants/{tenant}/allocations",
     "grants": "/v1/tenants/{tenant}/grants",
+    "partitions": "/v1/tenants/{tenant}/partitions",
     "peerings": "/v1/tenants/{tenant}/peerings",
     "reachability": "/v1/tenants/{tenant}/reachability",
     "proofs": "/v1/proofs",
@@ -95,6 +98,9 @@ def tenant_page(uow: UnitOfWork, principal: Principal, tenant: str) -> dict[str,
     if "grants" in shown:
         held = sorted(_grants(uow, tenant), key=lambda g: (g.fabric, g.service))
         context["grants"] = [grant_row(g) for g in held]
+    if "partitions" in shown:
+        owned = tenant_partitions.list_partitions(uow, tenant_name=tenant)
+        context["partitions"] = [partition_row(p) for p in owned]
     if "peerings" in shown:
         page = peerings.list_peerings(uow, tenant_name=tenant, limit=MAX_LIMIT, cursor=None)
         context["peerings"] = [p.model_dump() for p in page.data]
@@ -188,6 +194,22 @@ def grant_row(grant: GrantView) -> dict[str, Any]:
         "service": grant.service,
         "segment": segment_text(grant.segment),
         "created_at": grant.created_at,
+    }
+
+
+def partition_row(partition: PartitionView) -> dict[str, Any]:
+    """A partition as the tenant page lists it: its key, flags and member counts."""
+    virtual = sum(1 for m in partition.members if m.kind == "virtual")
+    return {
+        "fabric": partition.fabric,
+        "name": partition.name,
+        "pkey": partition.pkey,
+        "qos_class": partition.qos_class,
+        "flags": ", ".join(
+            f for f, on in (("ipoib", partition.ipoib), ("index0", partition.index0)) if on
+        ),
+        "ports": len(partition.members) - virtual,
+        "virtual": virtual,
     }
 
 

@@ -197,3 +197,18 @@ def test_proofs_link_to_their_evidence_pages_and_a_tenant_role_lists_tenant_view
         assert f'href="/ui/evidence/proofs/{proof.id}"' in audited
     assert f'href="/ui/evidence/proofs/{mine.id}"' in own
     assert full.id not in own  # GET /v1/proofs gives a tenant role its tenant views only
+
+
+def test_the_partitions_section_lists_the_default_partition_with_its_ports(site: ConsoleSite):
+    client = signed_in(site, "auditor")
+
+    html = client.get("/ui/tenants/acme").text
+
+    row = html.split('<tr class="partition" data-fabric="ib-east" data-name="default">')[1]
+    row = row.split("</tr>")[0]
+    assert "<code>0x0101</code>" in row and "<td>gold</td>" in row and "<td>ipoib</td>" in row
+    assert "<td>4</td>" in row  # gpu0001 and gpu0002, two ports each
+    assert (
+        'data-fabric="roce-west"'
+        not in html.split('class="card partitions"')[1].split("</section>")[0]
+    )
