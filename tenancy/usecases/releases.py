@@ -9,7 +9,7 @@ hold the fabric's lock and verify the result (`commit_gate`).
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, update
+from sqlalchemy import bindparam, delete, union, update
 from sqlalchemy import select as core_select
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, select
@@ -64,9 +64,15 @@ def release_tenant_everywhere(tx: Tx, tenant: m.Tenant) -> None:
         row[0]
         for row in fetch_all(
             tx.session,
-            core_select(col(m.Allocation.fabric_id))
-            .where(col(m.Allocation.tenant_id) == tenant.id)
-            .union(core_select(col(m.Grant.fabric_id)).where(col(m.Grant.tenant_id) == tenant.id)),
+            union(
+                core_select(col(m.Allocation.fabric_id)).where(
+                    col(m.Allocation.tenant_id) == tenant.id
+                ),
+                core_select(col(m.Grant.fabric_id)).where(col(m.Grant.tenant_id) == tenant.id),
+                core_select(col(m.Partition.fabric_id)).where(
+                    col(m.Partition.tenant_id) == tenant.id
+                ),
+            ),
         )
     }
     fabrics = [fabric_with_id(tx.session, fabric_id) for fabric_id in sorted(touched)]

@@ -198,3 +198,22 @@ def test_a_roce_fabric_answers_409(client, onboarded):
     response = client.post(ACME, json={"fabric": "roce-west", "name": "jobs"})
 
     assert "RoCE" in assert_problem(response, 409, "conflict")["detail"]
+
+
+def test_offboarding_deletes_every_partition_and_quarantines_their_keys(client, onboarded):
+    created(_create(client, pkey="0x0300"))
+    ok(client.post(f"{ACME}/jobs/members/{ACME_PORTS[0]}"))
+
+    assert client.delete("/v1/tenants/acme").status_code in (200, 204)
+
+    assert ok(client.get(ACME))["data"] == []
+    conf = uow_partitions_conf_text(client)
+    assert "part_acme_jobs" not in conf and "tenant_acme" not in conf
+    refused = client.post(
+        "/v1/tenants/globex/partitions", json={"fabric": "ib-east", "name": "x", "pkey": "0x0300"}
+    )
+    assert "quarantined" in assert_problem(refused, 409)["detail"]
+
+
+def uow_partitions_conf_text(client) -> str:
+    return client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text
