@@ -26,8 +26,8 @@ import tenancy.models  # noqa: F401  (registers the tables)
 from policies.infiniband.model import format_guid
 from policies.infiniband.parse_ibnetdiscover import MAX_NODE_DESCRIPTION
 from tenancy.schemas import TokenRole
-from tenancy.schemas.partitions import MAX_GUID_RANGES
 from tenancy.schemas.deploy import LeafPart, ReportState, SmRole, TargetKind
+from tenancy.schemas.partitions import MAX_GUID_RANGES
 from tests.builders import (
     ROCE_FABRIC_SPEC,
     TEXT_PLAIN,

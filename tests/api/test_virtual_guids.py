@@ -110,7 +110,7 @@ def test_the_verdict_shows_virtual_memberships_as_unobserved_and_renders_them(cl
         }
     ]
     conf = client.get(f"{FABRIC}/artifacts/opensm/partitions.conf").text
-    assert f"part_acme_vfs=0x0104, ipoib" in conf and f"    {VF}=full ;" in conf
+    assert "part_acme_vfs=0x0104, ipoib" in conf and f"    {VF}=full ;" in conf
     assert "virt_enabled 2" in client.get(f"{FABRIC}/artifacts/opensm/opensm.conf").text
 
 
