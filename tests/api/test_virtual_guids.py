@@ -116,3 +116,33 @@ def test_the_verdict_shows_virtual_memberships_as_unobserved_and_renders_them(cl
 
 def test_a_fabric_without_virtual_guids_has_no_unobserved_member(client, onboarded):
     assert "unobserved" not in ok(client.get(f"{FABRIC}/verification"))
+
+
+def test_a_deployed_virtual_guid_drains_until_every_target_read_back_its_removal(
+    client, onboarded
+):
+    created(client.put(f"{FABRIC}/targets/sm-a", json={"kind": "opensm"}))
+    _enable(client)
+    _partition(client, "acme")
+    _partition(client, "globex")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+    _read_back(client)  # sm-a enforces the snapshot holding the GUID
+
+    ok(client.delete(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+
+    (entry,) = ok(client.get(f"{FABRIC}/virtual-guids"))["data"]
+    assert (entry["state"], entry["partitions"], entry["tenant"]) == ("draining", [], "acme")
+    refused = client.post(f"/v1/tenants/globex/partitions/vfs/members/{VF}")
+    assert "draining" in assert_problem(refused, 409, "conflict")["detail"]
+    _read_back(client)
+    assert ok(client.get(f"{FABRIC}/virtual-guids"))["data"] == []
+    ok(client.post(f"/v1/tenants/globex/partitions/vfs/members/{VF}"))
+
+
+def _read_back(client) -> None:
+    """The master fetches the signed manifest, applies it and reads it back."""
+    ok(client.get(f"{FABRIC}/signed-manifest"))
+    digest = ok(client.get(f"{FABRIC}/sync"))["desired"]
+    body = {"state": "applied", "digest": digest, "role": "master", "observed_digest": digest}
+    response = client.post(f"{FABRIC}/targets/sm-a/reports", json=body)
+    assert response.status_code in (200, 201), response.text
