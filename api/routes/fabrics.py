@@ -6,8 +6,8 @@ from fastapi import status
 
 from api.deps import Listing, Uow, authorized_router
 from api.params import FabricPath
-from tenancy.schemas import AnyFabricCreate, FabricView, Page
-from tenancy.usecases import fabrics
+from tenancy.schemas import AnyFabricCreate, FabricPatch, FabricView, Page, VirtualGuidView
+from tenancy.usecases import fabrics, virtual_guids
 
 router = authorized_router(prefix="/v1/fabrics", tags=["fabrics"])
 
@@ -28,3 +28,20 @@ def list_fabrics(uow: Uow, listing: Listing) -> Page[FabricView]:
 def get_fabric(fabric: FabricPath, uow: Uow) -> FabricView:
     """One fabric."""
     return fabrics.get_fabric(uow, name=fabric)
+
+
+@router.patch("/{fabric}")
+def update_fabric(fabric: FabricPath, patch: FabricPatch, uow: Uow) -> FabricView:
+    """Change an InfiniBand fabric's virtual GUID setting (verified before commit).
+
+    Refused (409) while the ledger holds a virtual GUID the new setting would not admit.
+    """
+    return virtual_guids.update_fabric(uow, name=fabric, patch=patch)
+
+
+@router.get("/{fabric}/virtual-guids")
+def list_virtual_guids(fabric: FabricPath, uow: Uow, listing: Listing) -> Page[VirtualGuidView]:
+    """The virtual GUID ledger: each GUID's tenant, its partitions and whether it is draining."""
+    return virtual_guids.list_virtual_guids(
+        uow, fabric=fabric, limit=listing.limit, cursor=listing.cursor
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection
 
+from pydantic import BaseModel
 from sqlalchemy import bindparam, delete, exists, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
@@ -33,6 +34,14 @@ def setting_of(fabric: m.Fabric) -> dict[str, object]:
     if not fabric.virtual_guids:
         return {"enabled": False, "ranges": [], "sm": "nvidia"}
     return dict(json.loads(fabric.virtual_guids))
+
+
+def stored_setting(setting: BaseModel) -> str | None:
+    """The setting as the fabric row stores it: JSON, or None when it is the default (off)."""
+    document = setting.model_dump(mode="json")
+    if not document["enabled"] and not document["ranges"]:
+        return None
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
 
 def in_ranges(fabric: m.Fabric, guid: int) -> bool:

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, StrictBool
 
 from tenancy.schemas.common import Slug, Strict
+from tenancy.schemas.partitions import MAX_MEMBERS, MemberSpec, PartitionCreate, PartitionView
 from tenancy.schemas.tenants import (
     AllocationCreate,
     AllocationView,
@@ -67,8 +68,53 @@ class OffboardOp(Strict):
     tenant: Slug = Field(description="The tenant's name")
 
 
+class CreatePartitionOp(PartitionCreate):
+    """`POST /v1/tenants/{tenant}/partitions` as an operation."""
+
+    op: Literal["create_partition"] = Field(
+        description="'create_partition': an additional InfiniBand partition of `tenant`"
+    )
+    tenant: Slug = Field(description="The tenant's name")
+
+
+class SetMembersOp(Strict):
+    """`PUT /v1/tenants/{tenant}/partitions/{name}/members` as an operation."""
+
+    op: Literal["set_members"] = Field(
+        description="'set_members': make a partition's members exactly `members`"
+    )
+    tenant: Slug = Field(description="The tenant's name")
+    name: Slug = Field(description="The partition's name")
+    fabric: Slug | None = Field(
+        default=None, description="The fabric; needed when the name is on several"
+    )
+    members: list[MemberSpec] = Field(max_length=MAX_MEMBERS, description="Every member, once")
+
+
+class DeletePartitionOp(Strict):
+    """`DELETE /v1/tenants/{tenant}/partitions/{name}` as an operation."""
+
+    op: Literal["delete_partition"] = Field(
+        description="'delete_partition': delete one of `tenant`'s additional partitions"
+    )
+    tenant: Slug = Field(description="The tenant's name")
+    name: Slug = Field(description="The partition's name")
+    fabric: Slug | None = Field(
+        default=None, description="The fabric; needed when the name is on several"
+    )
+
+
+PartitionOps = CreatePartitionOp | SetMembersOp | DeletePartitionOp
 Operation = Annotated[
-    CreateTenantOp | AllocateOp | ReleaseOp | GrantOp | RevokeOp | OffboardOp,
+    CreateTenantOp
+    | AllocateOp
+    | ReleaseOp
+    | GrantOp
+    | RevokeOp
+    | OffboardOp
+    | CreatePartitionOp
+    | SetMembersOp
+    | DeletePartitionOp,
     Field(discriminator="op"),
 ]
 
@@ -92,11 +138,12 @@ class OperationResult(BaseModel):
 
     index: int = Field(description="The operation's 0-based index in `operations`")
     op: str = Field(description="The operation's kind, as sent in `op`")
-    result: TenantView | AllocationView | GrantView | None = Field(
+    result: TenantView | AllocationView | GrantView | PartitionView | None = Field(
         default=None,
         description="What the operation's own route answers: a TenantView (create_tenant, "
-        "offboard), an AllocationView (allocate) or a GrantView (grant); null for release and "
-        "revoke, whose routes answer 204",
+        "offboard), an AllocationView (allocate), a GrantView (grant) or a PartitionView "
+        "(create_partition, set_members); null for release, revoke and delete_partition, "
+        "whose routes answer 204",
     )
 
 

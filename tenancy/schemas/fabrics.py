@@ -30,6 +30,7 @@ from tenancy.schemas.common import (
     Strict,
     left_out,
 )
+from tenancy.schemas.partitions import VirtualGuidSetting
 
 
 class PKeyRange(Strict):
@@ -75,6 +76,10 @@ class FabricCreate(Strict):
         le=65536,
         description="P_Key table entries per port (default partition included); mlx5 has 128",
     )
+    virtual_guids: VirtualGuidSetting = Field(
+        default_factory=VirtualGuidSetting,
+        description="Virtual GUIDs (SR-IOV) partitions may list; off unless enabled",
+    )
 
 
 class FabricView(BaseModel):
@@ -94,6 +99,11 @@ class FabricView(BaseModel):
         default=None,
         exclude_if=left_out,
         description="InfiniBand: P_Key table entries per port (default partition included)",
+    )
+    virtual_guids: VirtualGuidSetting | None = Field(
+        default=None,
+        exclude_if=left_out,
+        description="InfiniBand: the virtual GUIDs partitions may list (PATCH changes it)",
     )
     vlan_range: IntRange | None = Field(
         default=None,

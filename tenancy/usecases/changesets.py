@@ -33,6 +33,8 @@ from tenancy.schemas import (
     AllocationView,
     GrantCreate,
     GrantView,
+    PartitionCreate,
+    PartitionView,
     TenantCreate,
     TenantView,
 )
@@ -40,23 +42,28 @@ from tenancy.schemas.changesets import (
     AllocateOp,
     ChangeSetCreate,
     ChangeSetView,
+    CreatePartitionOp,
     CreateTenantOp,
+    DeletePartitionOp,
     FabricOutcome,
     GrantOp,
     OffboardOp,
     Operation,
     OperationResult,
+    PartitionOps,
     ReleaseOp,
     RevokeOp,
+    SetMembersOp,
 )
 from tenancy.store.locks import lock_fabrics, lock_tenant, lock_tenant_quota
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.usecases.allocations import allocate_in, release_allocation_in
+from tenancy.usecases.partitions import create_partition_in, delete_partition_in, set_members_in
 from tenancy.usecases.shared_services import grant_service_in, revoke_grant_in
 from tenancy.usecases.tenants import create_tenant_in, offboard_tenant_in
 
 # What an operation's own route answers (OperationResult.result).
-Outcome = TenantView | AllocationView | GrantView
+Outcome = TenantView | AllocationView | GrantView | PartitionView
 
 
 def apply_changeset(uow: UnitOfWork, *, spec: ChangeSetCreate) -> ChangeSetView:
@@ -111,8 +118,16 @@ def _fabrics_touched(
     And every fabric where a tenant whose allocation, grant or tenancy ends holds a segment: a
     superset (the lock of a fabric the operation then leaves alone costs a round trip).
     """
-    named = {op.fabric for op in operations if isinstance(op, AllocateOp | GrantOp)}
-    ending = {op.tenant for op in operations if isinstance(op, ReleaseOp | RevokeOp | OffboardOp)}
+    named = {
+        op.fabric
+        for op in operations
+        if isinstance(op, AllocateOp | GrantOp | PartitionOps) and op.fabric is not None
+    }
+    ending = {
+        op.tenant
+        for op in operations
+        if isinstance(op, ReleaseOp | RevokeOp | OffboardOp | SetMembersOp | DeletePartitionOp)
+    }
     ids = [m.pk(t) for t in tenants if t.name in ending]
     query = select(m.Fabric).where(
         or_(
@@ -198,6 +213,21 @@ def _offboard(tx: Tx, op: Any) -> Outcome:
     return offboard_tenant_in(tx, name=op.tenant)
 
 
+def _create_partition(tx: Tx, op: Any) -> Outcome:
+    spec = PartitionCreate.model_validate(_fields(op, "tenant"))
+    return create_partition_in(tx, tenant_name=op.tenant, spec=spec)
+
+
+def _set_members(tx: Tx, op: Any) -> Outcome:
+    return set_members_in(
+        tx, tenant_name=op.tenant, name=op.name, members=op.members, fabric=op.fabric
+    )
+
+
+def _delete_partition(tx: Tx, op: Any) -> None:
+    delete_partition_in(tx, tenant_name=op.tenant, name=op.name, fabric=op.fabric)
+
+
 _RUNNERS: dict[type, Callable[[Tx, Any], Outcome | None]] = {
     CreateTenantOp: _create_tenant,
     AllocateOp: _allocate,
@@ -205,4 +235,7 @@ _RUNNERS: dict[type, Callable[[Tx, Any], Outcome | None]] = {
     GrantOp: _grant,
     RevokeOp: _revoke,
     OffboardOp: _offboard,
+    CreatePartitionOp: _create_partition,
+    SetMembersOp: _set_members,
+    DeletePartitionOp: _delete_partition,
 }

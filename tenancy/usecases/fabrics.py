@@ -12,7 +12,15 @@ from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.gate.verification import commit_gate
 from tenancy.record import vrf_segments as roce
-from tenancy.schemas import FabricCreate, FabricView, Page, PKeyRange, RoceFabricCreate
+from tenancy.record.virtual_guids import setting_of, stored_setting
+from tenancy.schemas import (
+    FabricCreate,
+    FabricView,
+    Page,
+    PKeyRange,
+    RoceFabricCreate,
+    VirtualGuidSetting,
+)
 from tenancy.store.db import fetch_all
 from tenancy.store.locks import lock_policy
 from tenancy.store.lookups import fabric_named
@@ -37,6 +45,7 @@ def fabric_view(session: Session, fabric: m.Fabric) -> FabricView:
             first=format_pkey(fabric.pkey_first), last=format_pkey(fabric.pkey_last)
         ),
         pkeys_per_port=fabric.pkeys_per_port,
+        virtual_guids=VirtualGuidSetting.model_validate(setting_of(fabric)),
         created_at=fabric.created_at,
     )
 
@@ -62,6 +71,7 @@ def _create_ib_fabric(tx: Tx, spec: FabricCreate) -> m.Fabric:
         pkey_first=int(spec.pkey_range.first, 16),
         pkey_last=int(spec.pkey_range.last, 16),
         pkeys_per_port=spec.pkeys_per_port,
+        virtual_guids=stored_setting(spec.virtual_guids),
         created_at=tx.now,
     )
     tx.session.add(fabric)

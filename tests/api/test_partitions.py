@@ -156,3 +156,45 @@ def test_releasing_a_node_takes_its_ports_out_of_the_tenants_partitions(client, 
 
     assert ok(client.get(f"{ACME}/jobs"))["members"] == []
     assert [p["name"] for p in ok(client.get(ACME))["data"]] == ["jobs"]
+
+
+def test_a_change_set_creates_fills_and_deletes_partitions(client, onboarded):
+    operations = [
+        {"op": "create_partition", "tenant": "acme", "fabric": "ib-east", "name": "jobs"},
+        {
+            "op": "set_members",
+            "tenant": "acme",
+            "name": "jobs",
+            "members": [{"guid": ACME_PORTS[1]}],
+        },
+    ]
+
+    body = ok(client.post("/v1/changesets", json={"operations": operations}))
+
+    assert [r["op"] for r in body["results"]] == ["create_partition", "set_members"]
+    assert [m["guid"] for m in body["results"][1]["result"]["members"]] == [ACME_PORTS[1]]
+    deleting = [{"op": "delete_partition", "tenant": "acme", "name": "jobs"}]
+    assert (
+        ok(client.post("/v1/changesets", json={"operations": deleting}))["results"][0]["result"]
+        is None
+    )
+    assert_problem(client.get(f"{ACME}/jobs"), 404)
+
+
+def test_a_dry_run_changes_nothing(client, onboarded, db_dump):
+    before = db_dump()
+
+    response = client.post(f"{ACME}?dry_run=true", json={"fabric": "ib-east", "name": "jobs"})
+
+    assert response.status_code in (200, 201), response.text
+    assert db_dump() == before
+
+
+def test_a_roce_fabric_answers_409(client, onboarded):
+    from tests.builders import api_create_roce_fabric
+
+    api_create_roce_fabric(client)
+
+    response = client.post(ACME, json={"fabric": "roce-west", "name": "jobs"})
+
+    assert "RoCE" in assert_problem(response, 409, "conflict")["detail"]

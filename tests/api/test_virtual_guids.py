@@ -1,0 +1,87 @@
+"""Virtual GUIDs: the fabric setting, binding to the first tenant, the ledger and draining."""
+
+from __future__ import annotations
+
+from tests.builders import assert_problem, created, ok
+
+FABRIC = "/v1/fabrics/ib-east"
+RANGE = "0x0200000000000000-0x02000000000000ff"
+VF = "0x0200000000000001"
+SETTING = {"enabled": True, "ranges": [RANGE], "sm": "nvidia"}
+
+
+def _enable(client):
+    return ok(client.patch(FABRIC, json={"virtual_guids": SETTING}))
+
+
+def _partition(client, tenant, name="vfs"):
+    body = {"fabric": "ib-east", "name": name}
+    return created(client.post(f"/v1/tenants/{tenant}/partitions", json=body))
+
+
+def test_the_setting_is_off_by_default_and_reads_back_once_enabled(client, onboarded):
+    assert ok(client.get(FABRIC))["virtual_guids"] == {"enabled": False, "ranges": [], "sm": "nvidia"}
+
+    assert _enable(client)["virtual_guids"] == SETTING
+
+
+def test_a_virtual_guid_binds_to_the_first_tenant_and_shows_in_the_ledger(client, onboarded):
+    _enable(client)
+    _partition(client, "acme")
+
+    body = ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+
+    assert body["members"] == [{"guid": VF, "membership": "full", "kind": "virtual", "node": None}]
+    ledger = ok(client.get(f"{FABRIC}/virtual-guids"))["data"]
+    assert [(v["guid"], v["tenant"], v["state"], v["partitions"]) for v in ledger] == [
+        (VF, "acme", "bound", ["vfs"])
+    ]
+
+
+def test_a_virtual_guid_bound_to_another_tenant_is_refused(client, onboarded, db_dump):
+    _enable(client)
+    _partition(client, "acme")
+    _partition(client, "globex")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+    before = db_dump()
+
+    response = client.post(f"/v1/tenants/globex/partitions/vfs/members/{VF}")
+
+    assert "acme" in assert_problem(response, 409, "conflict")["detail"]
+    assert db_dump() == before
+
+
+def test_a_guid_in_a_range_is_refused_while_virtual_guids_are_off(client, onboarded):
+    _partition(client, "acme")
+
+    assert_problem(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"), 422)
+
+
+def test_a_left_virtual_guid_is_free_at_once_where_no_target_can_hold_it(client, onboarded):
+    _enable(client)
+    _partition(client, "acme")
+    _partition(client, "globex")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+
+    ok(client.delete(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+
+    assert ok(client.get(f"{FABRIC}/virtual-guids"))["data"] == []
+    ok(client.post(f"/v1/tenants/globex/partitions/vfs/members/{VF}"))
+
+
+def test_disabling_is_refused_while_the_ledger_holds_a_guid(client, onboarded, db_dump):
+    _enable(client)
+    _partition(client, "acme")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+    before = db_dump()
+
+    response = client.patch(FABRIC, json={"virtual_guids": {"enabled": False}})
+
+    assert VF in assert_problem(response, 409, "conflict")["detail"]
+    assert db_dump() == before
+
+
+def test_bad_ranges_are_a_422(client, onboarded):
+    for bad in ["0x02-0x01", "0x0-0x5", "02-03", "0x1", "0x1-0x" + "f" * 17]:
+        body = {"virtual_guids": {"enabled": True, "ranges": [bad]}}
+        assert_problem(client.patch(FABRIC, json=body), 422)
