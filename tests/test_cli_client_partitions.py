@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cli import client
 from tests.builders import PORT_GUIDS
 from tests.cli_server import served
@@ -134,3 +136,56 @@ def test_json_on_a_refusal_prints_the_problem_document(served):
 
     assert status == client.REFUSED
     assert json.loads(out)["type"].endswith("/conflict")
+
+
+VGUID_RANGE = "0x0200000000000000-0x02000000000000ff"
+VGUID = "0x0200000000000001"
+# Adding a virtual GUID member is refused by the commit gate on this branch: the engine counts
+# it as an `unknown-member-port` (tests/api/test_virtual_guids.py fails the same way). Strict:
+# these pass, and must lose the mark, once the engine admits virtual GUIDs.
+ENGINE_REFUSES_VIRTUAL_MEMBERS = pytest.mark.xfail(
+    reason="the commit gate counts a virtual GUID member as an unknown port", strict=True
+)
+
+
+def test_set_virtual_guids_reads_back_and_an_empty_ledger_is_an_empty_table(served):
+    status, out, err = served.run(
+        "fabrics", "set-virtual-guids", "ib-east", "--enable",
+        "--range", "0x200000000000000-0x2000000000000ff",
+    )  # fmt: skip
+
+    assert status == 0, err
+    assert f'"ranges":["{VGUID_RANGE}"]' in out
+    assert served.ok_json("fabrics", "show", "ib-east")["virtual_guids"] == {
+        "enabled": True,
+        "ranges": [VGUID_RANGE],
+        "sm": "nvidia",
+    }
+    ledger = served.ok_json("fabrics", "virtual-guids", "ib-east")
+    assert (ledger["data"], ledger["count"], ledger["next"]) == ([], 0, None)
+    status, out, _ = served.run("fabrics", "virtual-guids", "ib-east")
+    assert status == 0 and out.split()[:3] == ["GUID", "TENANT", "STATE"]
+
+
+def test_bad_ranges_exit_2_and_roce_exits_4(served):
+    bad = served.run("fabrics", "set-virtual-guids", "ib-east", "--enable", "--range", "0x02-0x01")
+    roce = served.run("fabrics", "set-virtual-guids", "roce-west", "--enable")
+
+    assert bad[0] == client.TROUBLE and bad[2].startswith("error: ")
+    assert roce[0] == client.REFUSED and "RoCE" in roce[2]
+
+
+@ENGINE_REFUSES_VIRTUAL_MEMBERS
+def test_a_virtual_member_shows_in_the_ledger_and_blocks_disabling(served):
+    served.ok_json("fabrics", "set-virtual-guids", "ib-east", "--enable", "--range", VGUID_RANGE)
+    served.ok_json("partitions", "create", "acme", "vfs", "--fabric", "ib-east")
+
+    added = served.ok_json("partitions", "members", "add", "acme", "vfs", VGUID)
+
+    assert [(m["guid"], m["kind"], m["node"]) for m in added["members"]] == [
+        (VGUID, "virtual", None)
+    ]
+    status, out, _ = served.run("fabrics", "virtual-guids", "ib-east")
+    assert status == 0 and f"{VGUID} acme bound vfs" in " ".join(out.split())
+    disabled = served.run("fabrics", "set-virtual-guids", "ib-east", "--disable")
+    assert disabled[0] == client.REFUSED and VGUID in disabled[2]
