@@ -48,6 +48,8 @@ class Rule(StrEnum):
     PKEY_OUT_OF_RANGE = "pkey-out-of-range"
     PKEY_DUPLICATE = "pkey-duplicate"
     UNKNOWN_MEMBER = "unknown-member-port"
+    FOREIGN_MEMBER = "partition-foreign-member"
+    INDEX0_CONFLICT = "index0-conflict"
     # RoCE (EVPN-VXLAN) rules, evaluated by policies.roce.verify (docs/facts/roce.md §7).
     VNI_DUPLICATE = "vni-duplicate"
     VNI_OUT_OF_RANGE = "vni-out-of-range"
@@ -105,6 +107,8 @@ IB_RULES: tuple[Rule, ...] = (
     Rule.PKEY_OUT_OF_RANGE,
     Rule.PKEY_DUPLICATE,
     Rule.UNKNOWN_MEMBER,
+    Rule.FOREIGN_MEMBER,
+    Rule.INDEX0_CONFLICT,
     *POLICY_RULES,
 )
 

@@ -35,10 +35,10 @@ _FULL_SPECIALS = frozenset({"ALL", "ALL_CAS"})
 def deployed_snapshot(intended: IbSnapshot, parsed: ParsedPartitions) -> IbSnapshot:
     """The snapshot with the file's partitions in place of the intended ones.
 
-    Ownership (nodes, ports, grants) is the intended snapshot's. A partition keeps the owner and
-    QoS class of the intended partition with its key; an unknown key is owned by nobody
-    (``unassigned:0x....``). When OpenSM would discard the file, or its Default statement makes
-    ALL/ALL_CAS full, every CA port is a full member of 0x7fff.
+    Ownership (nodes, ports, grants, virtual GUIDs) is the intended snapshot's. A partition keeps
+    the owner, QoS class, peering, label and flags of the intended partition with its key; an
+    unknown key is owned by nobody (``unassigned:0x....``). When OpenSM would discard the file,
+    or its Default statement makes ALL/ALL_CAS full, every CA port is a full member of 0x7fff.
     """
     if parsed.fails_open:
         return replace(intended, partitions=(), default_full=_all_ports(intended))
@@ -69,14 +69,11 @@ def _default_all_full(parsed: ParsedPartitions) -> bool:
 
 
 def _deployed_partition(key: int, members: dict[int, str], intended: Partition | None) -> Partition:
-    owner = intended.owner if intended else Owner.unassigned(format_pkey(key))
-    return Partition(
-        pkey=key,
-        owner=owner,
-        members=tuple(sorted(Member(guid, how == "full") for guid, how in members.items())),
-        qos_class=intended.qos_class if intended else None,
-        peering=intended.peering if intended else None,
-    )
+    """The file's members in the intended partition of that key (nobody's when there is none)."""
+    listed = tuple(sorted(Member(guid, how == "full") for guid, how in members.items()))
+    if intended is None:
+        return Partition(key, Owner.unassigned(format_pkey(key)), listed)
+    return replace(intended, pkey=key, members=listed)
 
 
 def partition_drift(intended: IbSnapshot, deployed: IbSnapshot) -> tuple[Drift, ...]:

@@ -110,10 +110,12 @@ def ib_claims(
     me = Owner.tenant(tenant)
     owners = {node.name: node.owners for node in snapshot.nodes}
     mine = sorted(p.guid for p in snapshot.ports if me in owners.get(p.node, ()))
+    held = {*mine, *(v.guid for v in snapshot.virtual_guids if v.tenant == tenant)}
+    # Every partition the tenant owns (its default one and its additional ones) or is in.
     involved = [
         p
         for p in sorted(snapshot.partitions, key=lambda p: p.pkey)
-        if p.owner == me or any(member.guid in mine for member in p.members)
+        if p.owner == me or any(member.guid in held for member in p.members)
     ]
     ownership = _ib_ownership(snapshot, involved)
     members = {
@@ -132,18 +134,23 @@ def ib_claims(
 
 
 def _ib_ownership(snapshot: IbSnapshot, involved: list[Partition]) -> dict[str, str]:
-    """``{"0x<guid>": owner}`` of every member of `involved`; a free node's is unassigned."""
+    """``{"0x<guid>": owner}`` of every member of `involved`; a free node's is unassigned.
+
+    A virtual GUID (not a port's) is owned by the tenant it is bound to.
+    """
     owners = {node.name: node.owners for node in snapshot.nodes}
     node_of = {port.guid: port.node for port in snapshot.ports}
+    bound = {v.guid: str(Owner.tenant(v.tenant)) for v in snapshot.virtual_guids}
 
-    def owner_of(node: str) -> str:
+    def owner_of(guid: int) -> str:
+        if guid not in node_of and guid in bound:
+            return bound[guid]
+        node = node_of.get(guid, "?")
         held = owners.get(node, ())
         return str(held[0] if held else Owner.unassigned(node))
 
     return {
-        format_guid(member.guid): owner_of(node_of.get(member.guid, "?"))
-        for p in involved
-        for member in p.members
+        format_guid(member.guid): owner_of(member.guid) for p in involved for member in p.members
     }
 
 

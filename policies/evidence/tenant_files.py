@@ -4,8 +4,9 @@ A tenant role may not read the fabric's files (api/access_rules.py), yet a what-
 show it what a change does to them. It gets a projection: the lines that name an identifier of
 its own or of a shared service, and no identifier of anyone else. Identifiers are whole tokens:
 
-* InfiniBand: port GUIDs (by the owner of their node), and each partition's name and P_Key
-  (shown when the tenant has a port in it, as its header line is then about the tenant too).
+* InfiniBand: port GUIDs (by the owner of their node), virtual GUIDs (by the tenant they are
+  bound to), and each partition's name and P_Key (shown when the tenant owns it or has a port or
+  virtual GUID in it, as its header line is then about the tenant too).
 * RoCE: each segment's VRF name, VLANs (``Vlan<id>``), VNIs, route target and subnet.
 
 A line that names nobody (a comment, a brace, a global option) is not shown: it says nothing
@@ -74,6 +75,10 @@ def _ib_tokens(snapshot: IbSnapshot, tenant: Owner) -> Iterable[tuple[str, bool]
         if tenant in node_owners:
             tenant_guids.add(port.guid)
         yield format_guid(port.guid), visible
+    for virtual in snapshot.virtual_guids:  # bound to one tenant: shown to it alone
+        if Owner.tenant(virtual.tenant) == tenant:
+            tenant_guids.add(virtual.guid)
+        yield format_guid(virtual.guid), Owner.tenant(virtual.tenant) == tenant
     for partition in snapshot.partitions:
         visible = _holds_a_port(partition, tenant_guids) or partition.owner == tenant
         yield partition.name, visible

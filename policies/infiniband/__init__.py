@@ -24,6 +24,7 @@ from policies.infiniband.parse_ibnetdiscover import DiscoveredTopology, parse_ib
 from policies.infiniband.parse_partitions import ParsedPartitions, parse_partitions_conf
 from policies.infiniband.render import SubnetManagerKeys, render_opensm_artifacts
 from policies.infiniband.verify import verify_isolation
+from policies.infiniband.virtual import UnobservedMembership, unobserved_memberships
 
 __all__ = [
     "DEFAULT_PKEY",
@@ -36,6 +37,7 @@ __all__ = [
     "Partition",
     "QosClass",
     "SubnetManagerKeys",
+    "UnobservedMembership",
     "VirtualGuid",
     "compare_observation",
     "format_guid",
@@ -46,5 +48,6 @@ __all__ = [
     "plan_partitions",
     "ports_by_owner",
     "render_opensm_artifacts",
+    "unobserved_memberships",
     "verify_isolation",
 ]

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from policies.infiniband.model import (
+    ADDITIONAL_PARTITION_PREFIX,
     DEFAULT_PKEY,
     PKEY_BASE_MASK,
     PKEY_FULL_BIT,
@@ -161,10 +162,12 @@ def reachability_changes(before: ParsedPartitions, after: ParsedPartitions) -> t
     """The owners whose reachability differs between the two files.
 
     A partition named ``tenant_<name>`` or ``service_<name>`` (isofabric's names) belongs to that
-    owner. An owner's reachability changes when the members (or specials) of one of its partitions
-    change, or when one of its ports (a member of its partition in either file) joins or leaves
-    any partition, e.g. a grant adding a tenant's ports to a service partition. Names cut to
-    OpenSM's 31 bytes keep their ``_<key>`` suffix in the owner's name.
+    owner, and a tenant's additional partition ``part_<tenant>_<label>`` to that tenant. An
+    owner's reachability changes when the members (or specials) of one of its partitions change,
+    or when one of its ports (a member of its partition in either file) joins or leaves any
+    partition, e.g. a grant adding a tenant's ports to a service partition. Names cut to
+    OpenSM's 31 bytes keep their ``_<key>`` suffix in the owner's name (a cut additional name,
+    the prefix of the tenant's name it kept).
 
     Returns:
         The owners, sorted (tenants first).
@@ -191,6 +194,10 @@ def _partition_owners(parsed: ParsedPartitions) -> dict[int, Owner]:
     owners = {}
     for partition in parsed.partitions:
         kind, _, name = (partition.name or "").partition("_")
+        if (
+            kind == ADDITIONAL_PARTITION_PREFIX
+        ):  # part_<tenant>_<label> (`additional_partition_name`)
+            kind, name = OwnerKind.TENANT, name.partition("_")[0]
         if partition.pkey is not None and name and kind in (OwnerKind.TENANT, OwnerKind.SERVICE):
             owners[partition.pkey] = Owner(OwnerKind(kind), name)
     return owners

@@ -6,6 +6,12 @@ the nodes it holds, its partition keys (with QoS class), its grants, and deviati
 memberships from `plan_partitions`. Memberships themselves are derived, so a tenant's allocation
 changes its own group only, never the group of a service it was granted.
 
+A tenant's additional partitions (`Partition.label`) list their members explicitly: each is a
+``partitions`` entry of its owner's group, ``[label, pkey, qos_class, ipoib, index0, [[guid,
+full], ...]]``, and none is replanned. Virtual GUIDs bound to a tenant are its group's
+``virtual_guids``; the fabric's ``virtual_guids`` setting is in the ``fabric`` group when true.
+Snapshots without any of these hash exactly as before.
+
 Under a policy other than the default (version 0) the ``fabric`` group also holds the policy's
 version and fingerprint and each tenant's group its facts; a peering is in both tenants' groups
 (with its partition's key). Snapshots without either hash exactly as before.
@@ -67,6 +73,7 @@ def _fabric_group(snapshot: IbSnapshot) -> bytes:
             "default_full": sorted(snapshot.default_full),
             "deviations": sorted(unowned),
             **policy_fields(snapshot.policy),
+            **({"virtual_guids": True} if fabric.virtual_guids else {}),
         }
     )
 
@@ -83,6 +90,10 @@ def _owner_groups(snapshot: IbSnapshot, wanted: set[Owner] | None) -> Groups:
         for key_holder, (label, entry) in _key_entries(partition):
             if wanted is None or key_holder in wanted:
                 facts[key_holder][label].append(entry)
+    for virtual in snapshot.virtual_guids:
+        tenant = Owner.tenant(virtual.tenant)
+        if wanted is None or tenant in wanted:
+            facts[tenant]["virtual_guids"].append(virtual.guid)
     for holder, deviations in _deviations(snapshot).items():
         if holder is not None and (wanted is None or holder in wanted):
             facts[holder]["deviations"].extend(list(d) for d in deviations)
@@ -93,8 +104,17 @@ _MAKER = GroupMaker(_fabric_group, _node_groups, _owner_groups)
 
 
 def _key_entries(partition: Partition) -> list[tuple[Owner, tuple[str, list[object]]]]:
-    """Where a partition's key is recorded: its owner's ``keys``, or both peers'."""
+    """Where a partition's key is recorded: its owner's ``keys``, or both peers'.
+
+    An additional partition is its owner's ``partitions`` entry, with its flags and members.
+    """
     peering = partition.peering
+    if partition.label is not None and peering is None:
+        members = [[m.guid, m.full] for m in sorted(partition.members)]
+        entry = [partition.label, partition.pkey, partition.qos_class]
+        return [
+            (partition.owner, ("partitions", [*entry, partition.ipoib, partition.index0, members]))
+        ]
     if peering is None:
         return [(partition.owner, ("keys", [partition.pkey, partition.qos_class]))]
     a, b = Owner.tenant(peering.a), Owner.tenant(peering.b)
@@ -109,7 +129,7 @@ def _deviations(snapshot: IbSnapshot) -> dict[Owner | None, list[Deviation]]:
     planned = {(p.pkey, p.owner): p for p in _replan(snapshot)}
     holder = _port_holders(snapshot)
     found: dict[Owner | None, list[Deviation]] = defaultdict(list)
-    for partition in snapshot.partitions:
+    for partition in _derived(snapshot):
         expected = planned.pop((partition.pkey, partition.owner), None)
         for deviation in _member_changes(partition, expected):
             found[holder.get(deviation[2])].append(deviation)
@@ -123,7 +143,7 @@ def _replan(snapshot: IbSnapshot) -> tuple[Partition, ...]:
     tenant_keys: dict[str, tuple[int, str | None]] = {}
     service_keys: dict[str, int] = {}
     peering_keys: dict[Peering, int] = {}
-    for p in snapshot.partitions:
+    for p in _derived(snapshot):
         if p.peering is not None:
             peering_keys.setdefault(p.peering, p.pkey)
         elif p.owner.kind is OwnerKind.TENANT:
@@ -133,6 +153,11 @@ def _replan(snapshot: IbSnapshot) -> tuple[Partition, ...]:
     return plan_partitions(
         snapshot.nodes, snapshot.ports, tenant_keys, service_keys, snapshot.grants, peering_keys
     )
+
+
+def _derived(snapshot: IbSnapshot) -> list[Partition]:
+    """The partitions `plan_partitions` derives: all but additional ones (explicit members)."""
+    return [p for p in snapshot.partitions if p.label is None or p.peering is not None]
 
 
 def _member_changes(actual: Partition, expected: Partition | None) -> list[Deviation]:

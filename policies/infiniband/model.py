@@ -93,36 +93,58 @@ class Partition:
     def name(self) -> str:
         """Name used in partitions.conf, unique within the 31 bytes OpenSM keeps.
 
-        ``tenant_acme``; a longer one is cut to 26 characters plus ``_<key>``. Slugs hold no
-        '_', so a cut name (two '_') never equals a whole one (one '_'), and keys are unique.
-        A peering's is ``peer_<a>_<b>`` (two '_'), cut as `peering_partition_name` says.
+        ``tenant_acme``; a longer one is cut to 26 characters plus ``_<key>``. A peering's is
+        ``peer_<a>_<b>`` and a tenant's additional partition ``part_<tenant>_<label>``, both cut
+        as `two_slug_name` says. Slugs hold no '_', so names of different shapes never collide:
+        a whole owner name holds one '_', a cut one two; a whole peering or additional name two,
+        a cut one three; and names of one shape but another kind start with another word
+        (``tenant``, ``service``, ``peer``, ``part``). Keys are unique, so cut names are too.
         """
         if self.peering is not None:
             return peering_partition_name(self.peering, self.pkey)
+        if self.label is not None:
+            return additional_partition_name(self.owner.name, self.label, self.pkey)
         whole = f"{self.owner.kind.value}_{self.owner.name}"
         if len(whole) <= MAX_PARTITION_NAME:
             return whole
         return f"{whole[: MAX_PARTITION_NAME - 5]}_{self.pkey & PKEY_BASE_MASK:04x}"
 
 
-# The part of a cut peering name left for the two slugs: "peer_", two '_' and a 4-digit key.
-_PEER_SLUGS = MAX_PARTITION_NAME - len("peer_") - 2 - 4
+def two_slug_name(prefix: str, a: str, b: str, pkey: int) -> str:
+    """``<prefix>_<a>_<b>`` within OpenSM's 31 bytes; longer: ``<prefix>_<a'>_<b'>_<key>``.
+
+    A cut name keeps a prefix of both slugs (each gets half of the characters left after the
+    prefix, three '_' and the 4-digit key, or more when the other is shorter), so it holds three
+    '_' and never equals a whole name of the same prefix (two); the key makes cut names unique.
+    """
+    whole = f"{prefix}_{a}_{b}"
+    if len(whole) <= MAX_PARTITION_NAME:
+        return whole
+    room = MAX_PARTITION_NAME - len(prefix) - 3 - 4
+    a_cut = a[: max(room // 2, room - len(b))]
+    b_cut = b[: room - len(a_cut)]
+    return f"{prefix}_{a_cut}_{b_cut}_{pkey & PKEY_BASE_MASK:04x}"
 
 
 def peering_partition_name(peering: Peering, pkey: int) -> str:
     """``peer_<a>_<b>`` within OpenSM's 31 bytes; longer: ``peer_<a'>_<b'>_<key>``.
 
-    A cut name keeps a prefix of both slugs (each gets half of the 20 characters left, or more
-    when the other is shorter), so it holds three '_' and never equals a whole peering name
-    (two), nor a tenant's or service's (other prefixes); the key makes cut names unique.
+    Cut as `two_slug_name` says (20 characters for the two slugs): it never equals a whole
+    peering name, nor a tenant's, service's or additional partition's (other prefixes).
     """
-    whole = f"peer_{peering.a}_{peering.b}"
-    if len(whole) <= MAX_PARTITION_NAME:
-        return whole
-    a_room = max(_PEER_SLUGS // 2, _PEER_SLUGS - len(peering.b))
-    a = peering.a[:a_room]
-    b = peering.b[: _PEER_SLUGS - len(a)]
-    return f"peer_{a}_{b}_{pkey & PKEY_BASE_MASK:04x}"
+    return two_slug_name("peer", peering.a, peering.b, pkey)
+
+
+# The first word of a tenant's additional partition's name (``part_<tenant>_<label>``).
+ADDITIONAL_PARTITION_PREFIX = "part"
+
+
+def additional_partition_name(tenant: str, label: str, pkey: int) -> str:
+    """``part_<tenant>_<label>`` within OpenSM's 31 bytes; longer: ``part_<t'>_<l'>_<key>``.
+
+    A tenant's additional partition (`Partition.label`), cut as `two_slug_name` says.
+    """
+    return two_slug_name(ADDITIONAL_PARTITION_PREFIX, tenant, label, pkey)
 
 
 @dataclass(frozen=True, slots=True)

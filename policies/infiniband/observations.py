@@ -58,13 +58,18 @@ def intended_tables(snapshot: IbSnapshot) -> dict[int, set[int]]:
     """The P_Keys each CA port should hold.
 
     Its memberships, and 0x7fff: limited, or full if the port is listed in `default_full`.
+    Virtual GUIDs have no table here: their vport's table is not a CA port's that a collector
+    reads (`policies.infiniband.virtual`).
     """
     tables: dict[int, set[int]] = {p.guid: set() for p in snapshot.ports}
     full_default = set(snapshot.default_full)
     for guid, keys in tables.items():
         keys.add(DEFAULT_PKEY | PKEY_FULL_BIT if guid in full_default else DEFAULT_PKEY)
+    virtual = _virtual_only(snapshot)
     for partition in snapshot.partitions:
         for member in partition.members:
+            if member.guid in virtual:
+                continue
             key = (partition.pkey & PKEY_BASE_MASK) | (PKEY_FULL_BIT if member.full else 0)
             tables.setdefault(member.guid, set()).add(key)
     return tables
@@ -74,11 +79,15 @@ def observed_snapshot(intended: IbSnapshot, tables: Mapping[int, Iterable[int]])
     """The intended snapshot with partitions and default-partition members read from `tables`.
 
     A key is full on a port if any of its entries there has bit 15 set. Entries with base 0 are
-    empty slots and ignored. A partition keeps the owner of the intended partition with that
-    key; an unknown key is owned by nobody (``unassigned:0x....``).
+    empty slots and ignored. A partition keeps the owner, QoS class, peering, label and flags of
+    the intended partition with that key; an unknown key is owned by nobody
+    (``unassigned:0x....``). Virtual GUIDs cannot be observed: no membership of theirs is kept.
     """
+    virtual = _virtual_only(intended)
     members: dict[int, dict[int, bool]] = {}
     for guid, keys in tables.items():
+        if guid in virtual:
+            continue
         for key in keys:
             base = key & PKEY_BASE_MASK
             if base:
@@ -89,15 +98,11 @@ def observed_snapshot(intended: IbSnapshot, tables: Mapping[int, Iterable[int]])
     partitions = []
     for base, held in sorted(members.items()):
         known = by_key.get(base)
-        partitions.append(
-            Partition(
-                pkey=base,
-                owner=known.owner if known else Owner.unassigned(format_pkey(base)),
-                members=tuple(sorted(Member(g, full) for g, full in held.items())),
-                qos_class=known.qos_class if known else None,
-                peering=known.peering if known else None,
-            )
-        )
+        seen = tuple(sorted(Member(g, full) for g, full in held.items()))
+        if known is None:
+            partitions.append(Partition(base, Owner.unassigned(format_pkey(base)), seen))
+        else:
+            partitions.append(replace(known, pkey=base, members=seen))
     default_full = tuple(sorted(g for g, full in default.items() if full))
     return replace(intended, partitions=tuple(partitions), default_full=default_full)
 
@@ -121,7 +126,7 @@ def compare_observation(
     ports = {p.guid: p for p in intended.ports}
     roles = {n.name: n for n in intended.nodes}
     drift = []
-    for guid in sorted((want.keys() | observed.keys()) - unknown):
+    for guid in sorted((want.keys() | observed.keys()) - unknown - _virtual_only(intended)):
         port = ports.get(guid)
         node = roles.get(port.node) if port else None
         have = {k for k in observed.get(guid, set()) if k & PKEY_BASE_MASK}
@@ -140,3 +145,9 @@ def compare_observation(
         )
     verdict = verify_isolation(observed_snapshot(intended, observed))
     return ObservationReport(tuple(drift), verdict)
+
+
+def _virtual_only(snapshot: IbSnapshot) -> set[int]:
+    """The bound virtual GUIDs that are not also a port's GUID."""
+    ports = {p.guid for p in snapshot.ports}
+    return {v.guid for v in snapshot.virtual_guids if v.guid not in ports}

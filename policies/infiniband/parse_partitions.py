@@ -131,7 +131,8 @@ class ParsedPartition:
     """One statement. `pkey` is the low 15 bits of the key, None when no key (or 0) is given.
 
     `flags` are the definition flags as written (normalised ``name`` or ``name=value``); `mtu`,
-    `rate` and `sl` are the values OpenSM stores (None when not given or skipped).
+    `rate` and `sl` are the values OpenSM stores (None when not given or skipped); `ipoib` and
+    `index0` are true when the ``ipoib`` (any prefix) and ``indx0`` (exactly) flags are given.
     """
 
     name: str | None
@@ -143,6 +144,7 @@ class ParsedPartition:
     ipoib: bool
     members: tuple[ParsedMember, ...]
     line: int
+    index0: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +360,7 @@ class _Statement:
     rate: int | None = None
     sl: int | None = None
     ipoib: bool = False
+    index0: bool = False
     defmember: str = "limited"  # OpenSM: new_part_conf() sets membership = LIMITED
     members: list[ParsedMember] = field(default_factory=list)
     broken: bool = False
@@ -373,6 +376,7 @@ class _Statement:
             ipoib=self.ipoib,
             members=tuple(self.members),
             line=self.line,
+            index0=self.index0,
         )
 
 
@@ -636,7 +640,9 @@ def _apply_flag(
         statement.ipoib = True
     elif partition_flag == "defmember":
         _defmember(statement, value, findings)
-    elif flag != "indx0":  # OpenSM HEAD: indx0 is the one flag matched exactly
+    elif flag == "indx0":  # OpenSM HEAD: indx0 is the one flag matched exactly
+        statement.index0 = True
+    else:
         findings.append(
             _warning("unknown-flag", statement.line, f"flag {flag!r} is ignored by OpenSM")
         )

@@ -118,10 +118,15 @@ def render_partitions_conf(snapshot: IbSnapshot) -> str:
 
 
 def _partition_statement(partition: Partition, qos: QosClass | None) -> Iterator[str]:
-    flags = ["ipoib"]
+    # ``indx0`` is the one flag OpenSM matches exactly, not by prefix (docs/facts/infiniband.md
+    # §1.1). Virtual GUIDs are ordinary member lines: NVIDIA's SM with virtualization applies
+    # partitions.conf to vport GUIDs, even ones not present yet (docs/facts/infiniband.md §5).
+    flags = ["ipoib"] if partition.ipoib else []
+    if partition.index0:
+        flags.append("indx0")
     if qos is not None:
         flags += [f"mtu={qos.ib_mtu}", f"rate={qos.ib_rate}", f"sl={qos.ib_sl}"]
-    yield f"{partition.name}={format_pkey(partition.pkey)}, {', '.join(flags)} :"
+    yield f"{partition.name}={format_pkey(partition.pkey)}{''.join(', ' + f for f in flags)} :"
     members = sorted(partition.members)
     for position, member in enumerate(members, start=1):
         end = " ;" if position == len(members) else ","
@@ -162,7 +167,8 @@ def render_opensm_options(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> str:
 
     Contract: ``qos TRUE``, ``max_op_vls``, ``qos_sl2vl``, ``qos_vlarb_high/low`` derived from the
     classes' weights, ``part_enforce both``, a non-zero ``m_key`` with protection level 2 and a
-    lease period, non-default ``sm_key`` / ``sa_key``, and ``force_log_flush TRUE``.
+    lease period, non-default ``sm_key`` / ``sa_key``, ``force_log_flush TRUE``, and
+    ``virt_enabled 2`` when the fabric's SM enforces virtual GUIDs' memberships.
     """
     lines = [
         *_header(snapshot, "OpenSM options (opensm -F)"),
@@ -186,6 +192,12 @@ def render_opensm_options(snapshot: IbSnapshot, keys: SubnetManagerKeys) -> str:
         # { "force_log_flush", ..., opts_setup_force_log_flush, 1 }).
         "force_log_flush TRUE",
     ]
+    if snapshot.fabric.virtual_guids:
+        # NVIDIA's SM (MLNX_OFED, DOCA): virt_enabled 0 ignores, 1 disables and 2 enables
+        # virtualization on the ports that support it; upstream OpenSM has no such option.
+        # Source: the "NVIDIA SM" page of the DOCA documentation
+        # (https://docs.nvidia.com/doca/archive/2-9-3/NVIDIA+SM); docs/facts/infiniband.md §5.
+        lines.append("virt_enabled 2")
     return "\n".join(lines) + "\n"
 
 

@@ -76,6 +76,17 @@ MATRIX: dict[tuple[str, str], tuple[str, str | None]] = {
     ("DELETE", "/v1/tenants/{tenant}/peerings/{peering_id}"): ("FAFFA", "NNFFA"),
     ("GET", "/v1/tenants/{tenant}/peering-requests"): ("AAFAA", "NNFAA"),
     ("POST", "/v1/tenants/{tenant}/peering-requests/{peering_id}/accept"): ("FAFFA", "NNFFA"),
+    # several partitions per tenant: a tenant-admin creates and fills its own tenant's
+    ("POST", "/v1/tenants/{tenant}/partitions"): ("FAFFA", "NNFFA"),
+    ("GET", "/v1/tenants/{tenant}/partitions"): ("AAFAA", "NNFAA"),
+    ("GET", "/v1/tenants/{tenant}/partitions/{name}"): ("AAFAA", "NNFAA"),
+    ("DELETE", "/v1/tenants/{tenant}/partitions/{name}"): ("FAFFA", "NNFFA"),
+    ("PUT", "/v1/tenants/{tenant}/partitions/{name}/members"): ("FAFFA", "NNFFA"),
+    ("POST", "/v1/tenants/{tenant}/partitions/{name}/members/{guid}"): ("FAFFA", "NNFFA"),
+    ("DELETE", "/v1/tenants/{tenant}/partitions/{name}/members/{guid}"): ("FAFFA", "NNFFA"),
+    # virtual GUIDs: the fabric's setting is the operator's, its ledger the auditor's too
+    ("PATCH", "/v1/fabrics/{fabric}"): ("FFFFA", None),
+    ("GET", "/v1/fabrics/{fabric}/virtual-guids"): ("FFFAA", None),
     ("GET", "/v1/audit/entries"): ("FFFAA", None),
     ("GET", "/v1/audit/checkpoint"): ("FFFAA", None),
     ("GET", "/v1/audit/proofs/inclusion"): ("FFFAA", None),
@@ -134,6 +145,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/v1/tenants/{tenant}/grants"): {"fabric": FABRIC, "service": "storage"},
     ("POST", "/v1/tenants/{tenant}/peerings"): {"fabric": FABRIC, "peer": "research"},
     ("POST", "/v1/tenants/{tenant}/isolation-proofs"): {"fabric": FABRIC},
+    ("POST", "/v1/tenants/{tenant}/partitions"): {"fabric": FABRIC, "name": "matrix"},
+    ("PUT", "/v1/tenants/{tenant}/partitions/{name}/members"): {"members": []},
+    ("PATCH", "/v1/fabrics/{fabric}"): {"virtual_guids": {"enabled": False}},
     ("PUT", "/v1/fabrics/{fabric}/targets/{name}"): {"kind": "opensm"},
     ("POST", "/v1/fabrics/{fabric}/nodes/{node}/force-drain"): {"reason": "matrix"},
 }
@@ -183,7 +197,10 @@ def url_for(
         "leaf": "leaf01",
         "digest": digest,
         "version": "0",
+        "guid": "0x0000000000100003",
     }
+    if "/partitions/" in path:
+        values["name"] = "default"  # every onboarded tenant's partition
     url = re.sub(r"\{([^}]+)\}", lambda m: values[m.group(1)], path)
     query = {
         "/v1/audit/proofs/inclusion": "?index=0&size=1",

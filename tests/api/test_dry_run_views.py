@@ -29,6 +29,11 @@ TENANT_DRY_RUNS = {
     ("DELETE", "/v1/tenants/{tenant}/peerings/{peering_id}"),
     ("POST", "/v1/tenants/{tenant}/peering-requests/{peering_id}/accept"),
     ("POST", "/v1/tenants/{tenant}/isolation-proofs"),
+    ("POST", "/v1/tenants/{tenant}/partitions"),
+    ("DELETE", "/v1/tenants/{tenant}/partitions/{name}"),
+    ("PUT", "/v1/tenants/{tenant}/partitions/{name}/members"),
+    ("POST", "/v1/tenants/{tenant}/partitions/{name}/members/{guid}"),
+    ("DELETE", "/v1/tenants/{tenant}/partitions/{name}/members/{guid}"),
 }
 
 
@@ -143,6 +148,25 @@ def test_a_proof_dry_run_is_a_tenant_view_too(labs_client):
     proof = "/v1/tenants/labs/isolation-proofs?dry_run=true"
     answer = ok(labs_client.post(proof, json={"fabric": FABRIC}, headers=labs))
     assert answer == {"dry_run": True, "view": "tenant", "holds": True, "fabrics": []}
+
+
+def test_partition_dry_runs_show_the_tenant_view(labs_client):
+    labs = bearer(labs_client, "tenant-admin", "labs")
+    forbidden = ib_forbidden(labs_client, "labs", "")
+    base = "/v1/tenants/labs/partitions"
+    create = {"fabric": FABRIC, "name": "jobs"}
+    assert_tenant_view(
+        ok(labs_client.post(f"{base}?dry_run=true", json=create, headers=labs)), forbidden
+    )
+    created(labs_client.post(base, json=create, headers=labs))
+    port = ok(labs_client.get(f"{base}/default", headers=labs))["members"][0]["guid"]
+    members = {"members": [{"guid": port}]}
+
+    answer = ok(labs_client.put(f"{base}/jobs/members?dry_run=true", json=members, headers=labs))
+
+    assert_tenant_view(answer, forbidden)
+    assert f"+    {port}=full ;" in answer["fabrics"][0]["artifacts"][1]["diff"]
+    assert ok(labs_client.get(f"{base}/jobs", headers=labs))["members"] == []
 
 
 # --- RoCE --------------------------------------------------------------------------------------

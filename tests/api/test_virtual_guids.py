@@ -20,7 +20,11 @@ def _partition(client, tenant, name="vfs"):
 
 
 def test_the_setting_is_off_by_default_and_reads_back_once_enabled(client, onboarded):
-    assert ok(client.get(FABRIC))["virtual_guids"] == {"enabled": False, "ranges": [], "sm": "nvidia"}
+    assert ok(client.get(FABRIC))["virtual_guids"] == {
+        "enabled": False,
+        "ranges": [],
+        "sm": "nvidia",
+    }
 
     assert _enable(client)["virtual_guids"] == SETTING
 

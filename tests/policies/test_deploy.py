@@ -242,3 +242,12 @@ def test_configuration_errors_are_found_in_log_text():
         "y ERR 0510: osm_prtn_make_partitions() failed",
         "z PARSE ERROR line 3",
     ]
+
+
+def test_an_additional_partition_belongs_to_its_tenant():
+    before = parsed(*BASE)
+    after = parsed(*BASE, "part_acme_data=0x0103, indx0 : 0xa1=full ;")
+    cut = parsed(*BASE, f"part_{'a' * 10}_{'b' * 10}_0103=0x0103 : 0xc1=full ;")
+
+    assert reachability_changes(before, after) == (Owner.tenant("acme"),)
+    assert reachability_changes(before, cut) == (Owner.tenant("a" * 10),)

@@ -351,3 +351,19 @@ def partition_with_members(count: int) -> str:
     lines += [f"    0x{0x2C90300000000 + i:016x}=full,\n" for i in range(count - 1)]
     lines.append("    0x0002c903ffffffff=limited ;\n")
     return "".join(lines)
+
+
+def test_indx0_is_read_only_when_spelled_exactly():
+    text = (
+        "Default=0x7fff : ALL=limited ;\n"
+        "a=0x0010, indx0 : 0x1=full ;\n"
+        "b=0x0020, indx : 0x2=full ;\n"
+    )
+
+    parsed = parse_partitions_conf(text)
+
+    assert [(p.name, p.index0, p.ipoib) for p in parsed.partitions[1:]] == [
+        ("a", True, False),
+        ("b", False, False),
+    ]
+    assert [f.code for f in parsed.findings] == ["unknown-flag"]

@@ -154,3 +154,50 @@ def test_bundle_refuses_a_partitions_file_that_opensm_would_discard(monkeypatch)
 
     with pytest.raises(ArtifactHazardError, match=r"guid-without-0x|bad-member"):
         render_opensm_artifacts(two_tenant_snapshot(), KEYS)
+
+
+def _with_additional(*, ipoib: bool, index0: bool) -> str:
+    extra = Partition(
+        0x0104,
+        Owner.tenant("acme"),
+        (Member(0x0002C90300001000, True), Member(0x0000000000ABCDEF, False)),
+        "gold",
+        label="storage",
+        ipoib=ipoib,
+        index0=index0,
+    )
+    return render_partitions_conf(with_partitions(two_tenant_snapshot(), extra))
+
+
+def test_an_additional_partition_has_its_name_and_flags_and_keeps_the_qos_flags():
+    text = _with_additional(ipoib=False, index0=True)
+
+    assert "part_acme_storage=0x0104, indx0, mtu=4, rate=3, sl=3 :" in text.splitlines()
+    assert "    0x0000000000abcdef=limited," in text.splitlines()
+
+
+def test_ipoib_and_indx0_together():
+    text = _with_additional(ipoib=True, index0=True)
+
+    assert "part_acme_storage=0x0104, ipoib, indx0, mtu=4, rate=3, sl=3 :" in text.splitlines()
+
+
+def test_a_partition_without_any_flag_has_a_bare_definition():
+    extra = Partition(0x0104, Owner.tenant("acme"), (Member(1, True),), label="x", ipoib=False)
+
+    text = render_partitions_conf(with_partitions(two_tenant_snapshot(), extra))
+
+    assert "part_acme_x=0x0104 :" in text.splitlines()
+
+
+def test_options_enable_virtualization_only_when_the_fabric_has_virtual_guids():
+    snapshot = two_tenant_snapshot()
+    virtual = dataclasses.replace(
+        snapshot, fabric=dataclasses.replace(snapshot.fabric, virtual_guids=True)
+    )
+
+    plain = render_opensm_options(snapshot, KEYS)
+    enabled = render_opensm_options(virtual, KEYS)
+
+    assert "virt_enabled" not in plain
+    assert enabled == plain + "virt_enabled 2\n"

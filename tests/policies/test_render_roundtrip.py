@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,6 +49,23 @@ def snapshots(draw: st.DrawFn) -> IbSnapshot:
     )
 
 
+@st.composite
+def flagged_snapshots(draw: st.DrawFn) -> IbSnapshot:
+    """Snapshots whose partitions carry labels, ``ipoib`` or not and ``indx0`` or not."""
+    snapshot = draw(snapshots())
+    flagged = tuple(
+        replace(
+            p,
+            owner=Owner.tenant(p.owner.name),
+            label=draw(st.none() | SLUGS),
+            ipoib=draw(st.booleans()),
+            index0=draw(st.booleans()),
+        )
+        for p in snapshot.partitions
+    )
+    return replace(snapshot, partitions=flagged)
+
+
 def expected_memberships(snapshot: IbSnapshot) -> dict[int, dict[int, str]]:
     return {
         partition.pkey: {m.guid: "full" if m.full else "limited" for m in partition.members}
@@ -81,3 +100,21 @@ def test_rendered_qos_flags_parse_back(snapshot):
         assert (rendered.sl, rendered.rate, rendered.mtu) == (
             (cls.ib_sl, cls.ib_rate, cls.ib_mtu) if cls else (None, None, None)
         )
+
+
+@settings(max_examples=100, deadline=None)
+@given(flagged_snapshots())
+def test_rendered_names_and_partition_flags_parse_back(snapshot):
+    parsed = parse_partitions_conf(render_partitions_conf(snapshot))
+
+    assert [f for f in parsed.findings if f.severity is Severity.CRITICAL] == []
+    assert memberships(parsed) == expected_memberships(snapshot)
+    by_key = {p.pkey: p for p in parsed.partitions}
+    for partition in snapshot.partitions:
+        if partition.members:
+            rendered = by_key[partition.pkey]
+            assert (rendered.name, rendered.ipoib, rendered.index0) == (
+                partition.name,
+                partition.ipoib,
+                partition.index0,
+            )
