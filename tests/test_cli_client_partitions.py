@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from cli import client
 from tests.builders import PORT_GUIDS
 from tests.cli_server import served
@@ -140,12 +138,6 @@ def test_json_on_a_refusal_prints_the_problem_document(served):
 
 VGUID_RANGE = "0x0200000000000000-0x02000000000000ff"
 VGUID = "0x0200000000000001"
-# Adding a virtual GUID member is refused by the commit gate on this branch: the engine counts
-# it as an `unknown-member-port` (tests/api/test_virtual_guids.py fails the same way). Strict:
-# these pass, and must lose the mark, once the engine admits virtual GUIDs.
-ENGINE_REFUSES_VIRTUAL_MEMBERS = pytest.mark.xfail(
-    reason="the commit gate counts a virtual GUID member as an unknown port", strict=True
-)
 
 
 def test_set_virtual_guids_reads_back_and_an_empty_ledger_is_an_empty_table(served):
@@ -175,7 +167,6 @@ def test_bad_ranges_exit_2_and_roce_exits_4(served):
     assert roce[0] == client.REFUSED and "RoCE" in roce[2]
 
 
-@ENGINE_REFUSES_VIRTUAL_MEMBERS
 def test_a_virtual_member_shows_in_the_ledger_and_blocks_disabling(served):
     served.ok_json("fabrics", "set-virtual-guids", "ib-east", "--enable", "--range", VGUID_RANGE)
     served.ok_json("partitions", "create", "acme", "vfs", "--fabric", "ib-east")
