@@ -28,7 +28,9 @@ from cli.client import (
 )
 from policies.errors import InvalidValueError
 
-fabrics_app = typer.Typer(help="Fabrics (REST): list, show, create.", no_args_is_help=True)
+fabrics_app = typer.Typer(
+    help="Fabrics (REST): list, show, create; their virtual GUIDs.", no_args_is_help=True
+)
 topology_app = typer.Typer(help="A fabric's topology (REST): upload a discovery.")
 nodes_app = typer.Typer(help="Nodes of a fabric (REST): list, show, set a role.")
 services_app = typer.Typer(help="Shared services of a fabric (REST).", no_args_is_help=True)

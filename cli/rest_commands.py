@@ -1,9 +1,10 @@
 """Wire the REST client's command groups into the root `isofabric` command (one call: `register`).
 
 Groups are named after the API's nouns: ``fabrics``, ``topology``, ``nodes``, ``services``,
-``artifacts``, ``tenants``, ``allocations``, ``grants``, ``peerings``, ``policy``, ``usage``,
-``targets``, ``sync``, ``deployments``, ``snapshots``, ``changesets``; and
-``proof list|show`` join the existing ``proof`` group. `token`, `proof issue`, `verify` and
+``artifacts``, ``tenants``, ``allocations``, ``grants``, ``peerings``, ``partitions``,
+``policy``, ``usage``, ``targets``, ``sync``, ``deployments``, ``snapshots``, ``changesets``;
+``proof list|show`` join the existing ``proof`` group, and ``virtual-guids`` and
+``set-virtual-guids`` the ``fabrics`` group. `token`, `proof issue`, `verify` and
 `render` are the existing commands, which go over REST when given ``--url``.
 """
 
@@ -17,6 +18,7 @@ import typer
 from cli import (
     deploy_commands,
     fabric_commands,
+    partition_commands,
     policy_usage,
     render,
     rest_counterparts,
@@ -62,6 +64,7 @@ GROUPS = (
     (tenant_commands.allocations_app, "allocations"),
     (tenant_commands.grants_app, "grants"),
     (tenant_commands.peerings_app, "peerings"),
+    (partition_commands.partitions_app, "partitions"),
     (policy_usage.policy_app, "policy"),
     (policy_usage.usage_app, "usage"),
     (deploy_commands.targets_app, "targets"),
@@ -89,6 +92,8 @@ def register(app: typer.Typer, proof_app: typer.Typer) -> None:
     proof_app.command("list")(proof_list)
     proof_app.command("show")(proof_show)
     fabric_commands.artifacts_app.command("download")(render.render)
+    fabric_commands.fabrics_app.command("virtual-guids")(partition_commands.virtual_guids)
+    fabric_commands.fabrics_app.command("set-virtual-guids")(partition_commands.set_virtual_guids)
     verification_app.command("show")(render.verify)
     app.add_typer(
         verification_app, name="verification", rich_help_panel="REST client (--url, --token)"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from fastapi.testclient import TestClient
+
 from tests.builders import assert_problem, created, ok
 
 FABRIC = "/v1/fabrics/ib-east"
@@ -10,11 +14,11 @@ VF = "0x0200000000000001"
 SETTING = {"enabled": True, "ranges": [RANGE], "sm": "nvidia"}
 
 
-def _enable(client):
+def _enable(client: TestClient) -> dict[str, Any]:
     return ok(client.patch(FABRIC, json={"virtual_guids": SETTING}))
 
 
-def _partition(client, tenant, name="vfs"):
+def _partition(client: TestClient, tenant: str, name: str = "vfs") -> dict[str, Any]:
     body = {"fabric": "ib-east", "name": name}
     return created(client.post(f"/v1/tenants/{tenant}/partitions", json=body))
 
