@@ -219,5 +219,5 @@ def test_offboarding_deletes_every_partition_and_quarantines_their_keys(client, 
     assert "quarantined" in assert_problem(refused, 409)["detail"]
 
 
-def uow_partitions_conf_text(client) -> str:
-    return client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text
+def uow_partitions_conf_text(client: TestClient) -> str:
+    return str(client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text)

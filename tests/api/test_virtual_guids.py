@@ -122,9 +122,7 @@ def test_a_fabric_without_virtual_guids_has_no_unobserved_member(client, onboard
     assert "unobserved" not in ok(client.get(f"{FABRIC}/verification"))
 
 
-def test_a_deployed_virtual_guid_drains_until_every_target_read_back_its_removal(
-    client, onboarded
-):
+def test_a_deployed_virtual_guid_drains_until_every_target_read_back_its_removal(client, onboarded):
     created(client.put(f"{FABRIC}/targets/sm-a", json={"kind": "opensm"}))
     _enable(client)
     _partition(client, "acme")
