@@ -98,7 +98,10 @@ def add_member(
     name: PartitionPath,
     guid: GuidPath,
     uow: Uow,
-    body: Annotated[MemberAdd | None, Body()] = None,
+    body: Annotated[
+        MemberAdd | None,
+        Body(description="Optional: the membership ('full' unless it says 'limited')"),
+    ] = None,
     fabric: FabricQuery = None,
 ) -> PartitionView:
     """Add a member (full unless the body says 'limited'), or change its membership."""

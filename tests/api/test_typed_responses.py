@@ -124,5 +124,6 @@ def test_the_views_that_leave_out_the_other_technology_are_typed(document):
         "TenantView",
         "AllocationView",
         "GrantView",
+        "PartitionView",
         "",
     }
