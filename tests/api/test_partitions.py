@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx2
 import pytest
 
 from tests.builders import (
@@ -19,7 +22,7 @@ ACME_PORTS = PORT_GUIDS["gpu0001"] + PORT_GUIDS["gpu0002"]
 GLOBEX_PORT = PORT_GUIDS["gpu0005"][0]
 
 
-def _create(client, name="jobs", **extra):
+def _create(client: httpx2.Client, name: str = "jobs", **extra: Any) -> httpx2.Response:
     return client.post(ACME, json={"fabric": "ib-east", "name": name, **extra})
 
 
