@@ -42,7 +42,7 @@ def fabric_targets(session: Session, fabric_id: int) -> list[m.DeployTarget]:
 
 
 # Where no target is left, nothing enforces the files: every drain ends.
-EVERY_SNAPSHOT = 2**62
+EVERY_SNAPSHOT = 2**31 - 1  # an INTEGER column: above any snapshot id
 
 
 def finish_target_drains(tx: Tx, fabric: m.Fabric) -> list[str]:

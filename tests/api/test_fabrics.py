@@ -23,6 +23,7 @@ def test_creating_a_fabric_returns_201_with_its_range_and_default_key_budget(cli
         "kind": "infiniband",
         "pkey_range": {"first": "0x0100", "last": "0x7ffe"},
         "pkeys_per_port": 128,
+        "virtual_guids": {"enabled": False, "ranges": [], "sm": "nvidia"},
         "created_at": "2026-03-01T12:00:00Z",
     }
 

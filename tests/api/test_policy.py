@@ -37,6 +37,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "peering": ["internal"],
                 "default_grants": [],
                 "max_pool_share_percent": 25,
+                "max_partitions": 31,
             },
             "external": {
                 "isolation": "segment",
@@ -45,6 +46,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "peering": [],
                 "default_grants": [],
                 "max_pool_share_percent": 25,
+                "max_partitions": 31,
             },
         },
         "services": {},

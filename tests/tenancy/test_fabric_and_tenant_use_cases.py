@@ -26,6 +26,7 @@ def test_an_infiniband_fabric_records_its_range_and_the_default_key_budget(uow, 
         "kind": "infiniband",
         "pkey_range": {"first": "0x0100", "last": "0x7ffe"},
         "pkeys_per_port": 128,
+        "virtual_guids": {"enabled": False, "ranges": [], "sm": "nvidia"},
         "created_at": clock.now,
     }
     assert fabrics.get_fabric(uow, name="ib-east") == view
