@@ -46,6 +46,7 @@ def record_document(record: UsageRecord) -> dict[str, Any]:
         "resource_type": record.resource_type,
         "qos_class": record.qos_class,
         "service": record.service,
+        "partition": record.partition,
         "period_start": rfc3339(record.period_start),
         "period_end": rfc3339(record.period_end),
         "node_seconds": record.node_seconds,

@@ -90,6 +90,10 @@ class UsageRecord:
         port_seconds: Sum over nodes of held seconds times the node's ports.
         access_seconds: Sum of seconds the service was granted in the period.
         final: True when period_end <= complete_until(now): the values will not change.
+        partition: The partition the usage was under where the fabric has one: ``default``
+            (the partition of the tenant's nodes) for fabric capacity on InfiniBand, else None.
+            A node-hour is counted once per node and class, never once per partition the
+            node's ports are in; the partition is not part of the id.
     """
 
     id: str
@@ -105,6 +109,7 @@ class UsageRecord:
     port_seconds: int
     access_seconds: int
     final: bool
+    partition: str | None = None
 
     @property
     def node_hours(self) -> str:

@@ -11,14 +11,18 @@ partitions with its ports.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sqlalchemy import bindparam, delete, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
+from policies import usage
 from policies.errors import ConflictError
 from policies.infiniband.model import format_pkey
+from policies.model import FabricKind
 from tenancy import models as m
+from tenancy.models.partitions import DEFAULT_PARTITION
 from tenancy.record import virtual_guids
 from tenancy.record.pool_shares import check_share
 from tenancy.record.pools import Pool, take
@@ -144,6 +148,19 @@ def drop_node_memberships(tx: Tx, tenant_id: int, node_ids: Sequence[int]) -> No
     tx.session.flush()
     values = {"tenant": tenant_id, "nodes": list(node_ids)}
     tx.session.connection().execute(_DROP_NODE_MEMBERS, values)
+
+
+def usage_partitions(session: Session, records: list[usage.UsageRecord]) -> list[usage.UsageRecord]:
+    """Records of fabric capacity on InfiniBand name the partition of the tenant's nodes."""
+    infiniband = set(
+        session.exec(select(m.Fabric.name).where(m.Fabric.kind == FabricKind.INFINIBAND))
+    )
+    return [
+        replace(r, partition=DEFAULT_PARTITION)
+        if r.fabric in infiniband and r.resource_type == usage.FABRIC_CAPACITY
+        else r
+        for r in records
+    ]
 
 
 _TAKE_OWN_BACK = (

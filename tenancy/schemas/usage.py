@@ -26,6 +26,12 @@ class UsageRecordView(BaseModel):
     )
     qos_class: str = Field(description="The tenant's QoS class during the period")
     service: str | None = Field(description="The service of a service-access record, else null")
+    partition: str | None = Field(
+        default=None,
+        description="The partition the usage was under: 'default' (the tenant's nodes' "
+        "partition) for fabric capacity on InfiniBand, null elsewhere; a node-hour is counted "
+        "once per node, never once per partition",
+    )
     period_start: str = Field(description="Inclusive start, RFC 3339 UTC ('Z')")
     period_end: str = Field(description="Exclusive end, RFC 3339 UTC ('Z')")
     node_seconds: int = Field(description="Sum of the seconds nodes were held in the period")

@@ -31,6 +31,7 @@ from policies.errors import InvalidValueError
 from tenancy import models as m
 from tenancy.models.columns import UtcDateTime
 from tenancy.record.node_states import HeldNode
+from tenancy.record.partitions import usage_partitions
 from tenancy.schemas import UsageEventsPage, UsageRecordsPage
 from tenancy.store.db import expire_loaded, fetch_all
 from tenancy.store.lookups import tenant_named
@@ -281,7 +282,8 @@ def _records(
         records = engine.meter(
             intervals, since=since, until=end, now=tx.now, granularity=granularity
         )
-        return sorted(records, key=_key), engine.complete_until(tx.now)
+        named = usage_partitions(tx.session, records)
+        return sorted(named, key=_key), engine.complete_until(tx.now)
 
 
 def usage_records(
@@ -368,7 +370,9 @@ def _final_hourly(
             following = _first_start(session, end)
             start = None if following is None else _floor_hour(following)
             continue
-        records = engine.meter(intervals, since=start, until=end, now=now, granularity="hour")
+        records = usage_partitions(
+            session, engine.meter(intervals, since=start, until=end, now=now, granularity="hour")
+        )
         found += sorted(
             (r for r in records if r.final and (after is None or _key(r) > after)), key=_key
         )

@@ -221,3 +221,18 @@ def test_offboarding_deletes_every_partition_and_quarantines_their_keys(client, 
 
 def uow_partitions_conf_text(client: TestClient) -> str:
     return str(client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text)
+
+
+def test_a_node_hour_is_billed_once_whatever_partitions_its_ports_are_in(client, clock, onboarded):
+    for name in ("a", "b"):
+        created(_create(client, name=name))
+        members = [{"guid": guid} for guid in ACME_PORTS]
+        ok(client.put(f"{ACME}/{name}/members", json={"members": members}))
+    clock.advance(3600)
+
+    records = ok(
+        client.get("/v1/usage/records", params={"from": "2026-03-01T00:00:00Z", "tenant": "acme"})
+    )["data"]
+
+    (capacity,) = [r for r in records if r["resource_type"] == "fabric-capacity"]
+    assert (capacity["node_seconds"], capacity["partition"]) == (2 * 3600, "default")

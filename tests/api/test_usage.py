@@ -60,6 +60,7 @@ def test_records_of_a_tenant_are_exact_for_a_literal_timeline(timeline):
         "resource_type": "fabric-capacity",
         "qos_class": "gold",
         "service": None,
+        "partition": "default",
         "period_start": "2026-03-01T12:00:00Z",
         "period_end": "2026-03-01T13:00:00Z",
         "node_seconds": 3600,
@@ -199,3 +200,13 @@ def test_a_consumer_that_stops_anywhere_and_resumes_sees_every_event_exactly_onc
     assert [e["id"] for e in seen] == [r["id"] for r in finals]
     assert [e["data"] for e in seen] == finals
     assert len(finals) > 10
+
+
+def test_service_access_names_no_partition_and_capacity_is_counted_once_per_node(timeline):
+    body = ok(timeline.get(RECORDS, params={"from": FROM, "tenant": "acme"}))
+
+    capacity = [r for r in body["data"] if r["resource_type"] == "fabric-capacity"]
+    access = [r for r in body["data"] if r["resource_type"] == "service-access"]
+    assert {r["partition"] for r in capacity} == {"default"}
+    assert {r["partition"] for r in access} == {None}
+    assert len({(r["period_start"], r["qos_class"]) for r in capacity}) == len(capacity)

@@ -280,6 +280,7 @@ def test_record_document_has_the_documented_fields():
         "resource_type": "fabric-capacity",
         "qos_class": "gold",
         "service": None,
+        "partition": None,
         "period_start": "2025-03-01T00:00:00Z",
         "period_end": "2025-03-01T01:00:00Z",
         "node_seconds": 3600,
