@@ -5,7 +5,8 @@ P_Key range, shared with default partitions, services and peerings). Deleting it
 offboarding its tenant, deletes its member rows and the row and releases the P_Key into
 quarantine (tenancy/record/quarantine.py); its virtual GUIDs that are in no partition any more
 start draining (tenancy/record/virtual_guids.py). A node leaving its tenant leaves the tenant's
-partitions with its ports.
+partitions with its ports. Usage records of fabric capacity on InfiniBand name the partition
+of the tenant's nodes, ``default`` (`usage_partitions`).
 """
 
 from __future__ import annotations
