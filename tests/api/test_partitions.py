@@ -236,3 +236,13 @@ def test_a_node_hour_is_billed_once_whatever_partitions_its_ports_are_in(client,
 
     (capacity,) = [r for r in records if r["resource_type"] == "fabric-capacity"]
     assert (capacity["node_seconds"], capacity["partition"]) == (2 * 3600, "default")
+
+
+def test_an_owner_takes_its_own_quarantined_key_back(client, onboarded):
+    created(_create(client, pkey="0x0300"))
+    assert client.delete(f"{ACME}/jobs").status_code == 204
+
+    body = created(_create(client, name="again", pkey="0x0300"))
+
+    assert body["pkey"] == "0x0300"
+    assert ok(client.get(f"{ACME}/again"))["pkey"] == "0x0300"
