@@ -142,12 +142,12 @@ def drop_tenant_partitions(tx: Tx, tenant_id: int) -> None:
         drop_partition(tx, partition)
 
 
-def drop_node_memberships(tx: Tx, tenant_id: int, node_ids: Sequence[int]) -> None:
-    """Ports of nodes that left the tenant leave its partitions (one prepared DELETE)."""
+def drop_node_memberships(tx: Tx, fabric_id: int, tenant_id: int, node_ids: Sequence[int]) -> None:
+    """Ports of the fabric's nodes that left the tenant leave its partitions there."""
     if not node_ids:
         return
     tx.session.flush()
-    values = {"tenant": tenant_id, "nodes": list(node_ids)}
+    values = {"fabric": fabric_id, "tenant": tenant_id, "nodes": list(node_ids)}
     tx.session.connection().execute(_DROP_NODE_MEMBERS, values)
 
 
@@ -179,9 +179,13 @@ _TAKE_OWN_BACK = (
 _PORTS_OF_NODES = core_select(col(m.Port.guid)).where(
     col(m.Port.node_id).in_(bindparam("nodes", expanding=True))
 )
+# The nodes' fabric's partitions only: another fabric may have ports of the same GUIDs.
 _DROP_NODE_MEMBERS = delete(m.PartitionMember).where(
     col(m.PartitionMember.guid).in_(_PORTS_OF_NODES),
     col(m.PartitionMember.partition_id).in_(
-        core_select(col(m.Partition.id)).where(col(m.Partition.tenant_id) == bindparam("tenant"))
+        core_select(col(m.Partition.id)).where(
+            col(m.Partition.tenant_id) == bindparam("tenant"),
+            col(m.Partition.fabric_id) == bindparam("fabric"),
+        )
     ),
 )

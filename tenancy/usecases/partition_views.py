@@ -131,7 +131,7 @@ def _additional_view(
     segment = session.get(m.Segment, partition.segment_id)
     assert segment is not None  # a foreign key guarantees it
     member_rows = rows.members_of(session, m.pk(partition))
-    nodes = _nodes_of(session, [row.guid for row in member_rows])
+    nodes = _nodes_of(session, fabric, [row.guid for row in member_rows])
     members = [
         MemberView(
             guid=row.guid,
@@ -171,11 +171,12 @@ def _view(
     )
 
 
-def _nodes_of(session: Session, guids: list[str]) -> dict[str, str]:
+def _nodes_of(session: Session, fabric: m.Fabric, guids: list[str]) -> dict[str, str]:
     if not guids:
         return {}
     query = select(m.Port.guid, m.Node.name).join(m.Node, col(m.Node.id) == col(m.Port.node_id))
-    return dict(session.exec(query.where(col(m.Port.guid).in_(guids))).all())
+    query = query.where(col(m.Port.fabric_id) == fabric.id, col(m.Port.guid).in_(guids))
+    return dict(session.exec(query).all())
 
 
 def _class_name(session: Session, qos_class_id: int) -> str:

@@ -188,7 +188,7 @@ def _locked_additional(
 
 def _admit_members(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, wanted: dict[str, bool]) -> None:
     """Refuse members that are not the tenant's; bind new virtual GUIDs to it."""
-    held = _held_ports(tx.session, tenant, list(wanted))
+    held = _held_ports(tx.session, fabric, list(wanted))
     for guid in wanted:
         if guid in held:
             if held[guid] != tenant.id:
@@ -203,8 +203,11 @@ def _admit_members(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, wanted: dict[str,
             )
 
 
-def _held_ports(session: Session, tenant: m.Tenant, guids: list[str]) -> dict[str, int | None]:
-    """Port GUID -> the id of the tenant holding its node (None: nobody) for known ports."""
+def _held_ports(session: Session, fabric: m.Fabric, guids: list[str]) -> dict[str, int | None]:
+    """The fabric's port GUID -> the id of the tenant holding its node (None: nobody).
+
+    On the partition's fabric only: a capture imported twice gives two fabrics the same GUIDs.
+    """
     if not guids:
         return {}
     query = (
@@ -215,7 +218,7 @@ def _held_ports(session: Session, tenant: m.Tenant, guids: list[str]) -> dict[st
             col(m.Allocation.id) == col(m.NodeAssignment.allocation_id),
             isouter=True,
         )
-        .where(col(m.Port.guid).in_(guids))
+        .where(col(m.Port.fabric_id) == fabric.id, col(m.Port.guid).in_(guids))
     )
     return dict(session.exec(query).all())
 

@@ -47,7 +47,7 @@ def release_held(tx: Tx, tenant: m.Tenant, allocation: m.Allocation) -> None:
     node_ids = [node_id for (node_id,) in taken]
     forget_loaded(tx.session, m.NodeAssignment, node_ids)
     release_nodes(tx.session, allocation.fabric_id, node_ids)  # allocated -> free or draining
-    drop_node_memberships(tx, m.pk(tenant), node_ids)
+    drop_node_memberships(tx, allocation.fabric_id, m.pk(tenant), node_ids)
     usage.close_allocation_intervals(tx, allocation.id)
     release_unused(tx, allocation.fabric_id, tenant_id=m.pk(tenant))
 

@@ -246,3 +246,24 @@ def test_an_owner_takes_its_own_quarantined_key_back(client, onboarded):
 
     assert body["pkey"] == "0x0300"
     assert ok(client.get(f"{ACME}/again"))["pkey"] == "0x0300"
+
+
+def test_members_are_ports_of_the_partitions_own_fabric_when_another_has_the_same_guids(
+    client, onboarded
+):
+    from tests.builders import api_create_fabric
+
+    api_create_fabric(client, "ib-north")  # the same capture: the same port GUIDs
+    created(_create(client))
+    ok(client.put(f"{ACME}/jobs/members", json={"members": [{"guid": ACME_PORTS[0]}]}))
+    ok(client.post(f"{ACME}/jobs/members/{ACME_PORTS[2]}"))  # gpu0002: free on ib-north
+    body = {"fabric": "ib-north", "nodes": ["gpu0001"]}
+    north = created(client.post("/v1/tenants/acme/allocations", json=body))["id"]
+
+    assert client.delete(f"/v1/tenants/acme/allocations/{north}").status_code == 204
+
+    members = ok(client.get(f"{ACME}/jobs", params={"fabric": "ib-east"}))["members"]
+    assert [m["guid"] for m in members] == [ACME_PORTS[0], ACME_PORTS[2]]
+    assert f"{ACME_PORTS[0]}=full" in partition_members(
+        uow_partitions_conf_text(client), "part_acme_jobs"
+    )
