@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, delete, exists, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col
 
+from policies.authz import TENANT_ROLES
 from policies.errors import ConflictError, InvalidValueError
 from policies.infiniband.model import format_guid
 from tenancy import models as m
@@ -78,14 +79,20 @@ def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guid: int) -> None:
         pending(tx.session, "virtual_guids").add(m.pk(fabric))
         return
     if row.tenant_id != tenant.id:
-        owner = tx.session.get(m.Tenant, row.tenant_id)
-        state = "bound to" if row.state == BOUND else "still draining from"
-        raise ConflictError(
-            f"virtual GUID {format_guid(guid)} is {state} tenant '{owner.name if owner else '?'}'",
-            guid=format_guid(guid),
-        )
+        raise _taken(tx, row, guid)
     row.state, row.released_at, row.drain_snapshot_id = BOUND, None, None
     tx.session.add(row)
+
+
+def _taken(tx: Tx, row: m.VirtualGuid, guid: int) -> ConflictError:
+    """The refusal of a GUID another tenant holds; a tenant role is not told which tenant."""
+    state = "bound to" if row.state == BOUND else "still draining from"
+    holder = "another tenant"
+    if tx.principal.role not in TENANT_ROLES:
+        owner = tx.session.get(m.Tenant, row.tenant_id)
+        holder = f"tenant '{owner.name if owner else '?'}'"
+    text = f"virtual GUID {format_guid(guid)} is {state} {holder}"
+    return ConflictError(text, guid=format_guid(guid))
 
 
 def settle(tx: Tx, fabric_id: int, guids: Collection[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import pairwise
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StrictBool, field_validator
@@ -136,11 +137,17 @@ class VirtualGuidSetting(Strict):
     @field_validator("ranges")
     @classmethod
     def _ranges(cls, ranges: list[str]) -> list[str]:
-        return [_range_text(text) for text in ranges]
+        texts = sorted(_range_text(text) for text in ranges)
+        for before, after in pairwise(texts):
+            if after.partition("-")[0] <= before.partition("-")[2]:
+                raise ValueError(f"the ranges {before} and {after} overlap: give each GUID once")
+        return texts
 
 
 def _range_text(text: str) -> str:
     first, _, last = text.partition("-")
+    if max(len(first), len(last)) > len("0x") + 16:
+        raise ValueError(f"'{text[:60]}': a GUID has at most 16 hex digits after 0x")
     try:
         low, high = int(first, 16), int(last, 16)
     except ValueError:

@@ -34,6 +34,7 @@ def update_fabric(uow: UnitOfWork, *, name: str, patch: FabricPatch) -> FabricVi
         fabric.virtual_guids = ledger.stored_setting(patch.virtual_guids)
         tx.session.add(fabric)
         _still_admitted(tx.session, fabric)
+        _no_port_in_ranges(tx.session, fabric)
         commit_gate(tx, fabric, "fabric.update", f"fabrics/{fabric.name}")
         return fabric_view(tx.session, fabric)
 
@@ -46,6 +47,22 @@ def _still_admitted(session: Session, fabric: m.Fabric) -> None:
                 f"virtual GUID {guid} is in the ledger (bound or draining) and the new setting "
                 "would not admit it: remove it from its partitions and let it drain first",
                 guid=guid,
+            )
+
+
+def _no_port_in_ranges(session: Session, fabric: m.Fabric) -> None:
+    """Refuse ranges that hold a port of the fabric: a GUID must be a port or virtual, not both."""
+    for text in ledger.setting_of(fabric)["ranges"]:  # type: ignore[attr-defined]
+        first, _, last = str(text).partition("-")
+        query = select(m.Port.guid).where(
+            m.Port.fabric_id == fabric.id, col(m.Port.guid).between(first, last)
+        )
+        port = session.exec(query.limit(1)).first()
+        if port is not None:
+            raise ConflictError(
+                f"the range {text} holds port {port} of fabric '{fabric.name}': virtual GUID "
+                "ranges must hold no port GUID",
+                guid=port,
             )
 
 

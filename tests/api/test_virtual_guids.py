@@ -148,3 +148,34 @@ def _read_back(client) -> None:
     body = {"state": "applied", "digest": digest, "role": "master", "observed_digest": digest}
     response = client.post(f"{FABRIC}/targets/sm-a/reports", json=body)
     assert response.status_code in (200, 201), response.text
+
+
+def test_a_tenant_admin_refused_a_held_guid_is_not_told_which_tenant_holds_it(client, onboarded):
+    from tests.api.test_peerings import bearer
+
+    _enable(client)
+    _partition(client, "acme")
+    _partition(client, "globex")
+    ok(client.post(f"/v1/tenants/acme/partitions/vfs/members/{VF}"))
+    globex = bearer(client, "tenant-admin", "globex")
+
+    for dry_run in ("false", "true"):
+        response = client.post(
+            f"/v1/tenants/globex/partitions/vfs/members/{VF}?dry_run={dry_run}", headers=globex
+        )
+        detail = assert_problem(response, 409, "conflict")["detail"]
+        assert "another tenant" in detail and "acme" not in response.text
+
+
+def test_overlapping_ranges_are_a_422_and_a_range_holding_a_port_a_409(client, onboarded, db_dump):
+    before = db_dump()
+    overlapping = [RANGE, "0x0200000000000080-0x0200000000000100"]
+    for ranges in (overlapping, [RANGE, RANGE], ["0x10000000000000000-0x10000000000000001"]):
+        body = {"virtual_guids": {"enabled": True, "ranges": ranges}}
+        assert_problem(client.patch(FABRIC, json=body), 422)
+
+    body = {"virtual_guids": {"enabled": True, "ranges": ["0x0000000000100000-0x00000000001000ff"]}}
+    detail = assert_problem(client.patch(FABRIC, json=body), 409, "conflict")["detail"]
+
+    assert "0x0000000000100001" in detail
+    assert db_dump() == before
