@@ -238,8 +238,8 @@ def members_set(
 
 def _member(text: str) -> dict[str, str]:
     """``GUID`` or ``GUID=full|limited`` as a member of the PUT body."""
-    guid, _, membership = text.partition("=")
-    membership = membership.strip().lower() or "full"
+    guid, equals, membership = text.partition("=")
+    membership = membership.strip().lower() or ("" if equals else "full")
     if membership not in MEMBERSHIPS:
         fail(f"--member {text[:80]}: the membership is full or limited", TROUBLE)
     return {"guid": guid.strip(), "membership": membership}
@@ -250,7 +250,9 @@ def _from_file(path: Path) -> list[Any]:
     import yaml  # JSON is YAML; loaded only by this command
 
     try:
-        document = yaml.safe_load(path.read_text())
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        fail(f"{path}: not UTF-8 text (a JSON or YAML members file)", TROUBLE)
     except yaml.YAMLError as error:
         fail(f"{path}: {' '.join(str(error).split())}", TROUBLE)
     members = document.get("members") if isinstance(document, dict) else document

@@ -180,3 +180,17 @@ def test_a_virtual_member_shows_in_the_ledger_and_blocks_disabling(served):
     assert status == 0 and f"{VGUID} acme bound vfs" in " ".join(out.split())
     disabled = served.run("fabrics", "set-virtual-guids", "ib-east", "--disable")
     assert disabled[0] == client.REFUSED and VGUID in disabled[2]
+
+
+def test_a_file_that_is_not_utf8_and_an_empty_membership_exit_2_in_one_line(served, tmp_path):
+    binary = tmp_path / "members.json"
+    binary.write_bytes(b"\xff\xfe")
+
+    not_text = served.run("partitions", "members", "set", "acme", "jobs", "--file", str(binary))
+    empty = served.run(
+        "partitions", "members", "set", "acme", "jobs", "--member", f"{ACME_PORTS[0]}="
+    )
+
+    for status, _, err in (not_text, empty):
+        assert status == client.TROUBLE and err.startswith("error: ") and err.count("\n") == 1
+    assert "UTF-8" in not_text[2]

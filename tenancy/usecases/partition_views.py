@@ -69,7 +69,7 @@ def find_partition(session: Session, tenant: m.Tenant, name: str, fabric: str | 
         names = ", ".join(f.name for f in fabrics)
         raise InvalidValueError(
             f"tenant '{tenant.name}' has a partition '{name}' on several fabrics ({names}): "
-            "name one with ?fabric="
+            "name one with ?fabric= (the command line's --fabric)"
         )
     return fabrics[0]
 
