@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Body, Path, Query, Response, status
 
-from api.deps import Uow, authorized_router
+from api.deps import Listing, Uow, authorized_router
 from api.params import TenantPath
 from policies.errors import InvalidValueError
 from policies.infiniband.model import format_guid
@@ -58,11 +58,12 @@ def create_partition(tenant: TenantPath, spec: PartitionCreate, uow: Uow) -> Par
 
 @router.get("/{tenant}/partitions")
 def list_partitions(
-    tenant: TenantPath, uow: Uow, fabric: FabricQuery = None
+    tenant: TenantPath, uow: Uow, listing: Listing, fabric: FabricQuery = None
 ) -> Page[PartitionView]:
     """The tenant's partitions with their members: on each fabric, `default` first, then by name."""
-    found = partitions.list_partitions(uow, tenant_name=tenant, fabric=fabric)
-    return Page(data=found, count=len(found), next=None)
+    return partitions.page_partitions(
+        uow, tenant_name=tenant, fabric=fabric, limit=listing.limit, cursor=listing.cursor
+    )
 
 
 @router.get("/{tenant}/partitions/{name}")

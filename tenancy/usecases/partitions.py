@@ -18,9 +18,10 @@ from tenancy.models.partitions import DEFAULT_PARTITION
 from tenancy.record import partitions as rows
 from tenancy.record import virtual_guids
 from tenancy.record.policy_store import current_policy
-from tenancy.schemas import MemberSpec, PartitionCreate, PartitionView
+from tenancy.schemas import MemberSpec, Page, PartitionCreate, PartitionView
 from tenancy.store.locks import lock_active_tenant, lock_fabric
 from tenancy.store.lookups import fabric_named, qos_class_named, tenant_named
+from tenancy.store.pagination import decode_cursor, next_cursor
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.usecases.partition_views import find_partition, partition_view, partition_views
 
@@ -32,6 +33,7 @@ __all__ = [
     "delete_partition_in",
     "get_partition",
     "list_partitions",
+    "page_partitions",
     "remove_member",
     "set_members",
     "set_members_in",
@@ -83,6 +85,24 @@ def list_partitions(
         tenant = tenant_named(tx.session, tenant_name)
         fabrics = [fabric_named(tx.session, fabric)] if fabric else _ib_fabrics(tx.session)
         return [view for f in fabrics for view in partition_views(tx.session, f, tenant)]
+
+
+def page_partitions(
+    uow: UnitOfWork, *, tenant_name: str, fabric: str | None, limit: int, cursor: str | None
+) -> Page[PartitionView]:
+    """A page of `list_partitions` in its order (by fabric; default first, then by name)."""
+    after = decode_cursor(cursor)
+    views = list_partitions(uow, tenant_name=tenant_name, fabric=fabric)
+    remaining = [v for v in views if after is None or _listing_key(v) > after]
+    page = remaining[:limit]
+    keys = [_listing_key(v) for v in page]
+    return Page(data=page, count=len(views), next=next_cursor(keys, limit, len(remaining) > limit))
+
+
+def _listing_key(view: PartitionView) -> str:
+    # Slugs hold no space, and a space sorts below every slug character: the text orders as
+    # (fabric, default first, name) does.
+    return f"{view.fabric} {int(view.name != DEFAULT_PARTITION)} {view.name}"
 
 
 def get_partition(

@@ -267,3 +267,15 @@ def test_members_are_ports_of_the_partitions_own_fabric_when_another_has_the_sam
     assert f"{ACME_PORTS[0]}=full" in partition_members(
         uow_partitions_conf_text(client), "part_acme_jobs"
     )
+
+
+def test_the_listing_pages_in_its_order(client, onboarded):
+    from tests.builders import walk_pages
+
+    for name in ("c", "a", "b"):
+        created(_create(client, name=name))
+
+    pages = walk_pages(client, ACME, 2)
+
+    assert [p["name"] for page in pages for p in page["data"]] == ["default", "a", "b", "c"]
+    assert ok(client.get(ACME, params={"limit": 2}))["count"] == 4
