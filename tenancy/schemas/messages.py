@@ -60,7 +60,9 @@ def in_words(item: Mapping[str, Any]) -> str:
             return f"must be {words}"
     if kind.startswith(("datetime_", "date_from_datetime")):
         return f"must be {TIME_WORDS}"
-    return str(item.get("msg", "invalid"))
+    message = str(item.get("msg", "invalid"))
+    # A validator's own sentence, without pydantic's "Value error, " in front of it.
+    return message.removeprefix("Value error, ") if kind == "value_error" else message
 
 
 def _pattern_words(pattern: str) -> str | None:

@@ -39,3 +39,11 @@ def test_a_closed_set_of_words_is_listed(client):
 
     body = assert_problem(response, 422, "validation-error")
     assert [e["detail"] for e in body["errors"]] == ["must be one of hour, day"]
+
+
+def test_a_validators_own_sentence_reads_without_pydantics_prefix(client):
+    body = {"virtual_guids": {"enabled": True, "ranges": ["0x02-0x01"]}}
+    response = client.patch("/v1/fabrics/nowhere", json=body)
+
+    assert response.status_code == 422
+    assert "Value error" not in response.text and "must not be above" in response.text
