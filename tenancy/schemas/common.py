@@ -63,7 +63,9 @@ def _pkey_value(text: str) -> int:
     value = int(text, 16)
     if not MIN_PKEY <= value <= MAX_TENANT_PKEY:
         raise ValueError(
-            f"P_Key must be between {format_pkey(MIN_PKEY)} and {format_pkey(MAX_TENANT_PKEY)}"
+            f"P_Key must be between {format_pkey(MIN_PKEY)} and {format_pkey(MAX_TENANT_PKEY)} "
+            "(0x7fff is the default partition; bit 0x8000 is a port's membership, not part of "
+            "a key)"
         )
     return value
 
