@@ -30,6 +30,7 @@ HTTP_ONLY_MODULES = frozenset(
         "test_node_state",
         "test_nodes",
         "test_offboarding",
+        "test_partitions",
         "test_open_mode",
         "test_pagination",
         "test_policy_hostile",

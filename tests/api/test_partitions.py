@@ -1,4 +1,8 @@
-"""A tenant's several InfiniBand partitions through the API: create, fill, read, delete, refuse."""
+"""A tenant's several InfiniBand partitions through the API: create, fill, read, delete, refuse.
+
+On SQLite alone (tests/api/conftest.py): the use cases run on both backends in
+tests/tenancy/test_partitions_property.py and the migration test.
+"""
 
 from __future__ import annotations
 
