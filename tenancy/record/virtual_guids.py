@@ -15,8 +15,7 @@ from collections.abc import Collection
 
 from pydantic import BaseModel
 from sqlalchemy import bindparam, delete, exists, or_, update
-from sqlalchemy import select as core_select
-from sqlmodel import Session, col
+from sqlmodel import Session, col, select
 
 from policies.authz import TENANT_ROLES
 from policies.errors import ConflictError, InvalidValueError
@@ -47,41 +46,52 @@ def stored_setting(setting: BaseModel) -> str | None:
 
 def in_ranges(fabric: m.Fabric, guid: int) -> bool:
     """Whether `guid` lies in one of the fabric's enabled virtual GUID ranges."""
+    return any(first <= guid <= last for first, last in _ranges(fabric))
+
+
+def _ranges(fabric: m.Fabric) -> list[tuple[int, int]]:
+    """The fabric's virtual GUID ranges as numbers; none while the setting is off."""
     setting = setting_of(fabric)
     if not setting["enabled"]:
-        return False
-    for text in setting["ranges"]:  # type: ignore[attr-defined]
-        first, _, last = str(text).partition("-")
-        if int(first, 16) <= guid <= int(last, 16):
-            return True
-    return False
+        return []
+    ends = (str(text).partition("-") for text in setting["ranges"])  # type: ignore[attr-defined]
+    return [(int(first, 16), int(last, 16)) for first, _, last in ends]
 
 
-def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guid: int) -> None:
-    """Bind `guid` to `tenant` unless it is bound (or draining) for another tenant.
+def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guids: Collection[int]) -> None:
+    """Bind every GUID of `guids` to `tenant` unless one is bound (or draining) for another.
+
+    The ledger is read once (in chunks), not once per GUID: a partition may list thousands.
 
     Raises:
-        ConflictError: another tenant holds it, or it is still draining from another tenant.
-        InvalidValueError: it is not in the fabric's ranges.
+        ConflictError: another tenant holds one, or one is still draining from another tenant.
+        InvalidValueError: one is not in the fabric's ranges.
     """
-    if not in_ranges(fabric, guid):
-        raise InvalidValueError(f"{format_guid(guid)} is not in the fabric's virtual GUID ranges")
-    row = _row(tx.session, m.pk(fabric), guid)
-    if row is None:
-        tx.session.add(
-            m.VirtualGuid(
-                fabric_id=m.pk(fabric),
-                guid=format_guid(guid),
-                tenant_id=m.pk(tenant),
-                bound_at=tx.now,
-            )
-        )
-        pending(tx.session, "virtual_guids").add(m.pk(fabric))
+    if not guids:
         return
-    if row.tenant_id != tenant.id:
-        raise _taken(tx, row, guid)
-    row.state, row.released_at, row.drain_snapshot_id = BOUND, None, None
-    tx.session.add(row)
+    ranges = _ranges(fabric)
+    for guid in guids:
+        if not any(first <= guid <= last for first, last in ranges):
+            text = f"{format_guid(guid)} is not in the fabric's virtual GUID ranges"
+            raise InvalidValueError(text)
+    found = _rows(tx.session, m.pk(fabric), [format_guid(g) for g in guids])
+    for guid in guids:
+        row = found.get(format_guid(guid))
+        if row is None:
+            tx.session.add(
+                m.VirtualGuid(
+                    fabric_id=m.pk(fabric),
+                    guid=format_guid(guid),
+                    tenant_id=m.pk(tenant),
+                    bound_at=tx.now,
+                )
+            )
+        elif row.tenant_id != tenant.id:
+            raise _taken(tx, row, guid)
+        else:
+            row.state, row.released_at, row.drain_snapshot_id = BOUND, None, None
+            tx.session.add(row)
+    pending(tx.session, "virtual_guids").add(m.pk(fabric))
 
 
 def _taken(tx: Tx, row: m.VirtualGuid, guid: int) -> ConflictError:
@@ -134,12 +144,21 @@ def end_read_back(session: Session, fabric_id: int, read_back: int | None) -> in
     return len(freed)
 
 
-def _row(session: Session, fabric_id: int, guid: int) -> m.VirtualGuid | None:
+def _rows(session: Session, fabric_id: int, guids: list[str]) -> dict[str, m.VirtualGuid]:
+    """The ledger's rows of `guids` on the fabric, by GUID text (chunks within bind limits)."""
     session.flush()
-    query = core_select(m.VirtualGuid).where(
-        col(m.VirtualGuid.fabric_id) == fabric_id, col(m.VirtualGuid.guid) == format_guid(guid)
-    )
-    return session.exec(query).scalars().first()  # type: ignore[call-overload,no-any-return]
+    found: dict[str, m.VirtualGuid] = {}
+    for start in range(0, len(guids), _CHUNK):
+        query = select(m.VirtualGuid).where(
+            m.VirtualGuid.fabric_id == fabric_id,
+            col(m.VirtualGuid.guid).in_(guids[start : start + _CHUNK]),
+        )
+        found.update((row.guid, row) for row in session.exec(query))
+    return found
+
+
+# GUIDs per ledger query: far below SQLite's and PostgreSQL's limits on bound parameters.
+_CHUNK = 1000
 
 
 _VG = m.VirtualGuid

@@ -209,6 +209,7 @@ def _locked_additional(
 def _admit_members(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, wanted: dict[str, bool]) -> None:
     """Refuse members that are not the tenant's; bind new virtual GUIDs to it."""
     held = _held_ports(tx.session, fabric, list(wanted))
+    virtual = []
     for guid in wanted:
         if guid in held:
             if held[guid] != tenant.id:
@@ -216,11 +217,12 @@ def _admit_members(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, wanted: dict[str,
                     f"port {guid} is on a node tenant '{tenant.name}' does not hold", guid=guid
                 )
         elif virtual_guids.in_ranges(fabric, int(guid, 16)):
-            virtual_guids.bind(tx, fabric, tenant, int(guid, 16))
+            virtual.append(int(guid, 16))
         else:
             raise InvalidValueError(
                 f"{guid} is neither a port of fabric '{fabric.name}' nor in its virtual GUID ranges"
             )
+    virtual_guids.bind(tx, fabric, tenant, virtual)
 
 
 def _held_ports(session: Session, fabric: m.Fabric, guids: list[str]) -> dict[str, int | None]:
