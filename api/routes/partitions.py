@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Body, Path, Query, Response, status
+from pydantic import AfterValidator
 
 from api.deps import Listing, Uow, authorized_router
 from api.params import TenantPath
-from policies.errors import InvalidValueError
-from policies.infiniband.model import format_guid
 from tenancy.schemas import (
     HEX_GUID_PATTERN,
     SLUG_PATTERN,
@@ -20,6 +19,7 @@ from tenancy.schemas import (
     PartitionCreate,
     PartitionView,
 )
+from tenancy.schemas.partitions import guid_text
 from tenancy.usecases import partitions
 
 router = authorized_router(prefix="/v1/tenants", tags=["partitions"])
@@ -31,11 +31,13 @@ PartitionPath = Annotated[
         description="The partition's name: 'default' (the tenant's own) or one it created",
     ),
 ]
+# Validated as a body's GUID is: written back as 0x and 16 lower-case digits, as stored.
 GuidPath = Annotated[
     str,
     Path(
         pattern=HEX_GUID_PATTERN, description="A port GUID or virtual GUID, 0x and 1-16 hex digits"
     ),
+    AfterValidator(guid_text),
 ]
 FabricQuery = Annotated[
     str | None,
@@ -106,9 +108,7 @@ def add_member(
     fabric: FabricQuery = None,
 ) -> PartitionView:
     """Add a member (full unless the body says 'limited'), or change its membership."""
-    member = MemberSpec.model_construct(
-        guid=_stored(guid), membership=(body or MemberAdd()).membership
-    )
+    member = MemberSpec.model_construct(guid=guid, membership=(body or MemberAdd()).membership)
     return partitions.add_member(uow, tenant_name=tenant, name=name, member=member, fabric=fabric)
 
 
@@ -117,14 +117,4 @@ def remove_member(
     tenant: TenantPath, name: PartitionPath, guid: GuidPath, uow: Uow, fabric: FabricQuery = None
 ) -> PartitionView:
     """Remove a member; 404 when it is not one."""
-    return partitions.remove_member(
-        uow, tenant_name=tenant, name=name, guid=_stored(guid), fabric=fabric
-    )
-
-
-def _stored(guid: str) -> str:
-    """The path's GUID as members are stored: 0x and 16 lower-case digits."""
-    value = int(guid, 16)
-    if value in (0, 2**64 - 1):
-        raise InvalidValueError("a GUID must not be all zeros or all ones")
-    return format_guid(value)
+    return partitions.remove_member(uow, tenant_name=tenant, name=name, guid=guid, fabric=fabric)

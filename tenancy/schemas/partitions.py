@@ -18,7 +18,8 @@ MAX_GUID_RANGES = 64
 Membership = Literal["full", "limited"]
 
 
-def _guid_text(text: str) -> str:
+def guid_text(text: str) -> str:
+    """A GUID (0x and 1-16 hex digits) as stored: 0x and 16 lower-case digits; not 0 nor ~0."""
     value = int(text, 16)
     if value in (0, 2**64 - 1):
         raise ValueError("a GUID must not be all zeros or all ones")
@@ -29,7 +30,7 @@ def _guid_text(text: str) -> str:
 GuidInput = Annotated[
     str,
     Field(pattern=HEX_GUID_PATTERN, examples=["0x0002c90300000001"]),
-    AfterValidator(_guid_text),
+    AfterValidator(guid_text),
 ]
 
 

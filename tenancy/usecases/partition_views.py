@@ -22,7 +22,7 @@ def partition_views(session: Session, fabric: m.Fabric, tenant: m.Tenant) -> lis
     if fabric.kind != FabricKind.INFINIBAND:
         return []
     views = []
-    if _default_segment(session, fabric, tenant) is not None:
+    if default_segment(session, fabric, tenant) is not None:
         views.append(partition_view(session, fabric, tenant, DEFAULT_PARTITION))
     for partition in rows.tenant_partitions(session, m.pk(fabric), m.pk(tenant)):
         views.append(_additional_view(session, fabric, tenant, partition))
@@ -34,7 +34,7 @@ def partition_view(
 ) -> PartitionView:
     """One partition of the tenant on the fabric; `NotFoundError` if it has none of that name."""
     if name == DEFAULT_PARTITION:
-        segment = _default_segment(session, fabric, tenant)
+        segment = default_segment(session, fabric, tenant)
         if segment is not None:
             return _default_view(session, fabric, tenant, segment)
     else:
@@ -93,7 +93,8 @@ def _default_of(tenant: m.Tenant) -> tuple[ColumnElement[bool], ...]:
     )
 
 
-def _default_segment(session: Session, fabric: m.Fabric, tenant: m.Tenant) -> m.Segment | None:
+def default_segment(session: Session, fabric: m.Fabric, tenant: m.Tenant) -> m.Segment | None:
+    """The tenant's default partition's P_Key segment on the fabric (None: it holds no node)."""
     query = select(m.Segment).where(m.Segment.fabric_id == fabric.id, *_default_of(tenant))
     return session.exec(query).first()
 

@@ -23,7 +23,12 @@ from tenancy.store.locks import lock_active_tenant, lock_fabric
 from tenancy.store.lookups import fabric_named, qos_class_named, tenant_named
 from tenancy.store.pagination import decode_cursor, next_cursor
 from tenancy.store.uow import Tx, UnitOfWork
-from tenancy.usecases.partition_views import find_partition, partition_view, partition_views
+from tenancy.usecases.partition_views import (
+    default_segment,
+    find_partition,
+    partition_view,
+    partition_views,
+)
 
 __all__ = [
     "add_member",
@@ -248,7 +253,7 @@ def _held_ports(session: Session, fabric: m.Fabric, guids: list[str]) -> dict[st
 def _within_limit(tx: Tx, fabric: m.Fabric, tenant: m.Tenant) -> None:
     limit = current_policy(tx.session).for_tenant_kind(tenant.kind).max_partitions
     held = len(rows.tenant_partitions(tx.session, m.pk(fabric), m.pk(tenant)))
-    held += 1 if _has_default(tx.session, fabric, tenant) else 0
+    held += 1 if default_segment(tx.session, fabric, tenant) is not None else 0
     if held >= limit:
         raise ConflictError(
             f"tenant '{tenant.name}' holds {held} partitions on '{fabric.name}': the policy's "
@@ -266,16 +271,6 @@ def _admitted_class(tx: Tx, tenant: m.Tenant, name: str | None) -> m.QosClass | 
             f"the policy does not admit QoS class '{name}' for {tenant.kind} tenants"
         )
     return qos
-
-
-def _has_default(session: Session, fabric: m.Fabric, tenant: m.Tenant) -> bool:
-    query = select(m.Segment.id).where(
-        m.Segment.fabric_id == fabric.id,
-        m.Segment.tenant_id == tenant.id,
-        m.Segment.purpose == "pkey",
-        m.Segment.state == "active",
-    )
-    return session.exec(query).first() is not None
 
 
 def _named(session: Session, fabric: m.Fabric, tenant: m.Tenant, name: str) -> m.Partition | None:

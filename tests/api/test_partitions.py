@@ -215,7 +215,7 @@ def test_offboarding_deletes_every_partition_and_quarantines_their_keys(client, 
     assert client.delete("/v1/tenants/acme").status_code in (200, 204)
 
     assert ok(client.get(ACME))["data"] == []
-    conf = uow_partitions_conf_text(client)
+    conf = partitions_conf(client)
     assert "part_acme_jobs" not in conf and "tenant_acme" not in conf
     refused = client.post(
         "/v1/tenants/globex/partitions", json={"fabric": "ib-east", "name": "x", "pkey": "0x0300"}
@@ -223,7 +223,7 @@ def test_offboarding_deletes_every_partition_and_quarantines_their_keys(client, 
     assert "quarantined" in assert_problem(refused, 409)["detail"]
 
 
-def uow_partitions_conf_text(client: TestClient) -> str:
+def partitions_conf(client: TestClient) -> str:
     return str(client.get("/v1/fabrics/ib-east/artifacts/opensm/partitions.conf").text)
 
 
@@ -268,9 +268,7 @@ def test_members_are_ports_of_the_partitions_own_fabric_when_another_has_the_sam
 
     members = ok(client.get(f"{ACME}/jobs", params={"fabric": "ib-east"}))["members"]
     assert [m["guid"] for m in members] == [ACME_PORTS[0], ACME_PORTS[2]]
-    assert f"{ACME_PORTS[0]}=full" in partition_members(
-        uow_partitions_conf_text(client), "part_acme_jobs"
-    )
+    assert f"{ACME_PORTS[0]}=full" in partition_members(partitions_conf(client), "part_acme_jobs")
 
 
 def test_the_listing_pages_in_its_order(client, onboarded):
@@ -283,3 +281,15 @@ def test_the_listing_pages_in_its_order(client, onboarded):
 
     assert [p["name"] for page in pages for p in page["data"]] == ["default", "a", "b", "c"]
     assert ok(client.get(ACME, params={"limit": 2}))["count"] == 4
+
+
+def test_a_guid_in_the_path_is_read_as_the_bodys_are(client, onboarded, db_dump):
+    created(_create(client))
+    ok(client.post(f"{ACME}/jobs/members/{ACME_PORTS[0]}"))
+    before = db_dump()
+
+    for zeros_or_ones in ("0x0", "0xffffffffffffffff"):
+        assert_problem(client.post(f"{ACME}/jobs/members/{zeros_or_ones}"), 422)
+    assert db_dump() == before
+    short = hex(int(ACME_PORTS[0], 16))  # 0x100003: the same GUID without leading zeros
+    assert ok(client.delete(f"{ACME}/jobs/members/{short}"))["members"] == []
