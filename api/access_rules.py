@@ -33,7 +33,7 @@ _AGENT_READS = (
 )
 # Console operator actions: the operator's only, whatever another row allows.
 _UI_ACTIONS = r"^/ui/(.+/)?actions(/.*)?$"
-_NOT_OPERATORS = ("auditor", "billing", "tenant-admin", "tenant-viewer", "agent")
+_NOT_OPERATORS = ("auditor", "billing", "tenant-admin", "tenant-viewer", "agent", "orchestrator")
 # Anchored regexes over route templates; the artifact route carries its file path (see
 # `object_for`). No regex may contain a comma: the policy text is CSV.
 ROUTE_RULES = "\n".join(
@@ -69,6 +69,9 @@ ROUTE_RULES = "\n".join(
         rf"p, agent, *, {_AGENT_READS}, ^GET$, allow",
         r"p, agent, *, ^/v1/fabrics/\{fabric\}/targets/\{name\}/reports$, ^POST$, allow",
         r"p, agent, *, ^/v1/keys/transitions$, ^GET$, allow",
+        # orchestrators (the UFM-compatible API, api/ufm/) read their scope's partitions
+        # here, on their own fabric (api/routes/partitions.py `own_fabric`), and nothing else
+        r"p, orchestrator, *, ^/v1/tenants/\{tenant\}/partitions(/\{name\})?$, ^GET$, allow",
         # /metrics names every fabric: the roles that read every fabric read it
         # (ISOFABRIC_METRICS_ACCESS=open lets anyone, without this policy)
         r"p, operator, *, ^/metrics$, ^GET$, allow",

@@ -43,6 +43,7 @@ from api.routes import (
     usage,
     verification,
 )
+from api.ufm import install_ufm_api
 from api.ui import install_console
 from api.verdict_warmer import install_verdict_warmer
 from tenancy.gate.what_if import DryRunDone
@@ -108,6 +109,7 @@ def create_app(
     serve_routes(app, *V1_ROUTERS)
     install_docs(app)  # /docs, /problems and the error responses of the OpenAPI document
     install_console(app)  # /ui: the web console (api/ui/)
+    install_ufm_api(app)  # /ufmRest…: UFM's PKey API for schedulers (api/ufm/)
     # Added last = outermost: the request id is set first (and echoed on every response, 401
     # and 413 included); authentication runs before the size limit and any body parsing; the
     # Idempotency-Key check reads the body under that limit, with the principal known.

@@ -142,6 +142,13 @@ class TokenAuthenticator:
             return ADMIN
         return tokens.authenticate(self.uow, secret=secret)
 
+    def principal_by_hash(self, secret_sha256: str) -> Principal | None:
+        """`principal` of the secret whose SHA-256 is `secret_sha256` (a stored session's)."""
+        admin = tokens.hash_secret(self.token.decode()) if self.token is not None else None
+        if admin is not None and hmac.compare_digest(secret_sha256, admin):
+            return ADMIN
+        return tokens.authenticate_hash(self.uow, secret_sha256=secret_sha256)
+
     def is_open(self) -> bool:
         """Whether no admin token is configured and no API token was ever created."""
         if not self._closed and tokens.tokens_exist(self.uow):

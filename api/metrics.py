@@ -67,6 +67,14 @@ class Metrics:
             ("method", "route", "outcome"),
             registry=self.registry,
         )
+        self.ufm_refusals = Counter(
+            "isofabric_ufm_refusals",
+            "Requests the UFM-compatible API refused, by reason (e.g. pkey-unavailable, "
+            "foreign-guid, isolation-violation, invalid-body, unauthenticated, rate-limited); "
+            "a scheduler retries a refused write for ever, so a rising count is worth an alert",
+            ("reason",),
+            registry=self.registry,
+        )
         self.verifications = Histogram(
             "isofabric_verification_duration_seconds",
             "Seconds one verification of a fabric took, by check: incremental and whole (the "

@@ -31,10 +31,16 @@ class Role(StrEnum):
     TENANT_ADMIN = "tenant-admin"
     TENANT_VIEWER = "tenant-viewer"
     AGENT = "agent"
+    ORCHESTRATOR = "orchestrator"
 
 
 GLOBAL_ROLES = frozenset({Role.OPERATOR, Role.AUDITOR, Role.BILLING, Role.AGENT})
 TENANT_ROLES = frozenset({Role.TENANT_ADMIN, Role.TENANT_VIEWER})
+# Bound in a tenant's domain when it has one, else in ``*`` (a scheduler acting for every
+# tenant of its fabric): the orchestrator role of the UFM-compatible API (api/ufm/).
+EITHER_ROLES = frozenset({Role.ORCHESTRATOR})
+# Roles that act for a machine, never in the console.
+MACHINE_ROLES = frozenset({Role.AGENT, Role.ORCHESTRATOR})
 
 MODEL_TEXT = """
 [request_definition]
@@ -72,9 +78,12 @@ def binding_domain(role: str, tenant: str | None) -> str:
     """The domain a principal's role is bound in: its tenant, or ``*`` for global roles.
 
     Raises:
-        ValueError: the role is unknown, a tenant role has no tenant or a global role has one.
+        ValueError: the role is unknown, a tenant role has no tenant or a global role has one
+            (the orchestrator role may have one or not).
     """
     parsed = Role(role)
+    if parsed in EITHER_ROLES:
+        return tenant or GLOBAL_DOMAIN
     if parsed in TENANT_ROLES:
         if not tenant:
             raise ValueError(f"role '{role}' needs a tenant")

@@ -72,6 +72,7 @@ DEFAULT_MAX_PARTITIONS = 31
 _OMITTED_DEFAULTS = {
     "max_pool_share_percent": DEFAULT_POOL_SHARE_PERCENT,
     "max_partitions": DEFAULT_MAX_PARTITIONS,
+    "release_on_last_removal": False,
 }
 
 
@@ -85,7 +86,10 @@ class TenantKindPolicy:
     on the tenant's first allocation on a fabric (where the fabric has them);
     `max_pool_share_percent` is the percentage of each identifier pool of a fabric one tenant
     may hold when its own tenant roles take (`pool_share`); `max_partitions` is how many
-    InfiniBand partitions one tenant of this kind may hold per fabric, its default one included.
+    InfiniBand partitions one tenant of this kind may hold per fabric, its default one included;
+    `release_on_last_removal` releases a node that an orchestrator allocated (through the
+    UFM-compatible API) when its last port leaves the tenant's last additional partition, as a
+    Slurm epilog expects: a job's nodes are not held, nor billed, after the job.
     """
 
     isolation: Isolation = Isolation.SEGMENT
@@ -95,6 +99,7 @@ class TenantKindPolicy:
     default_grants: tuple[str, ...] = ()
     max_pool_share_percent: int = DEFAULT_POOL_SHARE_PERCENT
     max_partitions: int = DEFAULT_MAX_PARTITIONS
+    release_on_last_removal: bool = False
 
     def admits_class(self, qos_class: str | None) -> bool:
         """Whether a tenant of this kind may hold `qos_class` (no class is always admitted)."""
@@ -158,9 +163,9 @@ class Policy:
     def fingerprint(self) -> str:
         """``sha256:<hex>`` of the canonical document: equal for equal rules, whatever version.
 
-        The canonical document leaves out a pool share and a partition limit equal to their
-        defaults: the rules of a version stored before they existed, and the snapshot digests
-        and proofs that name its fingerprint, stay what they were.
+        The canonical document leaves out a pool share, a partition limit and a release rule
+        equal to their defaults: the rules of a version stored before they existed, and the
+        snapshot digests and proofs that name its fingerprint, stay what they were.
         """
         document = self.document()
         for rules in document["kinds"].values():
@@ -180,6 +185,7 @@ def _kind_document(rules: TenantKindPolicy) -> dict[str, Any]:
         "default_grants": sorted(rules.default_grants),
         "max_pool_share_percent": rules.max_pool_share_percent,
         "max_partitions": rules.max_partitions,
+        "release_on_last_removal": rules.release_on_last_removal,
     }
 
 

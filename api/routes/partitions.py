@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import Body, Path, Query, Response, status
 from pydantic import AfterValidator
 
-from api.deps import Listing, Uow, authorized_router
+from api.deps import CurrentPrincipal, Listing, Uow, authorized_router
 from api.params import TenantPath
+from policies.errors import NotFoundError
 from tenancy.schemas import (
     HEX_GUID_PATTERN,
     SLUG_PATTERN,
@@ -20,6 +21,7 @@ from tenancy.schemas import (
     PartitionView,
 )
 from tenancy.schemas.partitions import guid_text
+from tenancy.store.uow import Principal
 from tenancy.usecases import partitions
 
 router = authorized_router(prefix="/v1/tenants", tags=["partitions"])
@@ -60,20 +62,33 @@ def create_partition(tenant: TenantPath, spec: PartitionCreate, uow: Uow) -> Par
 
 @router.get("/{tenant}/partitions")
 def list_partitions(
-    tenant: TenantPath, uow: Uow, listing: Listing, fabric: FabricQuery = None
+    tenant: TenantPath,
+    uow: Uow,
+    listing: Listing,
+    principal: CurrentPrincipal,
+    fabric: FabricQuery = None,
 ) -> Page[PartitionView]:
     """The tenant's partitions with their members: on each fabric, `default` first, then by name."""
     return partitions.page_partitions(
-        uow, tenant_name=tenant, fabric=fabric, limit=listing.limit, cursor=listing.cursor
+        uow,
+        tenant_name=tenant,
+        fabric=own_fabric(principal, fabric),
+        limit=listing.limit,
+        cursor=listing.cursor,
     )
 
 
 @router.get("/{tenant}/partitions/{name}")
 def get_partition(
-    tenant: TenantPath, name: PartitionPath, uow: Uow, fabric: FabricQuery = None
+    tenant: TenantPath,
+    name: PartitionPath,
+    uow: Uow,
+    principal: CurrentPrincipal,
+    fabric: FabricQuery = None,
 ) -> PartitionView:
     """One partition with its members."""
-    return partitions.get_partition(uow, tenant_name=tenant, name=name, fabric=fabric)
+    found = own_fabric(principal, fabric)
+    return partitions.get_partition(uow, tenant_name=tenant, name=name, fabric=found)
 
 
 @router.delete("/{tenant}/partitions/{name}", status_code=status.HTTP_204_NO_CONTENT)
@@ -118,3 +133,12 @@ def remove_member(
 ) -> PartitionView:
     """Remove a member; 404 when it is not one."""
     return partitions.remove_member(uow, tenant_name=tenant, name=name, guid=guid, fabric=fabric)
+
+
+def own_fabric(principal: Principal, fabric: str | None) -> str | None:
+    """The fabric a read is about: an orchestrator reads its own fabric's partitions only."""
+    if principal.role != "orchestrator":
+        return fabric
+    if fabric is not None and fabric != principal.fabric:
+        raise NotFoundError(f"fabric '{fabric}' does not exist", resource="fabric", name=fabric)
+    return principal.fabric

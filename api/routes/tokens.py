@@ -6,7 +6,9 @@ from fastapi import Response, status
 
 from api.deps import CurrentPrincipal, Listing, Uow, authorized_router, hidden_tenant
 from api.params import TokenIdPath
+from policies.errors import ForbiddenError
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
+from tenancy.schemas.tokens import TENANT_TOKEN_ROLES
 from tenancy.usecases import tokens
 
 router = authorized_router(prefix="/v1/tokens", tags=["tokens"])
@@ -22,6 +24,9 @@ def create_token(spec: TokenCreate, uow: Uow, principal: CurrentPrincipal) -> To
     """
     if principal.tenant is not None and spec.tenant != principal.tenant:
         raise hidden_tenant(spec.tenant or "")
+    if principal.tenant is not None and spec.role not in TENANT_TOKEN_ROLES:
+        # An orchestrator token may allocate free nodes to its tenant: the operator's to grant.
+        raise ForbiddenError(f"role '{principal.role}' may mint tenant roles only")
     return tokens.create_token(uow, spec=spec)
 
 

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from api.auth import TokenAuthenticator, client_host, forwarded_https, is_loopback
-from policies.authz import Role
+from policies.authz import MACHINE_ROLES
 from policies.errors import AuthenticationError
 from tenancy.store.uow import Principal, UnitOfWork
 
@@ -93,9 +93,9 @@ class ConsoleSessions:
         secret = request.cookies.get(SESSION_COOKIE, "")
         if secret:
             principal = self.authenticator.principal(secret)
-            # An agent token acts for a deploy target, never in the console: sign-in refuses
-            # it (pages/sign_in.py), and so does a cookie set by hand.
-            if principal is not None and principal.role != Role.AGENT:
+            # An agent or orchestrator token acts for a machine, never in the console: sign-in
+            # refuses it (pages/sign_in.py), and so does a cookie set by hand.
+            if principal is not None and principal.role not in MACHINE_ROLES:
                 return ConsoleSession(principal, csrf_token_for(secret.encode()), False)
         outcome = self.authenticator.authenticate("", client_host(request.scope))
         if isinstance(outcome, Principal):  # open mode, loopback: a stale cookie is ignored

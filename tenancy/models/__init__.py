@@ -14,7 +14,7 @@ from tenancy.models.deploy import (
 )
 from tenancy.models.digest import DigestGroup, FabricDigest
 from tenancy.models.fabric import Fabric, Node, Port, QosClass, Switch
-from tenancy.models.partitions import Partition, PartitionMember, VirtualGuid
+from tenancy.models.partitions import FacadeSession, Partition, PartitionMember, VirtualGuid
 from tenancy.models.peerings import Peering
 from tenancy.models.policy import PolicyVersion
 from tenancy.models.read_cache import CachedRead
@@ -45,6 +45,7 @@ __all__ = [
     "DigestGroup",
     "Fabric",
     "FabricDigest",
+    "FacadeSession",
     "Grant",
     "HasId",
     "IdempotencyRecord",

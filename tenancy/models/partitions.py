@@ -36,6 +36,9 @@ class Partition(SQLModel, table=True):
     index0: bool = False
     qos_class_id: int | None = Field(default=None, foreign_key="qos_class.id")
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    # The name a UFM client gave it (`partition_name`): shown on the UFM-compatible API, a
+    # label only (never parsed as a tenant); None: shown as UFM names it, api_pkey_0x<key>.
+    label: str | None = Field(default=None, max_length=64)
 
 
 class PartitionMember(SQLModel, table=True):
@@ -67,3 +70,21 @@ class VirtualGuid(SQLModel, table=True):
     # The first committed snapshot holding it and the one without it (the commit gate stamps).
     snapshot_id: int | None = None
     drain_snapshot_id: int | None = None
+    # While draining: the P_Key of the partition it left, which the fabric may still enforce
+    # (the UFM-compatible API lists it there until the drain ends).
+    pkey: int | None = None
+
+
+class FacadeSession(SQLModel, table=True):
+    """A session of the UFM-compatible API's ``/dologin`` (api/ufm/auth.py), stored hashed.
+
+    The cookie's secret is never stored: `id` is its SHA-256, `credential_sha256` that of the
+    token it signed in with, which authenticates again on every request (a revoked or expired
+    token ends its sessions). Rows live in the database, so any replica honours a session.
+    """
+
+    __tablename__ = "facade_session"
+    id: str = Field(primary_key=True, max_length=64)
+    credential_sha256: str = Field(max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
+    expires_at: datetime = Field(sa_column=ts_column())

@@ -104,6 +104,9 @@ class Allocation(SQLModel, table=True):
     fabric_id: int = Field(foreign_key="fabric.id", index=True)
     created_at: datetime = Field(default_factory=utcnow, sa_column=ts_column())
     released_at: datetime | None = Field(default=None, sa_column=ts_column(nullable=True))
+    # Who asked for it when not an operator's /v1 call: ``orchestrator`` (the UFM-compatible
+    # API allocated a free node whose port a scheduler put in the tenant's partition).
+    origin: str | None = Field(default=None, max_length=16)
 
 
 class NodeAssignment(SQLModel, table=True):

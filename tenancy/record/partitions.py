@@ -122,7 +122,9 @@ def set_member_rows(tx: Tx, partition: m.Partition, members: dict[str, bool]) ->
     for guid, full in members.items():
         if guid not in before:
             tx.session.add(m.PartitionMember(partition_id=m.pk(partition), guid=guid, full=full))
-    virtual_guids.settle(tx, partition.fabric_id, set(before) - set(members))
+    segment = tx.session.get(m.Segment, partition.segment_id)
+    pkey = None if segment is None else segment.value
+    virtual_guids.settle(tx, partition.fabric_id, set(before) - set(members), pkey)
 
 
 def drop_partition(tx: Tx, partition: m.Partition) -> None:

@@ -99,6 +99,9 @@ def tenant_kind_policy(document: Mapping[str, Any], default: TenantKindPolicy) -
             "max_pool_share_percent", default.max_pool_share_percent
         ),
         max_partitions=document.get("max_partitions", default.max_partitions),
+        release_on_last_removal=document.get(
+            "release_on_last_removal", default.release_on_last_removal
+        ),
     )
 
 

@@ -105,13 +105,17 @@ def _taken(tx: Tx, row: m.VirtualGuid, guid: int) -> ConflictError:
     return ConflictError(text, guid=format_guid(guid))
 
 
-def settle(tx: Tx, fabric_id: int, guids: Collection[str]) -> None:
-    """Virtual GUIDs among `guids` that are in no partition any more start draining (or go)."""
+def settle(tx: Tx, fabric_id: int, guids: Collection[str], pkey: int | None = None) -> None:
+    """Virtual GUIDs among `guids` that are in no partition any more start draining (or go).
+
+    `pkey` is the P_Key of the partition they left: the fabric may enforce it until the drain
+    ends, and the UFM-compatible API lists them there meanwhile.
+    """
     if not guids:
         return
     tx.session.flush()  # Core statements: pending member changes first
     connection = tx.session.connection()
-    values = {"fabric": fabric_id, "guids": list(guids), "now": tx.now}
+    values = {"fabric": fabric_id, "guids": list(guids), "now": tx.now, "pkey": pkey}
     left = [row[0] for row in connection.execute(_START_DRAINING, values)]
     if not left:
         return
@@ -175,7 +179,7 @@ _START_DRAINING = (
         col(_VG.state) == BOUND,
         ~_IN_A_PARTITION,
     )
-    .values(state=DRAINING, released_at=bindparam("now"))
+    .values(state=DRAINING, released_at=bindparam("now"), pkey=bindparam("pkey"))
     .returning(col(_VG.id))
 )
 _FETCHED_SINCE = exists().where(

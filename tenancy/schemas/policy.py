@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 
 from policies.policy import DEFAULT_MAX_PARTITIONS, DEFAULT_POOL_SHARE_PERCENT
 from tenancy.schemas.common import Slug, Strict
@@ -57,6 +57,11 @@ MAX_PARTITIONS = (
     "How many InfiniBand partitions (P_Keys) one tenant of this kind may hold per fabric, its "
     "default partition included (1-32767); operators are bound by it too"
 )
+RELEASE_ON_LAST_REMOVAL = (
+    "Whether a node an orchestrator allocated through the UFM-compatible API is released when "
+    "its last port leaves the tenant's last additional partition (a Slurm epilog's pattern); "
+    "default false"
+)
 # The P_Key range holds at most 0x7ffe tenant keys.
 MAX_PARTITIONS_LIMIT = 0x7FFE
 SERVICES = (
@@ -95,6 +100,7 @@ class KindPolicyDocument(Strict):
     max_partitions: StrictInt = Field(
         default=DEFAULT_MAX_PARTITIONS, ge=1, le=MAX_PARTITIONS_LIMIT, description=MAX_PARTITIONS
     )
+    release_on_last_removal: StrictBool = Field(default=False, description=RELEASE_ON_LAST_REMOVAL)
 
 
 class KindsDocument(Strict):
@@ -161,6 +167,7 @@ class KindPolicyView(BaseModel):
     default_grants: list[str] = Field(description=DEFAULT_GRANTS)
     max_pool_share_percent: int = Field(description=MAX_POOL_SHARE)
     max_partitions: int = Field(description=MAX_PARTITIONS)
+    release_on_last_removal: bool = Field(description=RELEASE_ON_LAST_REMOVAL)
 
 
 class KindsView(BaseModel):

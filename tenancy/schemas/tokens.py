@@ -16,13 +16,18 @@ from tenancy.schemas.common import (
     Strict,
 )
 
-TokenRole = Literal["operator", "auditor", "billing", "tenant-admin", "tenant-viewer", "agent"]
+TokenRole = Literal[
+    "operator", "auditor", "billing", "tenant-admin", "tenant-viewer", "agent", "orchestrator"
+]
 
 
 TENANT_TOKEN_ROLES = frozenset({"tenant-admin", "tenant-viewer"})
 ROLES = (
-    "'operator', 'auditor', 'billing', 'tenant-admin', 'tenant-viewer' or 'agent' (a deploy agent)"
+    "'operator', 'auditor', 'billing', 'tenant-admin', 'tenant-viewer', 'agent' (a deploy agent) "
+    "or 'orchestrator' (a scheduler on the UFM-compatible API, bound to one fabric)"
 )
+# Roles bound to one fabric: `agent` (and a deploy target), `orchestrator` (and maybe a tenant).
+FABRIC_ROLES = frozenset({"agent", "orchestrator"})
 
 
 class TokenCreate(Strict):
@@ -30,18 +35,22 @@ class TokenCreate(Strict):
 
     The tenant roles (``tenant-admin``, ``tenant-viewer``) need a `tenant` and the global roles
     must not have one; the ``agent`` role (a deploy agent) needs a `fabric` and a `target` and
-    no other role may have them. `expires_at`, if given, needs a time zone (no expiry when
-    absent). A token minted with a token expires no later than that token, whatever
-    `expires_at` says.
+    no other role may have them; the ``orchestrator`` role needs a `fabric`, may have a `tenant`
+    (it then acts for that tenant alone) and has no target. `expires_at`, if given, needs a time
+    zone (no expiry when absent). A token minted with a token expires no later than that token,
+    whatever `expires_at` says.
     """
 
     name: Slug = Field(description="A name for people, e.g. 'ci-deploy' (need not be unique)")
     role: TokenRole = Field(description=ROLES)
     tenant: Slug | None = Field(
-        default=None, description="The tenant of a tenant role; null for the global roles"
+        default=None,
+        description="The tenant of a tenant role, or of an orchestrator acting for one tenant; "
+        "null for the global roles",
     )
     fabric: Slug | None = Field(
-        default=None, description="The agent role's fabric; null for every other role"
+        default=None,
+        description="The fabric of the agent and orchestrator roles; null for every other role",
     )
     target: Slug | None = Field(
         default=None, description="The agent role's deploy target; null for every other role"
@@ -54,18 +63,23 @@ class TokenCreate(Strict):
 
     @model_validator(mode="after")
     def _tenant_matches_role(self) -> Self:
-        scoped = self.fabric is not None and self.target is not None
-        if self.role == "agent" and not scoped:
-            raise ValueError("role 'agent' needs a fabric and a target")
-        if self.role != "agent" and (self.fabric is not None or self.target is not None):
-            raise ValueError(f"role '{self.role}' cannot have a fabric or a target")
+        self._fabric_matches_role()
         if self.role in TENANT_TOKEN_ROLES and self.tenant is None:
             raise ValueError(f"role '{self.role}' needs a tenant")
-        if self.role not in TENANT_TOKEN_ROLES and self.tenant is not None:
+        free_tenant = TENANT_TOKEN_ROLES | {"orchestrator"}
+        if self.role not in free_tenant and self.tenant is not None:
             raise ValueError(f"role '{self.role}' is global and cannot have a tenant")
         if self.expires_at is not None and self.expires_at.tzinfo is None:
             raise ValueError("expires_at needs a time zone")
         return self
+
+    def _fabric_matches_role(self) -> None:
+        if self.role == "agent" and (self.fabric is None or self.target is None):
+            raise ValueError("role 'agent' needs a fabric and a target")
+        if self.role == "orchestrator" and (self.fabric is None or self.target is not None):
+            raise ValueError("role 'orchestrator' needs a fabric and has no target")
+        if self.role not in FABRIC_ROLES and (self.fabric is not None or self.target is not None):
+            raise ValueError(f"role '{self.role}' cannot have a fabric or a target")
 
 
 class TokenView(BaseModel):

@@ -60,6 +60,8 @@ class Settings:
     opensm_m_key: int | None = None
     opensm_sm_key: int | None = None
     opensm_sa_key: int | None = None
+    # The fabric an operator token acts on under the UFM-compatible API's fabric-less paths.
+    ufm_fabric: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     idempotency_ttl_hours: int = MIN_IDEMPOTENCY_TTL_HOURS
     heavy_concurrency: int = DEFAULT_HEAVY_CONCURRENCY
@@ -226,6 +228,7 @@ def load_settings() -> Settings:
         opensm_m_key=_int_env("ISOFABRIC_OPENSM_M_KEY", None),
         opensm_sm_key=_int_env("ISOFABRIC_OPENSM_SM_KEY", None),
         opensm_sa_key=_int_env("ISOFABRIC_OPENSM_SA_KEY", None),
+        ufm_fabric=env("ISOFABRIC_UFM_FABRIC") or None,
         max_body_bytes=max_body if max_body is not None else DEFAULT_MAX_BODY_BYTES,
         idempotency_ttl_hours=_idempotency_ttl_hours(),
         heavy_concurrency=_positive_env("ISOFABRIC_HEAVY_CONCURRENCY", DEFAULT_HEAVY_CONCURRENCY),

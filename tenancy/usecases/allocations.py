@@ -82,8 +82,13 @@ def allocate(uow: UnitOfWork, *, tenant_name: str, spec: AllocationCreate) -> Al
         return allocate_in(tx, tenant_name=tenant_name, spec=spec)
 
 
-def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> AllocationView:
-    """`allocate` inside the caller's transaction (a change set's operation)."""
+def allocate_in(
+    tx: Tx, *, tenant_name: str, spec: AllocationCreate, origin: str | None = None
+) -> AllocationView:
+    """`allocate` inside the caller's transaction (a change set's operation).
+
+    `origin` marks who asked when not an operator (``orchestrator``: the UFM-compatible API).
+    """
     # The tenant's lock first (lock order): an offboarding cannot commit in between and
     # leave the tenant with nodes it never saw.
     tenant = lock_active_tenant(tx.session, tenant_name)
@@ -91,7 +96,11 @@ def allocate_in(tx: Tx, *, tenant_name: str, spec: AllocationCreate) -> Allocati
     fabric = lock_fabric(tx.session, fabric_named(tx.session, spec.fabric))
     defaults = pending_defaults(tx, tenant, fabric)  # before this allocation is written
     allocation = m.Allocation(
-        id=str(uuid.uuid4()), tenant_id=m.pk(tenant), fabric_id=m.pk(fabric), created_at=tx.now
+        id=str(uuid.uuid4()),
+        tenant_id=m.pk(tenant),
+        fabric_id=m.pk(fabric),
+        created_at=tx.now,
+        origin=origin,
     )
     if spec.nodes is not None:
         named = _named_free_nodes(tx.session, fabric, spec.nodes)

@@ -23,6 +23,7 @@ from sqlalchemy import bindparam
 from sqlmodel import Session, col, select
 
 from policies.errors import AuthenticationError, ConflictError, NotFoundError
+from policies.model import FabricKind
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.schemas import Page, TokenCreate, TokenCreated, TokenView
@@ -84,8 +85,7 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
             # Under the tenant's lock: an offboarding that revokes the tenant's tokens either
             # sees this one or is seen by it.
             lock_active_tenant(tx.session, spec.tenant)
-        if spec.fabric is not None and spec.target is not None:
-            target_named(tx.session, fabric_named(tx.session, spec.fabric), spec.target)
+        _check_scope(tx.session, spec)
         lock_token_lineage(tx.session)  # the parent cannot be revoked until this one is seen
         parent = _live_parent(tx.session, tx.principal, tx.now)
         row = m.ApiToken(
@@ -111,6 +111,20 @@ def create_token(uow: UnitOfWork, *, spec: TokenCreate) -> TokenCreated:
             fabric=row.fabric,
             target=row.target,
             token=secret,
+        )
+
+
+def _check_scope(session: Session, spec: TokenCreate) -> None:
+    """The token's fabric (and deploy target) exist; an orchestrator's fabric is InfiniBand."""
+    if spec.fabric is None:
+        return
+    fabric = fabric_named(session, spec.fabric)
+    if spec.target is not None:
+        target_named(session, fabric, spec.target)
+    if spec.role == "orchestrator" and fabric.kind != FabricKind.INFINIBAND:
+        raise ConflictError(
+            f"fabric '{fabric.name}' is RoCE: an orchestrator drives InfiniBand partitions",
+            fabric=fabric.name,
         )
 
 
@@ -268,8 +282,13 @@ def authenticate(uow: UnitOfWork, *, secret: str) -> Principal | None:
     """
     if not TOKEN_SHAPE.fullmatch(secret):
         return None
+    return authenticate_hash(uow, secret_sha256=hash_secret(secret))
+
+
+def authenticate_hash(uow: UnitOfWork, *, secret_sha256: str) -> Principal | None:
+    """`authenticate` by the stored hash of a secret (a UFM API session keeps only that)."""
     with uow.transaction(read_only=True) as tx:
-        row = tx.session.exec(_TOKEN, params={"secret": hash_secret(secret)}).first()
+        row = tx.session.exec(_TOKEN, params={"secret": secret_sha256}).first()
         if row is None or not _usable(row, tx.now):
             return None
         if row.tenant is not None and not _tenant_active(tx.session, row.tenant):

@@ -38,6 +38,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "default_grants": [],
                 "max_pool_share_percent": 25,
                 "max_partitions": 31,
+                "release_on_last_removal": False,
             },
             "external": {
                 "isolation": "segment",
@@ -47,6 +48,7 @@ def test_the_default_policy_is_version_0_and_reproduces_todays_rules(client):
                 "default_grants": [],
                 "max_pool_share_percent": 25,
                 "max_partitions": 31,
+                "release_on_last_removal": False,
             },
         },
         "services": {},

@@ -29,7 +29,7 @@ from api.ui.session import (
     set_session_cookie,
     set_sign_in_cookie,
 )
-from policies.authz import Role
+from policies.authz import MACHINE_ROLES
 from policies.errors import AuthenticationError
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=ConsoleRoute)
@@ -74,8 +74,10 @@ async def sign_in(request: Request) -> Response:
         principal = await run_in_threadpool(sessions.sign_in, token)
     except AuthenticationError as error:
         return _form(request, f"Not signed in: {error.detail}.", target, status=401)
-    if principal.role == Role.AGENT:
-        message = "Not signed in: an agent token acts for a deploy target, not in the console."
+    if principal.role in MACHINE_ROLES:
+        message = (
+            f"Not signed in: an {principal.role} token acts for a machine, not in the console."
+        )
         return _form(request, message, target, status=403)
     response = RedirectResponse(target, status_code=303)
     set_session_cookie(response, request, token)
