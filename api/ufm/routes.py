@@ -105,6 +105,15 @@ async def _one_pkey(request: Request, pkey: str, who: CurrentCaller) -> JSONResp
     return ok(next(iter(listing.pkeys.values()), {}), _listing_headers(listing))
 
 
+async def _ports(request: Request, who: CurrentCaller) -> JSONResponse:
+    uow: UnitOfWork = request.app.state.uow
+    computers = request.query_params.get("sys_type", "").lower() == "computer"
+    answer = await run_in_threadpool(
+        ufm_views.list_ports, uow, scope=who.scope, computers_only=computers
+    )
+    return ok(answer)
+
+
 async def _last_updated(request: Request, who: CurrentCaller) -> JSONResponse:
     uow: UnitOfWork = request.app.state.uow
     when = await run_in_threadpool(ufm_views.last_updated, uow, fabric_name=who.scope.fabric)
@@ -162,6 +171,7 @@ ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
     ("GET", "/app/ufm_version", _version),
     ("GET", "/app/smconf", _smconf),
     ("POST", "/app/tokens", _tokens),
+    ("GET", "/resources/ports", _ports),
     ("GET", "/resources/pkeys", _list_pkeys),
     ("GET", "/resources/pkeys/last_updated", _last_updated),
     ("POST", "/resources/pkeys", _add_guids),

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError
 from tenancy import models as m
+from tenancy.record import audit_log
 from tenancy.record import partitions as rows
 from tenancy.schemas import MemberSpec, PartitionCreate
 from tenancy.schemas.ufm import GuidsBody, HostsBody, PkeyBody, guid_text, pkey_text, stored_guid
@@ -25,11 +26,8 @@ from tenancy.store.locks import lock_active_tenant, lock_fabric
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.usecases import partitions
 from tenancy.usecases import ufm_nodes as nodes
-from tenancy.usecases.ufm_views import FacadeScope, infiniband_fabric, qos_of
-
-# The fields a client may send that the partition's own settings (or the operator's QoS
-# policy) decide: a different value is ignored and reported.
-_FLAG_OF = {"index0": "index0", "ip_over_ib": "ipoib"}
+from tenancy.usecases import ufm_services as services
+from tenancy.usecases.ufm_views import FacadeScope, ignored_flags, infiniband_fabric
 
 
 @dataclass
@@ -46,11 +44,12 @@ class WriteOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What a P_Key is to the scope: its tenant's default or additional partition, or free."""
+    """What a P_Key is to the scope: a tenant's partition, a shared service's, or free."""
 
     pkey: int
     tenant: m.Tenant | None = None
     partition: m.Partition | None = None
+    service: m.Service | None = None
 
     @property
     def is_default(self) -> bool:
@@ -78,8 +77,14 @@ def add_guids(
     """
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, body.pkey, create=body)
-        outcome = WriteOutcome(ignored=_ignored_flags(tx, target, body))
+        outcome = WriteOutcome(
+            ignored=ignored_flags(tx.session, target.partition, target.tenant, body)
+        )
         wanted = body.wanted()
+        _audit_ignored(tx, scope, target.pkey, outcome)
+        if target.service is not None:
+            outcome.changed = _service_members(tx, scope, target, wanted, replace)
+            return outcome
         assert target.tenant is not None
         outcome.changed = nodes.allocate_free_nodes(tx, scope, target.tenant, list(wanted))
         if target.is_default:
@@ -96,9 +101,12 @@ def remove_guids(
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, pkey, create=None)
         outcome = WriteOutcome()
+        leaving = {stored_guid(g) for g in guids}
+        if target.service is not None:
+            outcome.changed = services.revoke_for_ports(tx, scope, target.service, leaving)
+            return outcome
         if target.tenant is None:
             return outcome  # a free key has no members
-        leaving = {stored_guid(g) for g in guids}
         if target.is_default:
             outcome.changed = nodes.release_from_default(
                 tx, scope, target.tenant, leaving, _default_refusal(target)
@@ -114,7 +122,9 @@ def create_pkey(uow: UnitOfWork, *, scope: FacadeScope, body: PkeyBody) -> Write
     """``pkeys/add``: an empty partition of the scope's tenant; its own key again is a no-op."""
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, body.pkey, create=body)
-        return WriteOutcome(changed=False, ignored=_ignored_flags(tx, target, body))
+        if target.service is not None:
+            raise unavailable(body.pkey)
+        return _reported(tx, scope, target, body)
 
 
 def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutcome:
@@ -124,6 +134,8 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
     """
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, pkey, create=None)
+        if target.service is not None:
+            raise unavailable(pkey)
         if target.tenant is None:
             if scope.tenant is not None and _own_quarantined(tx.session, scope, pkey):
                 return WriteOutcome()
@@ -142,11 +154,11 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
 
 def set_qos(uow: UnitOfWork, *, scope: FacadeScope, body: PkeyBody) -> WriteOutcome:
     """``qos_conf``: a partition's class is the operator's policy; other values are reported."""
-    with uow.transaction(read_only=True) as tx:
+    with uow.transaction() as tx:
         target = _locked_target(tx, scope, body.pkey, create=None, lock=False)
-        if target.tenant is None:
+        if target.tenant is None and target.service is None:
             raise unavailable(body.pkey)
-        return WriteOutcome(ignored=_ignored_flags(tx, target, body))
+        return _reported(tx, scope, target, body)
 
 
 def host_guids(uow: UnitOfWork, *, scope: FacadeScope, hosts: list[str]) -> list[int]:
@@ -177,6 +189,21 @@ def add_hosts(uow: UnitOfWork, *, scope: FacadeScope, body: HostsBody) -> WriteO
     return add_guids(uow, scope=scope, body=request, replace=False)
 
 
+def _reported(tx: Tx, scope: FacadeScope, target: Target, body: PkeyBody) -> WriteOutcome:
+    outcome = WriteOutcome(ignored=ignored_flags(tx.session, target.partition, target.tenant, body))
+    _audit_ignored(tx, scope, target.pkey, outcome)
+    return outcome
+
+
+def _audit_ignored(tx: Tx, scope: FacadeScope, pkey: int, outcome: WriteOutcome) -> None:
+    """An entry saying which sent values the partition's own settings overrode."""
+    if not outcome.ignored:
+        return
+    fields = ",".join(f"{name}={value}" for name, value in sorted(outcome.ignored.items()))
+    target = f"fabrics/{scope.fabric}/pkeys/{pkey_text(pkey)}#ignored:{fields}"
+    audit_log.record(tx, "ufm.fields-ignored", target[:512])
+
+
 # --- resolving a P_Key -------------------------------------------------------------------------
 
 
@@ -195,7 +222,7 @@ def _locked_target(
             lock_active_tenant(tx.session, name)
         lock_fabric(tx.session, fabric)
         target = _target(tx.session, fabric, scope, pkey)  # as it is under the locks
-    if target.tenant is None and create is not None:
+    if target.tenant is None and target.service is None and create is not None:
         target = _create(tx, fabric, scope, pkey, create)
     return target
 
@@ -211,6 +238,8 @@ def _target(session: Session, fabric: m.Fabric, scope: FacadeScope, pkey: int) -
     ).first()
     if segment is None:
         return Target(pkey)
+    if segment.service_id is not None:
+        return Target(pkey, service=session.get(m.Service, segment.service_id))
     tenant = session.get(m.Tenant, segment.tenant_id) if segment.tenant_id else None
     if tenant is None or segment.peering_id is not None or not _in_scope(scope, tenant):
         raise unavailable(pkey)
@@ -283,6 +312,24 @@ def _default_refusal(target: Target) -> InvalidValueError:
     )
 
 
+def _service_members(
+    tx: Tx, scope: FacadeScope, target: Target, wanted: dict[str, bool], replace: bool
+) -> bool:
+    """A service's key: grants for the tenants whose ports join; PUT revokes those left out."""
+    assert target.service is not None
+    changed = False
+    if replace and scope.tenant is not None:
+        tenant = lock_active_tenant(tx.session, scope.tenant)
+        own = set(nodes.tenant_ports(tx.session, scope.fabric, tenant))
+        if not own & set(wanted):
+            changed = services.revoke_for_ports(tx, scope, target.service, own)
+    if wanted:
+        changed = (
+            services.grant_for_ports(tx, scope, target.service, target.pkey, wanted) or changed
+        )
+    return changed
+
+
 # --- members -----------------------------------------------------------------------------------
 
 
@@ -351,32 +398,3 @@ def _default_members(
         refusal = _default_refusal(target)
         if nodes.release_from_default(tx, scope, target.tenant, leaving, refusal):
             outcome.changed = True
-
-
-# --- flags -------------------------------------------------------------------------------------
-
-
-def _ignored_flags(tx: Tx, target: Target, body: PkeyBody) -> dict[str, Any]:
-    """Sent values that differ from the partition's own: the partition keeps its settings.
-
-    Its flags are its own; its QoS is its class's (the operator's policy), shown as UFM's
-    ``qos_conf``.
-    """
-    sent = body.sent_flags()
-    ignored: dict[str, Any] = {}
-    if target.partition is not None:
-        for name, column in _FLAG_OF.items():
-            if name in sent and sent[name] != getattr(target.partition, column):
-                ignored[name] = sent[name]
-    elif sent.get("index0"):
-        ignored["index0"] = True  # a default partition is never an index0 partition
-    own_qos = qos_of(_class_of(tx.session, target))
-    ignored.update({k: v for k, v in sent.items() if k in own_qos and v != own_qos[k]})
-    return ignored
-
-
-def _class_of(session: Session, target: Target) -> m.QosClass | None:
-    class_id = target.partition.qos_class_id if target.partition else None
-    if class_id is None and target.tenant is not None:
-        class_id = target.tenant.qos_class_id
-    return None if class_id is None else session.get(m.QosClass, class_id)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func
+from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError
@@ -28,10 +29,13 @@ from tenancy.record import snapshot_log
 from tenancy.record.snapshot import load_snapshot
 from tenancy.record.snapshot.common import widen
 from tenancy.record.subnet_manager import subnet_manager_keys
-from tenancy.schemas.ufm import guid_text, pkey_text
+from tenancy.schemas.ufm import PkeyBody, guid_text, pkey_text
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
 
+# The fields a client may send that the partition's own settings (or the operator's QoS
+# policy) decide: a different value is ignored and reported.
+_FLAG_OF = {"index0": "index0", "ip_over_ib": "ipoib"}
 # Shown for a partition without a class: the defaults of UFM's own `pkeys/add`.
 DEFAULT_QOS = {"mtu_limit": 2, "service_level": 0, "rate_limit": 2.5}
 # OpenSM's rate codes (opensm/osm_base.h IB_PATH_RECORD_RATE_*) in Gb/s, as UFM shows them.
@@ -278,3 +282,90 @@ def sm_config(uow: UnitOfWork, *, fabric_name: str, reveal_keys: bool) -> dict[s
             "m_key_lease_period": keys.m_key_lease_period,
         }
     return answer
+
+
+def list_ports(
+    uow: UnitOfWork, *, scope: FacadeScope, computers_only: bool
+) -> list[dict[str, Any]]:
+    """UFM's ``resources/ports``: the CA ports a scope may put in partitions, by GUID.
+
+    Its tenants' nodes' ports and free compute nodes' (a scheduler adds a free node's port to
+    allocate it); never a service's, a management node's or another tenant's. `computers_only`
+    is UFM's ``sys_type=Computer`` (every port shown here is a host's).
+    """
+    del computers_only  # isofabric's ports are all CA ports of hosts
+    with uow.transaction(read_only=True) as tx:
+        fabric = infiniband_fabric(tx.session, scope.fabric)
+        query = (
+            core_select(
+                m.Port,
+                col(m.Node.name),
+                col(m.Node.role),
+                col(m.Tenant.name),
+                col(m.NodeAssignment.service_id),
+            )
+            .join(m.Node, col(m.Node.id) == col(m.Port.node_id))
+            .join(m.NodeAssignment, col(m.NodeAssignment.node_id) == col(m.Node.id), isouter=True)
+            .join(
+                m.Allocation,
+                col(m.Allocation.id) == col(m.NodeAssignment.allocation_id),
+                isouter=True,
+            )
+            .join(m.Tenant, col(m.Tenant.id) == col(m.Allocation.tenant_id), isouter=True)
+            .where(col(m.Port.fabric_id) == fabric.id)
+            .order_by(col(m.Port.guid))
+        )
+        return [
+            _port_entry(port, node)
+            for port, node, role, tenant, service in tx.session.execute(query).all()
+            if _shown_port(scope, role, tenant, service)
+        ]
+
+
+def _shown_port(scope: FacadeScope, role: str, tenant: str | None, service: int | None) -> bool:
+    if tenant is not None:
+        return scope.tenant is None or tenant == scope.tenant
+    return role == "compute" and service is None
+
+
+def _port_entry(port: m.Port, node: str) -> dict[str, Any]:
+    return {
+        "guid": guid_text(int(port.guid, 16)),
+        "name": f"{guid_text(int(port.guid, 16))}_{port.port_num}",
+        "dname": f"{port.hca}/{port.port_num}",
+        "system_name": node,
+        "systemID": node,
+        "number": port.port_num,
+        "logical_state": "Active",
+        "type": "Computer",
+    }
+
+
+def ignored_flags(
+    session: Session, partition: m.Partition | None, tenant: m.Tenant | None, body: PkeyBody
+) -> dict[str, Any]:
+    """Sent values that differ from the partition's own: the partition keeps its settings.
+
+    Its flags are its own; its QoS is its class's (the operator's policy), shown as UFM's
+    ``qos_conf``.
+    """
+    sent = body.sent_flags()
+    ignored: dict[str, Any] = {}
+    if partition is not None:
+        for name, column in _FLAG_OF.items():
+            if name in sent and sent[name] != getattr(partition, column):
+                ignored[name] = sent[name]
+    elif sent.get("index0"):
+        ignored["index0"] = True  # a default partition is never an index0 partition
+    own_qos = qos_of(_class_of(session, partition, tenant))
+    ignored.update({k: v for k, v in sent.items() if k in own_qos and v != own_qos[k]})
+    return ignored
+
+
+def _class_of(
+    session: Session, partition: m.Partition | None, tenant: m.Tenant | None
+) -> m.QosClass | None:
+    class_id = partition.qos_class_id if partition else None
+    if class_id is None and tenant is not None:
+        class_id = tenant.qos_class_id
+    return None if class_id is None else session.get(m.QosClass, class_id)
