@@ -22,7 +22,13 @@ from starlette.concurrency import run_in_threadpool
 
 from api.auth import TokenAuthenticator, local_caller
 from policies.authz import Role
-from policies.errors import AuthenticationError, ForbiddenError, InvalidValueError, NotFoundError
+from policies.errors import (
+    AuthenticationError,
+    ForbiddenError,
+    InvalidValueError,
+    NotFoundError,
+    TooManyRequestsError,
+)
 from tenancy.store.uow import Principal, UnitOfWork
 from tenancy.usecases import facade_sessions
 from tenancy.usecases.ufm_views import FacadeScope
@@ -86,9 +92,17 @@ def style_of(request: Request) -> Style:
 
 
 async def current_caller(request: Request) -> Caller:
-    """The dependency of every facade route: authenticate the request and find its scope."""
+    """The dependency of every facade route: authenticate, rate-limit, find the scope."""
     authenticator: TokenAuthenticator = request.app.state.ufm.authenticator
     principal = await run_in_threadpool(_principal, request, style_of(request), authenticator)
+    # Per principal (api/ufm/guard.py): a scheduler retrying in a loop cannot starve others.
+    wait = request.app.state.ufm.limiter.wait_for(principal.name)
+    if wait:
+        raise TooManyRequestsError(
+            f"too many requests from this token: retry in {wait} s",
+            retry_after=wait,
+            reason="rate-limited",
+        )
     return Caller(principal, scope_of(request, principal))
 
 
