@@ -119,7 +119,7 @@ def _principal(request: Request, style: Style, authenticator: TokenAuthenticator
         if secret or not isinstance(outcome, Principal):
             raise BAD_CREDENTIALS if secret else NO_CREDENTIALS
         principal = outcome  # open mode, on the service's own host
-    return _acting(principal)
+    return acting_principal(principal)
 
 
 def _session_principal(request: Request, authenticator: TokenAuthenticator) -> Principal:
@@ -132,10 +132,11 @@ def _session_principal(request: Request, authenticator: TokenAuthenticator) -> P
             "sign in first: POST /dologin with httpd_username and httpd_password (a token)",
             reason="unauthenticated",
         )
-    return _acting(principal)
+    return acting_principal(principal)
 
 
-def _acting(principal: Principal) -> Principal:
+def acting_principal(principal: Principal) -> Principal:
+    """`principal` if its role acts on the facade (orchestrator, operator); else 403."""
     if principal.role not in (Role.ORCHESTRATOR, Role.OPERATOR):
         raise ForbiddenError(
             f"role '{principal.role}' may not use the UFM-compatible API: use an orchestrator "

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.request_id import choose_request_id, request_id_of
-from api.ufm.auth import SESSION_COOKIE, Caller, Style, _acting
+from api.ufm.auth import SESSION_COOKIE, Caller, Style, acting_principal
 from api.ufm.wire import UfmRoute, ok, refusal
 from api.ui.session import is_https
 from policies.errors import AuthenticationError
@@ -45,7 +45,7 @@ async def _dologin(request: Request) -> JSONResponse:
         raise AuthenticationError(
             "httpd_password must be an isofabric token", reason="unauthenticated"
         )
-    _acting(principal)
+    acting_principal(principal)
     uow: UnitOfWork = request.app.state.uow
     secret = await run_in_threadpool(facade_sessions.sign_in, uow, credential=password)
     fabric = request.path_params.get("fabric")

@@ -277,7 +277,9 @@ def _create(tx: Tx, fabric: m.Fabric, scope: FacadeScope, pkey: int, body: PkeyB
     try:
         partitions.create_partition_in(tx, tenant_name=scope.tenant, spec=spec)
     except ConflictError as error:
-        if "P_Key" in error.detail or "pkey" in error.detail.lower():
+        # Held or quarantined for another owner (tenancy/record/partitions.py names the key):
+        # one refusal that does not say which. The tenant's own limits pass through.
+        if "pkey" in error.extensions:
             raise unavailable(pkey) from error
         raise
     found = _target(tx.session, fabric, scope, pkey)
