@@ -30,6 +30,7 @@ from tenancy.schemas.ufm import (
     PkeyBody,
     RemoveGuidsBody,
     host_names,
+    names_management,
     parse_pkey,
 )
 from tenancy.store.uow import UnitOfWork
@@ -97,9 +98,11 @@ async def _list_pkeys(request: Request, who: CurrentCaller) -> JSONResponse:
 
 
 async def _one_pkey(request: Request, pkey: str, who: CurrentCaller) -> JSONResponse:
-    wanted = parse_pkey(pkey)
     guids = _flag(request.query_params.get("guids_data"))
     qos = _flag(request.query_params.get("qos_conf"))
+    if names_management(pkey):  # readable, never writable (NICo checks it is restricted)
+        return ok(ufm_views.management_entry(guids=guids, qos=qos))
+    wanted = parse_pkey(pkey)
     listing = await _listing(request, who.scope, guids=guids, qos=qos, only=wanted)
     # UFM answers 200 {} for a key it does not know (NICo's ufmclient/rest.rs).
     return ok(next(iter(listing.pkeys.values()), {}), _listing_headers(listing))

@@ -158,6 +158,21 @@ def _entry(
     return entry
 
 
+def management_entry(*, guids: bool, qos: bool) -> dict[str, Any]:
+    """The management partition, 0x7fff, as UFM shows it (``GET /resources/pkeys/0x7fff``).
+
+    Every port is a limited member (partitions.conf's ``Default=0x7fff, ipoib : ALL=limited``):
+    UFM 6.19 and later say so in ``membership``, which NVIDIA's infra-controller reads to tell
+    whether the default partition is restricted. Its members are nobody's to list.
+    """
+    entry: dict[str, Any] = {"partition": "management", "ip_over_ib": True}
+    if qos:
+        entry["qos_conf"] = dict(DEFAULT_QOS)
+    if guids:
+        entry |= {"guids": [], "membership": "limited"}
+    return entry
+
+
 def facade_name(pkey: int) -> str:
     """UFM's name for a partition created through its API: ``api_pkey_0x<key>``."""
     return f"api_pkey_{pkey_text(pkey)}"
