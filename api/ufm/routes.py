@@ -183,18 +183,20 @@ ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
 def build_router(base: str) -> APIRouter:
     """The facade's routes under `base` (``/ufmRest``, ``/fabrics/{fabric}/ufmRestV3``, ...).
 
-    Each with and without a trailing slash (ib-kubernetes sends ``/resources/pkeys/``); any
-    other path under `base` is a UFM-shaped 404.
+    Each with and without a trailing slash (ib-kubernetes sends ``/resources/pkeys/``), a GET
+    also as HEAD (RFC 9110 §9.3.2; the Together fork of ib-kubernetes reads the server's clock
+    from ``HEAD /ufmRest/app/ufm_version``); any other path under `base` is a UFM-shaped 404.
     """
     router = APIRouter(prefix=base, route_class=UfmRoute, include_in_schema=False)
     for method, path, handler in ROUTES:
+        methods = [method, "HEAD"] if method == "GET" else [method]
         for variant in (path, path + "/"):
-            router.add_api_route(variant, handler, methods=[method])
+            router.add_api_route(variant, handler, methods=methods)
     router.add_api_route("/{rest:path}", _unknown, methods=_METHODS)
     return router
 
 
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
 async def _unknown(request: Request) -> JSONResponse:
