@@ -30,6 +30,7 @@ from tenancy.schemas.ufm import (
     PkeyBody,
     RemoveGuidsBody,
     host_names,
+    names_management,
     parse_pkey,
 )
 from tenancy.store.uow import UnitOfWork
@@ -97,9 +98,11 @@ async def _list_pkeys(request: Request, who: CurrentCaller) -> JSONResponse:
 
 
 async def _one_pkey(request: Request, pkey: str, who: CurrentCaller) -> JSONResponse:
-    wanted = parse_pkey(pkey)
     guids = _flag(request.query_params.get("guids_data"))
     qos = _flag(request.query_params.get("qos_conf"))
+    if names_management(pkey):  # readable, never writable (NICo checks it is restricted)
+        return ok(ufm_views.management_entry(guids=guids, qos=qos))
+    wanted = parse_pkey(pkey)
     listing = await _listing(request, who.scope, guids=guids, qos=qos, only=wanted)
     # UFM answers 200 {} for a key it does not know (NICo's ufmclient/rest.rs).
     return ok(next(iter(listing.pkeys.values()), {}), _listing_headers(listing))
@@ -190,18 +193,20 @@ ROUTES: list[tuple[str, str, Callable[..., Any]]] = [
 def build_router(base: str) -> APIRouter:
     """The facade's routes under `base` (``/ufmRest``, ``/fabrics/{fabric}/ufmRestV3``, ...).
 
-    Each with and without a trailing slash (ib-kubernetes sends ``/resources/pkeys/``); any
-    other path under `base` is a UFM-shaped 404.
+    Each with and without a trailing slash (ib-kubernetes sends ``/resources/pkeys/``), a GET
+    also as HEAD (RFC 9110 §9.3.2; the Together fork of ib-kubernetes reads the server's clock
+    from ``HEAD /ufmRest/app/ufm_version``); any other path under `base` is a UFM-shaped 404.
     """
     router = APIRouter(prefix=base, route_class=UfmRoute, include_in_schema=False)
     for method, path, handler in ROUTES:
+        methods = [method, "HEAD"] if method == "GET" else [method]
         for variant in (path, path + "/"):
-            router.add_api_route(variant, handler, methods=[method])
+            router.add_api_route(variant, handler, methods=methods)
     router.add_api_route("/{rest:path}", _unknown, methods=_METHODS)
     return router
 
 
-_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
 
 async def _unknown(request: Request) -> JSONResponse:

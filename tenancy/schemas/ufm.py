@@ -47,6 +47,15 @@ def parse_pkey(value: object) -> int:
     return pkey
 
 
+def names_management(value: object) -> bool:
+    """Whether a client's P_Key names the management partition, 0x7fff (which it may read)."""
+    text = str(value).strip()
+    hexed = _HEX_PKEY.fullmatch(text)
+    if hexed is not None:
+        return int(hexed.group(1), 16) == MANAGEMENT_PKEY
+    return _DECIMAL.fullmatch(text) is not None and int(text) == MANAGEMENT_PKEY
+
+
 def parse_guid(value: object) -> int:
     """The 64-bit GUID a client sent (16-20 hex digits, ``0x`` optional); else invalid."""
     matched = _GUID.fullmatch(value.strip()) if isinstance(value, str) else None

@@ -162,6 +162,21 @@ def _entry(
     return entry
 
 
+def management_entry(*, guids: bool, qos: bool) -> dict[str, Any]:
+    """The management partition, 0x7fff, as UFM shows it (``GET /resources/pkeys/0x7fff``).
+
+    Every port is a limited member (partitions.conf's ``Default=0x7fff, ipoib : ALL=limited``):
+    UFM 6.19 and later say so in ``membership``, which NVIDIA's infra-controller reads to tell
+    whether the default partition is restricted. Its members are nobody's to list.
+    """
+    entry: dict[str, Any] = {"partition": "management", "ip_over_ib": True}
+    if qos:
+        entry["qos_conf"] = dict(DEFAULT_QOS)
+    if guids:
+        entry |= {"guids": [], "membership": "limited"}
+    return entry
+
+
 def facade_name(pkey: int) -> str:
     """UFM's name for a partition created through its API: ``api_pkey_0x<key>``."""
     return f"api_pkey_{pkey_text(pkey)}"
@@ -258,8 +273,11 @@ def sm_config(uow: UnitOfWork, *, fabric_name: str, reveal_keys: bool) -> dict[s
     """UFM's ``app/smconf`` for the fabric as isofabric renders its opensm.conf.
 
     Booleans and states for everyone; the keys themselves only with `reveal_keys` (the
-    operator's), as UFM gives them only to its administrators. OpenSM's M_Key is one key for
-    every port (no per-port M_Key); partitions are enforced both ways (``part_enforce both``).
+    operator's), as UFM gives them only to its administrators. Without it the key fields are
+    there but empty: NVIDIA's infra-controller reads this answer into a struct that requires
+    ``m_key``, ``sm_key`` and ``sa_key`` (ufmclient/mod.rs `SmConfig`) and takes a missing one
+    as a malformed answer. OpenSM's M_Key is one key for every port (no per-port M_Key);
+    partitions are enforced both ways (``part_enforce both``).
     """
     with uow.transaction(read_only=True) as tx:
         fabric = infiniband_fabric(tx.session, fabric_name)
@@ -274,7 +292,9 @@ def sm_config(uow: UnitOfWork, *, fabric_name: str, reveal_keys: bool) -> dict[s
         "partition_enforcement": "both",
         "default_membership": "limited",
     }
-    if keys is not None:
+    if keys is None:
+        answer |= dict.fromkeys(("m_key", "sm_key", "sa_key"), "")
+    else:
         answer |= {
             "m_key": f"0x{keys.m_key:016x}",
             "sm_key": f"0x{keys.sm_key:016x}",
