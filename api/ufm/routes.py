@@ -29,8 +29,8 @@ from tenancy.schemas.ufm import (
     HostsBody,
     PkeyBody,
     RemoveGuidsBody,
-    host_names,
     names_management,
+    parse_host_names,
     parse_pkey,
 )
 from tenancy.store.uow import UnitOfWork
@@ -238,7 +238,7 @@ def _remove(uow: UnitOfWork, *, scope: FacadeScope, body: RemoveGuidsBody) -> An
 
 def _removing_hosts(pkey: int, hosts: str) -> Operation:
     def operation(uow: UnitOfWork, *, scope: FacadeScope, body: None) -> Any:
-        guids = ufm_facade.host_guids(uow, scope=scope, hosts=host_names(hosts))
+        guids = ufm_facade.host_guids(uow, scope=scope, hosts=parse_host_names(hosts))
         return ufm_facade.remove_guids(uow, scope=scope, pkey=pkey, guids=guids)
 
     return operation

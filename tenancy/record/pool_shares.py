@@ -19,7 +19,7 @@ from sqlalchemy import Select, bindparam, func, or_
 from sqlalchemy import select as core_select
 from sqlmodel import col
 
-from policies.authz import TENANT_ROLES
+from policies.authz import TENANT_ROLES, Role
 from policies.errors import PoolShareExceededError
 from tenancy import models as m
 from tenancy.record.policy_store import current_policy
@@ -50,10 +50,15 @@ class PoolRange(Protocol):
         ...
 
 
+# Roles whose takes the share bounds: a tenant's own, and schedulers acting for tenants on
+# the UFM-compatible API (operators are not bound).
+SHARE_BOUND_ROLES = TENANT_ROLES | {Role.ORCHESTRATOR}
+
+
 def check_share(
     tx: Tx, fabric: m.Fabric, pool: PoolRange, owner: Mapping[str, int | str | None]
 ) -> None:
-    """Refuse a tenant role's take of a new value that a tenant holds its share of the pool for.
+    """Refuse a tenant role's (or an orchestrator's) take of a value a tenant holds its share of.
 
     `owner` is the new value's owner columns (``tenant_id``, ``service_id``, ``peering_id``);
     a peering's value counts for both of its tenants.
@@ -61,7 +66,7 @@ def check_share(
     Raises:
         PoolShareExceededError: a tenant it counts for already holds its share (409).
     """
-    if tx.principal.role not in TENANT_ROLES:
+    if tx.principal.role not in SHARE_BOUND_ROLES:
         return
     for tenant_id in _tenants_of(tx, owner):
         tenant = tx.session.get(m.Tenant, tenant_id)

@@ -192,14 +192,62 @@ class HostsBody(PkeyBody):
 
 
 def host_names(value: Any) -> list[str]:
-    """Host names as a list or a comma-separated string, each once."""
-    names = value.split(",") if isinstance(value, str) else value
+    """Host names as a list or a comma-separated string, each once.
+
+    Slurm's compressed host lists are expanded as ``scontrol show hostnames`` does:
+    ``gpu[0007-0008,0010]`` is gpu0007, gpu0008 and gpu0010 (zero padding kept).
+    """
+    names = _split_hostlist(value) if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ValueError("hosts_names must be host names, as a list or separated by ','")
-    cleaned = [n.strip() for n in names if n.strip()]
+    cleaned = [host for name in names if name.strip() for host in _expand(name.strip())]
     if len(set(cleaned)) != len(cleaned):
         raise ValueError("hosts_names lists a host twice")
+    if len(cleaned) > MAX_GUIDS_PER_CALL:
+        raise ValueError(f"hosts_names lists more than {MAX_GUIDS_PER_CALL} hosts")
     return cleaned
+
+
+def parse_host_names(text: str) -> list[str]:
+    """`host_names` of a path segment; `InvalidValueError` where it is not a host list."""
+    try:
+        return host_names(text)
+    except ValueError as error:
+        raise InvalidValueError(str(error), reason="invalid-hosts") from error
+
+
+_BRACKETED = re.compile(r"^([^\[\]]*)\[([0-9,\-]+)\]([^\[\]]*)$")
+
+
+def _split_hostlist(text: str) -> list[str]:
+    """Split at the commas outside brackets (``a[1-2],b`` is two terms)."""
+    terms, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(text[start:index])
+            start = index + 1
+    terms.append(text[start:])
+    return terms
+
+
+def _expand(term: str) -> list[str]:
+    matched = _BRACKETED.fullmatch(term)
+    if matched is None:
+        if "[" in term or "]" in term:
+            raise ValueError(f"host list {term!r} is not Slurm's prefix[1-3,5] form")
+        return [term]
+    prefix, ranges, suffix = matched.groups()
+    hosts = []
+    for part in ranges.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"host list {term!r} has a bad range {part!r}")
+        last = int(high or low)
+        if last - int(low) > MAX_GUIDS_PER_CALL:
+            raise ValueError(f"host list {term!r} names more than {MAX_GUIDS_PER_CALL} hosts")
+        hosts += [f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(int(low), last + 1)]
+    return hosts
 
 
 def _guid_list(value: Any) -> list[int]:

@@ -356,6 +356,10 @@ def _port_entry(port: m.Port, node: str) -> dict[str, Any]:
         "system_name": node,
         "systemID": node,
         "number": port.port_num,
+        # A port of the imported topology is one ibnetdiscover found linked; its LID is the
+        # SM's to assign and is not recorded (0: unknown).
+        "lid": 0,
+        "physical_state": "LinkUp",
         "logical_state": "Active",
         "type": "Computer",
     }

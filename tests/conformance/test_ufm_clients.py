@@ -556,10 +556,6 @@ def test_nico_health_check_binds_lists_and_unbinds_within_its_10_second_timeout(
     assert slowest.seconds < Nico.TIMEOUT, slowest
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="route 3, GET /resources/ports?sys_type=Computer, is not served by the facade yet",
-)
 def test_nico_lists_the_compute_ports(lab: Lab) -> None:
     ports = Nico(lab.url, lab.token("nico")).list_ports()
     assert {p["guid"] for p in ports} >= {f"{g:016x}" for g in lab.guids["gpu0005"]}
@@ -569,7 +565,8 @@ def test_nico_lists_the_compute_ports(lab: Lab) -> None:
 
 SLURM = 0x0E07
 JOB_ID = 7 * 0x7FFE + SLURM  # dynamic mode: pkey = job_id % 0x7ffe
-NODELIST = ",".join(CLIENTS["slurm"][1])  # gpu0007,gpu0008
+# As SLURM_JOB_NODELIST gives contiguous nodes: gpu[0007-0008].
+NODELIST = "gpu[0007-0008]"
 
 
 def test_slurm_prolog_adds_the_jobs_hosts_and_the_epilog_removes_and_releases_them(
