@@ -90,7 +90,9 @@ async def _list_pkeys(request: Request, who: CurrentCaller) -> JSONResponse:
     if guids and qos:
         return refusal(400, "guids_data and qos_conf together are not supported", "query")
     listing = await _listing(request, who.scope, guids=guids, qos=qos, only=None)
-    pkeys = listing.pkeys
+    # UFM always lists the management partition (NICo reads an empty list as "not found").
+    management = {"0x7fff": ufm_views.management_entry(guids=guids, qos=qos)}
+    pkeys = listing.pkeys | management
     if not guids and not qos:
         pkeys = {k: {"partition": v["partition"], "ip_over_ib": v["ip_over_ib"]}
                  for k, v in pkeys.items()}  # fmt: skip
