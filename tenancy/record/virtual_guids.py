@@ -95,10 +95,14 @@ def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guids: Collection[int]) -> 
 
 
 def _taken(tx: Tx, row: m.VirtualGuid, guid: int) -> ConflictError:
-    """The refusal of a GUID another tenant holds; a tenant role is not told which tenant."""
+    """The refusal of a GUID another tenant holds; a tenant role is not told which tenant.
+
+    Nor is a caller acting for one tenant in another role (an orchestrator bound to a tenant,
+    on the UFM-compatible API): only a caller that sees every tenant learns the holder.
+    """
     state = "bound to" if row.state == BOUND else "still draining from"
     holder = "another tenant"
-    if tx.principal.role not in TENANT_ROLES:
+    if tx.principal.role not in TENANT_ROLES and tx.principal.tenant is None:
         owner = tx.session.get(m.Tenant, row.tenant_id)
         holder = f"tenant '{owner.name if owner else '?'}'"
     text = f"virtual GUID {format_guid(guid)} is {state} {holder}"
