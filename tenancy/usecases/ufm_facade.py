@@ -125,8 +125,8 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, pkey, create=None)
         if target.tenant is None:
-            if scope.tenant is not None and _own_quarantined(tx.session, scope, pkey):
-                return WriteOutcome()
+            if _own_quarantined(tx.session, scope, pkey):
+                return WriteOutcome()  # deleted before: a retry is a no-op for every scope
             raise unavailable(pkey)
         if target.is_default:
             raise _default_refusal(target)
@@ -259,6 +259,7 @@ def _create(tx: Tx, fabric: m.Fabric, scope: FacadeScope, pkey: int, body: PkeyB
 
 
 def _own_quarantined(session: Session, scope: FacadeScope, pkey: int) -> bool:
+    """Whether `pkey` is quarantined for the scope's tenant (any tenant: a fabric-wide scope)."""
     query = (
         select(m.Segment.id)
         .join(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
@@ -268,9 +269,10 @@ def _own_quarantined(session: Session, scope: FacadeScope, pkey: int) -> bool:
             m.Segment.kind == "pkey",
             m.Segment.value == pkey,
             m.Segment.state != "active",
-            m.Tenant.name == scope.tenant,
         )
     )
+    if scope.tenant is not None:
+        query = query.where(m.Tenant.name == scope.tenant)
     return session.exec(query).first() is not None
 
 
