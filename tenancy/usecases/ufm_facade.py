@@ -125,8 +125,8 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, pkey, create=None)
         if target.tenant is None:
-            if _own_quarantined(tx.session, scope, pkey):
-                return WriteOutcome()  # deleted before: a retry is a no-op for every scope
+            if _deleted_before(tx.session, scope, pkey):
+                return WriteOutcome()  # a retry is a no-op for every scope
             raise unavailable(pkey)
         if target.is_default:
             raise _default_refusal(target)
@@ -256,6 +256,23 @@ def _create(tx: Tx, fabric: m.Fabric, scope: FacadeScope, pkey: int, body: PkeyB
         found.partition.label = body.partition_name or body.pkey_name_prefix
         tx.session.add(found.partition)
     return found
+
+
+def _deleted_before(session: Session, scope: FacadeScope, pkey: int) -> bool:
+    """Whether `pkey` may be one the scope deleted: free in the pool, or quarantined for it.
+
+    A deleted key no deploy target enforced is free at once; saying that a key of the pool is
+    free tells nothing `pkeys/add` would not (it creates a partition on a free key only).
+    """
+    fabric = infiniband_fabric(session, scope.fabric)
+    if not fabric.pkey_first <= pkey <= fabric.pkey_last:
+        return False
+    held = session.exec(
+        select(m.Segment.id).where(
+            m.Segment.fabric_id == fabric.id, m.Segment.kind == "pkey", m.Segment.value == pkey
+        )
+    ).first()
+    return held is None or _own_quarantined(session, scope, pkey)
 
 
 def _own_quarantined(session: Session, scope: FacadeScope, pkey: int) -> bool:
