@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from policies.enforcement import Enforcement, enforced_up_to
 from policies.errors import ConflictError
 from policies.infiniband.model import IbSnapshot, Partition
 from policies.model import FabricKind, Owner, OwnerKind
@@ -31,6 +32,7 @@ from tenancy.record.subnet_manager import subnet_manager_keys
 from tenancy.schemas.ufm import guid_text, pkey_text
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import drains
 
 # Shown for a partition without a class: the defaults of UFM's own `pkeys/add`.
 DEFAULT_QOS = {"mtu_limit": 2, "service_level": 0, "rate_limit": 2.5}
@@ -220,11 +222,16 @@ def _add_draining(
 
 
 def enforced_digest(session: Session, fabric: m.Fabric) -> str | None:
-    """The digest every deploy target of the fabric has read back (None: none yet, or none)."""
-    query = select(func.min(m.DeployTarget.observed_snapshot_id)).where(
-        m.DeployTarget.fabric_id == fabric.id
-    )
-    snapshot_id = session.exec(query).first()
+    """The digest the fabric is seen enforcing (None: none yet, or no target).
+
+    The drains' rule (policies/enforcement.py `enforced_up_to`): every target holds it or a
+    newer one, and a read-back saw it; a target that holds nothing yet holds it back.
+    """
+    targets = drains.fabric_targets(session, m.pk(fabric))
+    enforcement = [
+        Enforcement(t.name, t.applied_snapshot_id, t.observed_snapshot_id) for t in targets
+    ]
+    snapshot_id = enforced_up_to(FabricKind(fabric.kind), enforcement)
     row = session.get(m.SnapshotRecord, snapshot_id) if snapshot_id else None
     return None if row is None else row.digest
 
