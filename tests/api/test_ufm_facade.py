@@ -587,6 +587,25 @@ def test_a_removed_virtual_guid_is_listed_draining_while_the_fabric_may_enforce_
     ufm_ok(add(ufm, globex, "0x300", VIRTUAL, membership="full"))  # not the refused body
 
 
+def test_list_answers_name_the_intended_and_the_enforced_snapshot(virtual, ufm, acme):
+    created(ufm.put(f"{V1_FABRIC}/targets/sm-a", json={"kind": "opensm"}))
+    ufm_ok(add(ufm, acme, "0x200", ACME_PORT))
+    intended = ok(ufm.get(f"{V1_FABRIC}/sync"))["desired"]
+
+    def headers() -> tuple[str, str]:
+        answer = ufm.get(f"{PKEYS}?guids_data=true", headers=acme)
+        return (
+            answer.headers["X-Isofabric-Intended-Snapshot"],
+            answer.headers["X-Isofabric-Enforced-Snapshot"],
+        )
+
+    assert headers() == (intended, "none")
+    _read_back(ufm)  # sm-a, the only target, enforces it
+    assert headers() == (intended, intended)
+    created(ufm.put(f"{V1_FABRIC}/targets/sm-b", json={"kind": "opensm"}))
+    assert headers() == (intended, "none")  # sm-b holds nothing yet: nothing is enforced
+
+
 # --- last_updated --------------------------------------------------------------------------------
 
 
