@@ -466,6 +466,15 @@ def test_release_on_last_removal_ends_what_the_facade_allocated_when_its_last_po
     assert allocated_nodes(ufm, "acme") == {"gpu0001", "gpu0002"}
     assert allocated_nodes(ufm, "globex") == {"gpu0005", "gpu0006"}
 
+    # the default partition too (its members are the nodes' ports): a node the facade gave
+    # leaves with its ports; one the operator gave does not
+    ufm_ok(add(ufm, acme, ACME_KEY, *gpu8))
+    assert "gpu0008" in allocated_nodes(ufm, "acme")
+    ufm_ok(ufm.post(REMOVE, headers=acme, json={"pkey": ACME_KEY, "guids": list(gpu8)}))
+    assert allocated_nodes(ufm, "acme") == {"gpu0001", "gpu0002"}
+    refused = ufm.post(REMOVE, headers=acme, json={"pkey": ACME_KEY, "guids": list(gpu1)})
+    assert ufm_error(refused, 400)["reason"] == "default-partition"
+
 
 def test_hosts_routes_add_and_remove_every_ca_port_of_named_nodes(ufm, acme, db_dump):
     body = {"pkey": "0x200", "hosts_names": "gpu0007, gpu0008", "membership": "full"}
