@@ -49,8 +49,13 @@ class BodySizeLimit:
 
 async def _too_large(scope: Scope, send: Send, limit: int) -> None:
     from api.problems import problem_response
+    from api.ufm.wire import is_facade_path, too_large
 
-    response = problem_response(Request(scope), 413, detail=f"request body exceeds {limit} bytes")
+    if is_facade_path(scope["path"]):  # UFM's clients read UFM-shaped errors (api/ufm/wire.py)
+        response = too_large(limit)
+    else:
+        detail = f"request body exceeds {limit} bytes"
+        response = problem_response(Request(scope), 413, detail=detail)
     await response(scope, _no_receive, send)
 
 

@@ -2,12 +2,14 @@
 
 After a full deploy cycle on InfiniBand (the agent's signed manifest, by-digest downloads and
 reports, a dry run, a change, the next cycle, an isolation proof, tokens minted with an
-Idempotency-Key), every column of every table (zlib-compressed values opened), a backup (SQLite:
-`isofabric db backup`, its raw bytes and its tables) and every log record are searched for each
-secret in each of its encodings: the subnet's M_Key, SM_Key and SA_Key (opensm.conf, kept sealed:
-tenancy/store/sealing.py), the OpenSM secret and the signing key (files beside the database), and
-every API token (only their SHA-256 is stored). On PostgreSQL the tables are what `pg_dump`
-writes, so they are searched directly.
+Idempotency-Key, then the UFM-compatible API: an orchestrator token's /dologin sessions, a token
+minted through one with `POST /app/tokens`, and a write with it), every column of every table
+(zlib-compressed values opened), a backup (SQLite: `isofabric db backup`, its raw bytes and its
+tables) and every log record are searched for each secret in each of its encodings: the subnet's
+M_Key, SM_Key and SA_Key (opensm.conf, kept sealed: tenancy/store/sealing.py), the OpenSM secret
+and the signing key (files beside the database), every API token and every UFM API session
+(only their SHA-256 is stored). On PostgreSQL the tables are what `pg_dump` writes, so they are
+searched directly.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from sqlalchemy import Engine, MetaData, select
 from sqlmodel import SQLModel
 
 from api.app import create_app
+from api.ufm.auth import SESSION_COOKIE as UFM_SESSION_COOKIE
 from tenancy.store import backup, key_store
 from tenancy.store.db import make_engine
 from tenancy.store.settings import Settings
@@ -92,7 +95,27 @@ def full_cycle(client: TestClient) -> list[str]:
     created(client.post("/v1/tenants/acme/allocations", json=body))
     agent_cycle(client, agent)
     created(client.post("/v1/tenants/acme/isolation-proofs", json={"fabric": FABRIC}))
-    return [ADMIN, agent, admin]
+    return [ADMIN, agent, admin, *facade_cycle(client)]
+
+
+def facade_cycle(client: TestClient) -> list[str]:
+    """The UFM-compatible API's secrets: an orchestrator token, its /dologin sessions, and a
+    token minted with `POST /app/tokens` through a session, which then writes (api/ufm/)."""
+    body = {"name": "k8s", "role": "orchestrator", "tenant": "acme", "fabric": FABRIC}
+    orchestrator = mint(client, body)
+    form = {"httpd_username": "k8s", "httpd_password": orchestrator}
+    sessions = [
+        str(client.post(f"{prefix}/dologin", data=form).cookies[UFM_SESSION_COOKIE])
+        for prefix in ("", f"/fabrics/{FABRIC}")
+    ]
+    client.cookies.clear()
+    cookie = {"Cookie": f"{UFM_SESSION_COOKIE}={sessions[0]}"}
+    child = ok(client.post("/ufmRestV2/app/tokens", headers=cookie))["access_token"]
+    write = {"pkey": "0x200", "guids": ["000000000010001f"]}  # gpu0008's: allocates it to acme
+    headers = {"Authorization": f"Basic {child}"}
+    assert ok(client.post("/ufmRestV3/resources/pkeys", headers=headers, json=write)) == {}
+    assert ok(client.get("/ufmRestV2/resources/pkeys/0x200", headers=cookie))["partition"]
+    return [orchestrator, *sessions, child]
 
 
 def mint(client: TestClient, body: dict[str, Any], key: str | None = None) -> str:

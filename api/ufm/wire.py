@@ -26,6 +26,21 @@ from policies.errors import AuthenticationError, IsofabricError, TooManyRequests
 log = logging.getLogger("isofabric.api.ufm")
 # Statuses UFM's clients know; /v1's 409 and 422 are UFM's 400.
 _AS_UFM = {409: 400, 422: 400}
+# The first path segment of the facade's routes (or the third, under /fabrics/{fabric}).
+_FACADE_SEGMENTS = frozenset({"ufmRest", "ufmRestV2", "ufmRestV3", "ufmRestKrb", "dologin"})
+
+
+def is_facade_path(path: str) -> bool:
+    """Whether `path` is the facade's: under a UFM base path or /dologin, maybe per fabric."""
+    parts = path.split("/")
+    if len(parts) > 1 and parts[1] in _FACADE_SEGMENTS:
+        return True
+    return len(parts) > 3 and parts[1] == "fabrics" and parts[3] in _FACADE_SEGMENTS
+
+
+def too_large(limit: int) -> JSONResponse:
+    """A body over the service's size limit (api/limits.py), in UFM's shape."""
+    return refusal(413, f"request body exceeds {limit} bytes", "body-too-large")
 
 
 def ok(body: Any = None, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -84,7 +99,8 @@ class UfmRoute(APIRoute):
             except RequestValidationError as error:
                 response = refusal(400, str(error.errors()[0].get("msg")), "invalid-query")
             except HTTPException as error:
-                response = refusal(error.status_code, str(error.detail), "http")
+                reason = "body-too-large" if error.status_code == 413 else "http"
+                response = refusal(error.status_code, str(error.detail), reason)
             note_refusal(request, response)
             return response
 

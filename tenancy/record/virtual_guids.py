@@ -95,9 +95,10 @@ def bind(tx: Tx, fabric: m.Fabric, tenant: m.Tenant, guids: Collection[int]) -> 
 
 
 def _taken(tx: Tx, row: m.VirtualGuid, guid: int) -> ConflictError:
-    """The refusal of a GUID another tenant holds.
+    """The refusal of a GUID another tenant holds; a tenant role is not told which tenant.
 
-    A tenant role, or an orchestrator acting for one tenant, is not told which tenant.
+    Nor is a caller acting for one tenant in another role (an orchestrator bound to a tenant,
+    on the UFM-compatible API): only a caller that sees every tenant learns the holder.
     """
     state = "bound to" if row.state == BOUND else "still draining from"
     holder = "another tenant"

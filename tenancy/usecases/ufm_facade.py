@@ -137,8 +137,8 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
         if target.service is not None:
             raise unavailable(pkey)
         if target.tenant is None:
-            if scope.tenant is not None and _own_quarantined(tx.session, scope, pkey):
-                return WriteOutcome()
+            if _deleted_before(tx.session, scope, pkey):
+                return WriteOutcome()  # a retry is a no-op for every scope
             raise unavailable(pkey)
         if target.is_default:
             raise _default_refusal(target)
@@ -289,7 +289,25 @@ def _create(tx: Tx, fabric: m.Fabric, scope: FacadeScope, pkey: int, body: PkeyB
     return found
 
 
+def _deleted_before(session: Session, scope: FacadeScope, pkey: int) -> bool:
+    """Whether `pkey` may be one the scope deleted: free in the pool, or quarantined for it.
+
+    A deleted key no deploy target enforced is free at once; saying that a key of the pool is
+    free tells nothing `pkeys/add` would not (it creates a partition on a free key only).
+    """
+    fabric = infiniband_fabric(session, scope.fabric)
+    if not fabric.pkey_first <= pkey <= fabric.pkey_last:
+        return False
+    held = session.exec(
+        select(m.Segment.id).where(
+            m.Segment.fabric_id == fabric.id, m.Segment.kind == "pkey", m.Segment.value == pkey
+        )
+    ).first()
+    return held is None or _own_quarantined(session, scope, pkey)
+
+
 def _own_quarantined(session: Session, scope: FacadeScope, pkey: int) -> bool:
+    """Whether `pkey` is quarantined for the scope's tenant (any tenant: a fabric-wide scope)."""
     query = (
         select(m.Segment.id)
         .join(m.Tenant, col(m.Tenant.id) == col(m.Segment.tenant_id))
@@ -299,9 +317,10 @@ def _own_quarantined(session: Session, scope: FacadeScope, pkey: int) -> bool:
             m.Segment.kind == "pkey",
             m.Segment.value == pkey,
             m.Segment.state != "active",
-            m.Tenant.name == scope.tenant,
         )
     )
+    if scope.tenant is not None:
+        query = query.where(m.Tenant.name == scope.tenant)
     return session.exec(query).first() is not None
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import func
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
+from policies.enforcement import Enforcement, enforced_up_to
 from policies.errors import ConflictError
 from policies.infiniband.model import IbSnapshot, Partition
 from policies.model import FabricKind, Owner, OwnerKind
@@ -32,6 +33,7 @@ from tenancy.record.subnet_manager import subnet_manager_keys
 from tenancy.schemas.ufm import PkeyBody, guid_text, pkey_text
 from tenancy.store.lookups import fabric_named
 from tenancy.store.uow import UnitOfWork
+from tenancy.usecases import drains
 
 # The fields a client may send that the partition's own settings (or the operator's QoS
 # policy) decide: a different value is ignored and reported.
@@ -239,11 +241,16 @@ def _add_draining(
 
 
 def enforced_digest(session: Session, fabric: m.Fabric) -> str | None:
-    """The digest every deploy target of the fabric has read back (None: none yet, or none)."""
-    query = select(func.min(m.DeployTarget.observed_snapshot_id)).where(
-        m.DeployTarget.fabric_id == fabric.id
-    )
-    snapshot_id = session.exec(query).first()
+    """The digest the fabric is seen enforcing (None: none yet, or no target).
+
+    The drains' rule (policies/enforcement.py `enforced_up_to`): every target holds it or a
+    newer one, and a read-back saw it; a target that holds nothing yet holds it back.
+    """
+    targets = drains.fabric_targets(session, m.pk(fabric))
+    enforcement = [
+        Enforcement(t.name, t.applied_snapshot_id, t.observed_snapshot_id) for t in targets
+    ]
+    snapshot_id = enforced_up_to(FabricKind(fabric.kind), enforcement)
     row = session.get(m.SnapshotRecord, snapshot_id) if snapshot_id else None
     return None if row is None else row.digest
 

@@ -48,6 +48,8 @@ HTTP_ONLY_MODULES = frozenset(
         "test_token_lineage",
         "test_tokens",
         "test_topology",
+        "test_ufm_auth",
+        "test_ufm_facade",
         "test_usage",
         "test_validation_words",
         "test_verification_and_artifacts",
