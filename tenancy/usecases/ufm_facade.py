@@ -11,7 +11,7 @@ the scope does not own is held, quarantined or outside the pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlmodel import Session, col, select
@@ -50,6 +50,7 @@ class Target:
     tenant: m.Tenant | None = None
     partition: m.Partition | None = None
     service: m.Service | None = None
+    created: bool = False  # by this request
 
     @property
     def is_default(self) -> bool:
@@ -78,20 +79,33 @@ def add_guids(
     with uow.transaction() as tx:
         target = _locked_target(tx, scope, body.pkey, create=body)
         outcome = WriteOutcome(
-            ignored=ignored_flags(tx.session, target.partition, target.tenant, body)
+            changed=target.created,
+            ignored=ignored_flags(tx.session, target.partition, target.tenant, body),
         )
-        wanted = body.wanted()
+        _change_members(tx, scope, target, body.wanted(), replace, outcome)
         _audit_ignored(tx, scope, target.pkey, outcome)
-        if target.service is not None:
-            outcome.changed = _service_members(tx, scope, target, wanted, replace)
-            return outcome
-        assert target.tenant is not None
-        outcome.changed = nodes.allocate_free_nodes(tx, scope, target.tenant, list(wanted))
-        if target.is_default:
-            _default_members(tx, scope, target, wanted, replace, outcome)
-        else:
-            _set_members(tx, scope, target, wanted, replace, outcome)
         return outcome
+
+
+def _change_members(
+    tx: Tx,
+    scope: FacadeScope,
+    target: Target,
+    wanted: dict[str, bool],
+    replace: bool,
+    outcome: WriteOutcome,
+) -> None:
+    if target.service is not None:
+        if _service_members(tx, scope, target, wanted, replace):
+            outcome.changed = True
+        return
+    assert target.tenant is not None
+    if nodes.allocate_free_nodes(tx, scope, target.tenant, list(wanted)):
+        outcome.changed = True
+    if target.is_default:
+        _default_members(tx, scope, target, wanted, replace, outcome)
+    else:
+        _set_members(tx, scope, target, wanted, replace, outcome)
 
 
 def remove_guids(
@@ -190,14 +204,19 @@ def add_hosts(uow: UnitOfWork, *, scope: FacadeScope, body: HostsBody) -> WriteO
 
 
 def _reported(tx: Tx, scope: FacadeScope, target: Target, body: PkeyBody) -> WriteOutcome:
-    outcome = WriteOutcome(ignored=ignored_flags(tx.session, target.partition, target.tenant, body))
+    ignored = ignored_flags(tx.session, target.partition, target.tenant, body)
+    outcome = WriteOutcome(changed=target.created, ignored=ignored)
     _audit_ignored(tx, scope, target.pkey, outcome)
     return outcome
 
 
 def _audit_ignored(tx: Tx, scope: FacadeScope, pkey: int, outcome: WriteOutcome) -> None:
-    """An entry saying which sent values the partition's own settings overrode."""
-    if not outcome.ignored:
+    """Beside a change, an entry saying which sent values the partition's settings overrode.
+
+    Only beside a change: an identical retry (ib-kubernetes sends ``index0`` with every add)
+    writes nothing, this entry included.
+    """
+    if not outcome.ignored or not outcome.changed:
         return
     fields = ",".join(f"{name}={value}" for name, value in sorted(outcome.ignored.items()))
     target = f"fabrics/{scope.fabric}/pkeys/{pkey_text(pkey)}#ignored:{fields}"
@@ -286,7 +305,7 @@ def _create(tx: Tx, fabric: m.Fabric, scope: FacadeScope, pkey: int, body: PkeyB
     if found.partition is not None:
         found.partition.label = body.partition_name or body.pkey_name_prefix
         tx.session.add(found.partition)
-    return found
+    return replace(found, created=True)
 
 
 def _deleted_before(session: Session, scope: FacadeScope, pkey: int) -> bool:
