@@ -23,14 +23,22 @@ token_app = typer.Typer(help="API tokens (role, tenant scope, expiry).", no_args
 def token_create(
     role: Annotated[
         str,
-        typer.Option("--role", help="operator|auditor|billing|tenant-admin|tenant-viewer|agent"),
+        typer.Option(
+            "--role",
+            help="operator|auditor|billing|tenant-admin|tenant-viewer|agent|orchestrator",
+        ),
     ],
     name: Annotated[str, typer.Option("--name", help="A label for the token")],
     tenant: Annotated[
-        str | None, typer.Option("--tenant", help="The tenant (tenant roles only)")
+        str | None,
+        typer.Option(
+            "--tenant",
+            help="The tenant (tenant roles; optional for orchestrator: it then acts for that "
+            "tenant alone)",
+        ),
     ] = None,
     fabric: Annotated[
-        str | None, typer.Option("--fabric", help="The fabric (agent role only)")
+        str | None, typer.Option("--fabric", help="The fabric (agent and orchestrator roles only)")
     ] = None,
     target: Annotated[
         str | None, typer.Option("--target", help="The deploy target (agent role only)")
@@ -44,6 +52,9 @@ def token_create(
     as_json: JsonOption = False,
 ) -> None:
     """Mint an API token and print its secret (shown this once; only its hash is stored).
+
+    An agent token names its --fabric and --target; an orchestrator token (the UFM-compatible
+    API's schedulers and controllers) its --fabric, and --tenant when it acts for one tenant.
 
     Over REST the new token is a child of --token: revoking that one revokes it too (keep it
     with `token reissue`). On the local database it has no parent.
@@ -74,8 +85,10 @@ def token_create(
             }
         )
     except ValidationError as error:
+        # A rule over several options (a role's fabric, tenant or target) has no location.
         reasons = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {in_words(e)}" for e in error.errors()
+            ": ".join(filter(None, (".".join(map(str, e["loc"])), in_words(e))))
+            for e in error.errors()
         )
         typer.echo(f"error: invalid token request: {reasons}", err=True)
         raise typer.Exit(2) from error

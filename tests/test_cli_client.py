@@ -10,6 +10,7 @@ import json
 import socket
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from cli import app, client
@@ -267,6 +268,68 @@ def test_token_list_prints_the_same_table_locally_and_over_rest(served):
     assert local.stdout == remote
     assert local.stdout.split()[:3] == ["ID", "NAME", "ROLE"]
     assert "dashboard" in local.stdout and "isf_" not in local.stdout
+
+
+def test_orchestrator_tokens_over_rest_and_locally_name_their_fabric(served):
+    made = {
+        "k8s-acme": served.run(
+            "token", "create", "--role", "orchestrator", "--fabric", "ib-east",
+            "--tenant", "acme", "--name", "k8s-acme",
+        ),
+        "slurm": served.run(
+            "token", "create", "--role", "orchestrator", "--fabric", "ib-east", "--name", "slurm"
+        ),
+    }  # fmt: skip
+    local = runner.invoke(
+        app,
+        ["token", "create", "--role", "orchestrator", "--fabric", "ib-east", "--tenant",
+         "globex", "--name", "bm-globex", "--db", served.db],
+    )  # fmt: skip
+    assert local.exit_code == 0, local.output
+    for status, secret, err in made.values():
+        assert status == 0 and secret.startswith("isf_"), err
+    for secret in [out.strip() for _, out, _ in made.values()] + [local.stdout.strip()]:
+        answer = httpx2.get(
+            served.url + "/ufmRest/app/ufm_version", auth=("k8s", secret), timeout=30
+        )
+        assert answer.status_code == 200, answer.text  # the facade takes it as a password
+
+    listed = {t["name"]: t for t in served.ok_json("token", "list")["data"]}
+    scopes = {n: (t["role"], t["tenant"], t["fabric"]) for n, t in listed.items()}
+    assert scopes == {
+        "k8s-acme": ("orchestrator", "acme", "ib-east"),
+        "slurm": ("orchestrator", None, "ib-east"),
+        "bm-globex": ("orchestrator", "globex", "ib-east"),
+    }
+    table = runner.invoke(app, ["token", "list", "--db", served.db]).stdout
+    assert table == served.run("token", "list")[1]
+    row = next(line.split() for line in table.splitlines() if "k8s-acme" in line)
+    assert row[1:5] == ["k8s-acme", "orchestrator", "acme", "ib-east"]
+
+
+def test_an_orchestrator_token_needs_an_infiniband_fabric_locally_and_over_rest(served):
+    status, _, err = served.run("token", "create", "--role", "orchestrator", "--name", "x")
+    assert status == client.TROUBLE, err  # 422
+    assert "role 'orchestrator' needs a fabric" in err
+    local = runner.invoke(
+        app, ["token", "create", "--role", "orchestrator", "--name", "x", "--db", served.db]
+    )
+    assert local.exit_code == 2
+    assert local.stderr == (
+        "error: invalid token request: role 'orchestrator' needs a fabric and has no target\n"
+    )
+    roce = ["token", "create", "--role", "orchestrator", "--fabric", "roce-west", "--name", "x"]
+    assert served.run(*roce)[0] == client.REFUSED
+    assert "is RoCE" in runner.invoke(app, [*roce, "--db", served.db]).stderr
+    assert served.ok_json("token", "list")["count"] == 0
+
+
+def test_token_create_help_says_which_roles_take_a_fabric():
+    shown = runner.invoke(app, ["token", "create", "--help"], env={"COLUMNS": "200"}).stdout
+
+    assert "tenant-viewer|agent|orchestrator" in shown
+    assert "The fabric (agent and orchestrator roles only)" in shown
+    assert "The deploy target (agent role only)" in shown
 
 
 def test_local_token_list_stops_at_the_limit_and_says_more_follow(served):

@@ -13,7 +13,8 @@ from typing import Any
 from policies.usage.metering import SERVICE_ACCESS, UsageRecord, rfc3339
 
 #: Column order of `focus_rows`: FOCUS v1.2 usage columns (ChargePeriodStart inclusive,
-#: ChargePeriodEnd exclusive, ecosystem.md 6.2) plus the tenant and fabric.
+#: ChargePeriodEnd exclusive, ecosystem.md 6.2) plus the tenant, the fabric and the origin
+#: (``orchestrator`` or empty; last, so that readers of the earlier columns by position work).
 FOCUS_COLUMNS: tuple[str, ...] = (
     "BillingAccountId",
     "ChargePeriodStart",
@@ -25,6 +26,7 @@ FOCUS_COLUMNS: tuple[str, ...] = (
     "ConsumedUnit",
     "Tenant",
     "Fabric",
+    "Origin",
 )
 
 
@@ -47,6 +49,7 @@ def record_document(record: UsageRecord) -> dict[str, Any]:
         "qos_class": record.qos_class,
         "service": record.service,
         "partition": record.partition,
+        "origin": record.origin,
         "period_start": rfc3339(record.period_start),
         "period_end": rfc3339(record.period_end),
         "node_seconds": record.node_seconds,
@@ -120,6 +123,7 @@ def focus_rows(records: Iterable[UsageRecord]) -> list[dict[str, str]]:
                 unit,
                 record.tenant,
                 record.fabric,
+                record.origin or "",
             )
             rows.append(dict(zip(FOCUS_COLUMNS, row, strict=True)))
     return rows

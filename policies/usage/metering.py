@@ -2,16 +2,17 @@
 
 A tenant holds nodes (each with a port count) and granted services over time. `meter` turns those
 holdings into one `UsageRecord` per (billing account, tenant, fabric, meter, QoS class, service,
-period), where a period is a whole UTC hour (or UTC day). The records are exported three ways:
-`record_document` (the JSON body of the pull API), `cloud_event` (a structured-mode CloudEvent 1.0
-for push) and `focus_rows` (a CSV-ready row set named after FinOps FOCUS usage
+origin, period), where a period is a whole UTC hour (or UTC day). The records are exported three
+ways: `record_document` (the JSON body of the pull API), `cloud_event` (a structured-mode
+CloudEvent 1.0 for push) and `focus_rows` (a CSV-ready row set named after FinOps FOCUS usage
 columns), all in `exports`.
 
 Contracts an integrator can rely on (ecosystem.md section 6.3):
 
 * Windows are half-open `[period_start, period_end)` in UTC, written in RFC 3339 with `Z`.
 * Record ids are deterministic: the same key always yields the same id, so re-sending is
-  idempotent end to end (CloudEvent `id`, Lago `transaction_id`, Stripe `identifier`).
+  idempotent end to end (CloudEvent `id`, Lago `transaction_id`, Stripe `identifier`). A
+  record without an origin has the id it had before origins existed.
 * Quantities are exact integer seconds; the derived hours are decimal strings, never floats.
 * `final` marks a record whose period ended at or before `complete_until(now)`: its values will
   not change. The current, unfinished period is reported with `final=False`.
@@ -44,6 +45,9 @@ _SECOND = timedelta(seconds=1)
 _HOUR = 3600
 _MICRO_PER_UNIT = 10**6  # hours are written with 6 decimals
 
+# (billing account, tenant, fabric, resource type, QoS class, service, origin, period start)
+_Key = tuple[str, str, str, str, str, str | None, str | None, int]
+
 
 @dataclass(frozen=True, slots=True)
 class UsageInterval:
@@ -59,6 +63,8 @@ class UsageInterval:
         ports: Ports of the node (0 for a service).
         start: Tz-aware start of the holding.
         end: Tz-aware end of the holding; None while it is still held.
+        origin: Who made the holding when not an operator's own call: ``orchestrator`` for a
+            node an orchestrator's request allocated (the UFM-compatible API); None otherwise.
     """
 
     tenant: str
@@ -70,11 +76,12 @@ class UsageInterval:
     ports: int
     start: datetime
     end: datetime | None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
-    """Usage of one (billing account, tenant, fabric, meter, class, service) in one period.
+    """Usage of one (billing account, tenant, fabric, meter, class, service, origin) in one period.
 
     Attributes:
         id: Deterministic id, "usg_" + 32 hex digits (see `_record_id`).
@@ -94,6 +101,10 @@ class UsageRecord:
             (the partition of the tenant's nodes) for fabric capacity on InfiniBand, else None.
             A node-hour is counted once per node and class, never once per partition the
             node's ports are in; the partition is not part of the id.
+        origin: ``orchestrator`` when the holdings were made by an orchestrator (the
+            UFM-compatible API allocated the nodes), else None. Holdings of both origins in one
+            period are two records; the origin is part of the id only when it is not None, so
+            a record without one keeps the id it had before origins existed.
     """
 
     id: str
@@ -110,6 +121,7 @@ class UsageRecord:
     access_seconds: int
     final: bool
     partition: str | None = None
+    origin: str | None = None
 
     @property
     def node_hours(self) -> str:
@@ -206,7 +218,7 @@ def meter(
 
     Returns:
         Records sorted by (period_start, billing_account, tenant, fabric, resource_type,
-        qos_class, service), with None sorting as "".
+        qos_class, service, origin), with None sorting as "".
 
     Raises:
         InvalidValueError: A naive datetime, since >= until, an unknown granularity, an unknown
@@ -222,7 +234,7 @@ def meter(
         raise InvalidValueError("since must be before until")
     window = (_floor(lo, period), _floor(hi - 1, period) + period)
     current = _epoch_seconds(now, "now")
-    totals: dict[tuple[str, str, str, str, str, str | None, int], list[int]] = {}
+    totals: dict[_Key, list[int]] = {}
     for interval in intervals:
         _accumulate(totals, interval, window, current, period)
     watermark = _floor(current - FINALITY_GRACE_SECONDS, _HOUR)  # = complete_until(now)
@@ -284,7 +296,7 @@ def _clip(interval: UsageInterval, window: tuple[int, int], now: int) -> tuple[i
 
 
 def _accumulate(
-    totals: dict[tuple[str, str, str, str, str, str | None, int], list[int]],
+    totals: dict[_Key, list[int]],
     interval: UsageInterval,
     window: tuple[int, int],
     now: int,
@@ -308,6 +320,7 @@ def _accumulate(
             resource_type,
             interval.qos_class,
             service,
+            interval.origin,
             period_start,
         )
         values = totals.setdefault(key, [0, 0, 0])
@@ -319,17 +332,16 @@ def _accumulate(
         period_start += period
 
 
-def _record_id(
-    key: tuple[str, str, str, str, str, str | None, int], granularity: str, period_start: str
-) -> str:
+def _record_id(key: _Key, granularity: str, period_start: str) -> str:
     """Deterministic id: "usg_" + the first 32 hex digits of SHA-256 over the key.
 
     The key is hashed as a compact JSON array (billing_account, tenant, fabric, resource_type,
-    qos_class, service or "", granularity, period_start in RFC 3339), which is unambiguous even
-    when a name contains a separator. 36 characters stay within the 100 that Stripe and Lago accept
-    for an event identifier.
+    qos_class, service or "", granularity, period_start in RFC 3339, then the origin if there is
+    one), which is unambiguous even when a name contains a separator. A key without an origin
+    hashes as it did before origins existed, so its id is unchanged. 36 characters stay within
+    the 100 that Stripe and Lago accept for an event identifier.
     """
-    billing_account, tenant, fabric, resource_type, qos_class, service, _ = key
+    billing_account, tenant, fabric, resource_type, qos_class, service, origin, _ = key
     material = [
         billing_account,
         tenant,
@@ -339,20 +351,21 @@ def _record_id(
         service or "",
         granularity,
         period_start,
+        *([origin] if origin is not None else []),
     ]
     encoded = json.dumps(material, ensure_ascii=True, separators=(",", ":")).encode()
     return "usg_" + hashlib.sha256(encoded).hexdigest()[:32]
 
 
 def _make_record(
-    key: tuple[str, str, str, str, str, str | None, int],
+    key: _Key,
     values: list[int],
     period: int,
     granularity: str,
     watermark: int,
 ) -> UsageRecord:
     """Build the record of one key and period."""
-    billing_account, tenant, fabric, resource_type, qos_class, service, start = key
+    billing_account, tenant, fabric, resource_type, qos_class, service, origin, start = key
     period_start = _to_datetime(start)
     return UsageRecord(
         id=_record_id(key, granularity, rfc3339(period_start)),
@@ -368,10 +381,11 @@ def _make_record(
         port_seconds=values[1],
         access_seconds=values[2],
         final=start + period <= watermark,
+        origin=origin,
     )
 
 
-def _sort_key(record: UsageRecord) -> tuple[datetime, str, str, str, str, str, str]:
+def _sort_key(record: UsageRecord) -> tuple[datetime, str, str, str, str, str, str, str]:
     """The documented record order; None service sorts as ""."""
     return (
         record.period_start,
@@ -381,4 +395,5 @@ def _sort_key(record: UsageRecord) -> tuple[datetime, str, str, str, str, str, s
         record.resource_type,
         record.qos_class,
         record.service or "",
+        record.origin or "",
     )

@@ -97,7 +97,8 @@ class ApiToken(SQLModel, table=True):
     parent_id: str | None = Field(
         default=None, foreign_key="api_token.id", index=True, max_length=36
     )
-    # The agent role only: the one fabric and deploy target the token acts for.
+    # The agent role: the one fabric and deploy target the token acts for; the orchestrator
+    # role: its fabric (no target).
     fabric: str | None = Field(default=None, max_length=63)
     target: str | None = Field(default=None, max_length=63)
 

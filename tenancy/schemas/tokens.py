@@ -92,8 +92,12 @@ class TokenView(BaseModel):
     id: str = Field(description="The token's id, a UUID (not its secret)")
     name: str = Field(description="Its name")
     role: str = Field(description=ROLES)
-    tenant: str | None = Field(description="The tenant of a tenant role; null otherwise")
-    fabric: str | None = Field(default=None, description="The agent's fabric; null otherwise")
+    tenant: str | None = Field(
+        description="The tenant of a tenant role or of a tenant's orchestrator; null otherwise"
+    )
+    fabric: str | None = Field(
+        default=None, description="The fabric of an agent or orchestrator; null otherwise"
+    )
     target: str | None = Field(
         default=None, description="The agent's deploy target; null otherwise"
     )
@@ -116,8 +120,12 @@ class TokenCreated(BaseModel):
     id: str = Field(description="The token's id, a UUID: revoke it with DELETE /v1/tokens/{id}")
     name: str = Field(description="Its name")
     role: str = Field(description=ROLES)
-    tenant: str | None = Field(description="The tenant of a tenant role; null otherwise")
-    fabric: str | None = Field(default=None, description="The agent's fabric; null otherwise")
+    tenant: str | None = Field(
+        description="The tenant of a tenant role or of a tenant's orchestrator; null otherwise"
+    )
+    fabric: str | None = Field(
+        default=None, description="The fabric of an agent or orchestrator; null otherwise"
+    )
     target: str | None = Field(
         default=None, description="The agent's deploy target; null otherwise"
     )

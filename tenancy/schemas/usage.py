@@ -32,6 +32,13 @@ class UsageRecordView(BaseModel):
         "partition) for fabric capacity on InfiniBand, null elsewhere; a node-hour is counted "
         "once per node, never once per partition",
     )
+    origin: str | None = Field(
+        default=None,
+        examples=["orchestrator"],
+        description="'orchestrator' when the nodes were allocated through the UFM-compatible "
+        "API (a scheduler's request), else null; usage of both origins in one period is two "
+        "records, and a record without an origin has the id it had before origins existed",
+    )
     period_start: str = Field(description="Inclusive start, RFC 3339 UTC ('Z')")
     period_end: str = Field(description="Exclusive end, RFC 3339 UTC ('Z')")
     node_seconds: int = Field(description="Sum of the seconds nodes were held in the period")

@@ -46,7 +46,8 @@ class Principal:
     name: str
     role: str
     tenant: str | None = None
-    # The agent role only: the fabric and deploy target its token acts for.
+    # The agent role: the fabric and deploy target its token acts for; the orchestrator role:
+    # its fabric (no target).
     fabric: str | None = None
     deploy_target: str | None = None
 

@@ -4,7 +4,9 @@ The records are computed from the intervals by the pure engine (policies/usage/)
 
 Recording: every allocation opens one interval per node (with its port count), every grant one
 interval for the service; release, revoke and offboarding close them at the transaction's time.
-All of it happens in the transaction of the change, so a refused change records nothing.
+All of it happens in the transaction of the change, so a refused change records nothing. An
+interval's origin is its allocation's (``orchestrator`` when the UFM-compatible API allocated),
+so the records of such nodes say so.
 
 Reading: records for a time range (JSON pages or CSV) and the feed of final hourly records as
 CloudEvents behind a forward-only cursor. Nothing is stored: an hour that ended before
@@ -190,11 +192,22 @@ def parse_time(text: str, parameter: str) -> datetime:
 def _intervals(
     session: Session, since: datetime, until: datetime, tenant_id: int | None = None
 ) -> list[engine.UsageInterval]:
-    """The intervals that overlap [since, until)."""
+    """The intervals that overlap [since, until), each with its allocation's origin.
+
+    An allocation's origin is written once, with it (``orchestrator`` when the UFM-compatible
+    API made it), so reading it here gives every interval of the allocation the same origin.
+    """
     query = (
-        core_select(m.UsageInterval, col(m.Tenant.name), col(m.Fabric.name))
+        core_select(
+            m.UsageInterval, col(m.Tenant.name), col(m.Fabric.name), col(m.Allocation.origin)
+        )
         .join(m.Tenant, col(m.Tenant.id) == col(m.UsageInterval.tenant_id))
         .join(m.Fabric, col(m.Fabric.id) == col(m.UsageInterval.fabric_id))
+        .join(
+            m.Allocation,
+            col(m.Allocation.id) == col(m.UsageInterval.allocation_id),
+            isouter=True,
+        )
         .where(
             col(m.UsageInterval.started_at) < until,
             col(m.UsageInterval.ended_at).is_(None) | (col(m.UsageInterval.ended_at) > since),
@@ -214,8 +227,9 @@ def _intervals(
             ports=row.ports,
             start=row.started_at,
             end=row.ended_at,
+            origin=origin,
         )
-        for row, tenant, fabric in session.execute(query).all()
+        for row, tenant, fabric, origin in session.execute(query).all()
     ]
 
 

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from policies.usage import FOCUS_COLUMNS
-from tests.builders import FABRIC, assert_problem, ok, walk_pages
+from tests.builders import (
+    FABRIC,
+    PORT_GUIDS,
+    TENANT_PKEYS,
+    assert_problem,
+    created,
+    ok,
+    walk_pages,
+)
 
 RECORDS = "/v1/usage/records"
 EVENTS = "/v1/usage/events"
@@ -61,6 +69,7 @@ def test_records_of_a_tenant_are_exact_for_a_literal_timeline(timeline):
         "qos_class": "gold",
         "service": None,
         "partition": "default",
+        "origin": None,
         "period_start": "2026-03-01T12:00:00Z",
         "period_end": "2026-03-01T13:00:00Z",
         "node_seconds": 3600,
@@ -210,3 +219,52 @@ def test_service_access_names_no_partition_and_capacity_is_counted_once_per_node
     assert {r["partition"] for r in capacity} == {"default"}
     assert {r["partition"] for r in access} == {None}
     assert len({(r["period_start"], r["qos_class"]) for r in capacity}) == len(capacity)
+
+
+def test_usage_of_nodes_the_ufm_api_allocated_says_orchestrator(client, clock, onboarded):
+    """12:00 onboarded; 12:30 acme's scheduler puts gpu0007's port in acme's P_Key through the
+    UFM-compatible API (which allocates the node); now is 14:20."""
+    clock.advance(30 * 60)
+    before = ok(client.get(RECORDS, params={"from": FROM, "tenant": "acme"}))["data"]
+    operator = created(client.post("/v1/tokens", json={"name": "ops", "role": "operator"}))
+    bearer = {"Authorization": f"Bearer {operator['token']}"}
+    spec = {"name": "k8s", "role": "orchestrator", "fabric": FABRIC, "tenant": "acme"}
+    orchestrator = created(client.post("/v1/tokens", json=spec, headers=bearer))["token"]
+    added = client.post(
+        "/ufmRest/resources/pkeys/",
+        auth=("k8s", orchestrator),
+        json={"pkey": TENANT_PKEYS["acme"], "guids": [PORT_GUIDS["gpu0007"][0]]},
+    )
+    assert (added.status_code, added.json()) == (200, {})
+    clock.advance(110 * 60)
+
+    page = ok(client.get(RECORDS, params={"from": FROM, "tenant": "acme"}, headers=bearer))
+    capacity = {
+        (r["period_start"][11:16], r["origin"]): r
+        for r in page["data"]
+        if r["resource_type"] == "fabric-capacity"
+    }
+    assert {key: r["node_seconds"] for key, r in capacity.items()} == {
+        ("12:00", None): 2 * 3600,
+        ("12:00", "orchestrator"): 1800,
+        ("13:00", None): 2 * 3600,
+        ("13:00", "orchestrator"): 3600,
+        ("14:00", None): 2 * 1200,
+        ("14:00", "orchestrator"): 1200,
+    }
+    # acme's own nodes keep the record (and id) they had before the orchestrator came.
+    (own,) = [r for r in before if r["resource_type"] == "fabric-capacity"]
+    assert capacity["12:00", None]["id"] == own["id"]
+    assert capacity["12:00", "orchestrator"]["id"] != own["id"]
+    assert capacity["12:00", "orchestrator"]["port_seconds"] == 2 * 1800  # both of its ports
+
+    text = client.get(f"{RECORDS}.csv", params={"from": FROM, "tenant": "acme"}, headers=bearer)
+    header, *rows = list(csv.reader(io.StringIO(text.text, newline="")))
+    assert header[-1] == "Origin"
+    origins = {(r[header.index("ChargePeriodStart")][11:16], r[-1]) for r in rows}
+    assert ("12:00", "orchestrator") in origins and ("12:00", "") in origins
+    events = ok(client.get(EVENTS, headers=bearer))["data"]
+    assert {e["data"]["origin"] for e in events if e["subject"] == "acme"} == {
+        None,
+        "orchestrator",
+    }

@@ -40,7 +40,12 @@ from tests.docs.examples import (
 from tests.live_server import first_200, free_port
 
 API_PATH = re.compile(r"\$\{?API\}?/([^\s\"'?]*)")
-SERVICE_PATHS = ("v1/", "v1", "healthz", "readyz", "metrics", "ui", "docs", "openapi.json")
+# /v1, health, metrics, the console and the API docs; the UFM-compatible API (api/ufm/): its base
+# paths, also under /fabrics/{fabric}, and /dologin.
+SERVICE_PATHS = (
+    *("v1/", "v1", "healthz", "readyz", "metrics", "ui", "docs", "openapi.json"),
+    *("ufmRest", "fabrics/", "dologin"),
+)
 VENV_BIN = Path(sys.prefix) / "bin"
 START_TIMEOUT_SECONDS = 60.0
 PAGE_TIMEOUT_SECONDS = 600.0

@@ -281,6 +281,7 @@ def test_record_document_has_the_documented_fields():
         "qos_class": "gold",
         "service": None,
         "partition": None,
+        "origin": None,
         "period_start": "2025-03-01T00:00:00Z",
         "period_end": "2025-03-01T01:00:00Z",
         "node_seconds": 3600,
@@ -292,6 +293,30 @@ def test_record_document_has_the_documented_fields():
         "final": True,
     }
     assert re.fullmatch(r"usg_[0-9a-f]{32}", record.id)
+
+
+def test_an_orchestrators_nodes_are_a_record_of_their_own_and_other_ids_stay_as_they_were():
+    by_operator = node(T0, T0 + H, name="n1")
+    by_orchestrator = replace(node(T0 + H / 2, None, name="n2", ports=2), origin="orchestrator")
+
+    records = meter([by_orchestrator, by_operator], since=T0, until=T0 + H, now=T0 + 2 * H)
+
+    assert [(r.origin, r.node_seconds, r.port_seconds) for r in records] == [
+        (None, 3600, 14400),
+        ("orchestrator", 1800, 3600),
+    ]
+    # The id of a record without an origin is the one it had before origins existed.
+    assert records[0].id == _one_capacity_record().id == "usg_fd80d7164754fc97c48a35b4100db49b"
+    assert records[1].id != records[0].id and re.fullmatch(r"usg_[0-9a-f]{32}", records[1].id)
+    assert [record_document(r)["origin"] for r in records] == [None, "orchestrator"]
+    assert cloud_event(records[1])["data"]["origin"] == "orchestrator"
+    assert FOCUS_COLUMNS[-1] == "Origin"
+    assert [(row["ConsumedUnit"], row["Origin"]) for row in focus_rows(records)] == [
+        ("node-hour", ""),
+        ("port-hour", ""),
+        ("node-hour", "orchestrator"),
+        ("port-hour", "orchestrator"),
+    ]
 
 
 def test_cloud_event_is_structured_cloudevents_1_0():

@@ -74,6 +74,7 @@ def test_a_capacity_record_carries_the_tenants_billing_account_and_class(timelin
         "qos_class": "gold",
         "service": None,
         "partition": "default",
+        "origin": None,
         "period_start": "2026-03-01T12:00:00Z",
         "period_end": "2026-03-01T13:00:00Z",
         "node_seconds": 3600,
