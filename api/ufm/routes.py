@@ -25,11 +25,11 @@ from api.ufm.sessions import LOGIN_ROUTER, acting_uow, kerberos_router, mint_chi
 from api.ufm.wire import UfmRoute, domain_refusal, ok, refusal
 from policies.errors import InputFormatError, IsofabricError
 from tenancy.schemas.ufm import (
+    MANAGEMENT_PKEY,
     GuidsBody,
     HostsBody,
     PkeyBody,
     RemoveGuidsBody,
-    names_management,
     parse_host_names,
     parse_pkey,
 )
@@ -102,9 +102,9 @@ async def _list_pkeys(request: Request, who: CurrentCaller) -> JSONResponse:
 async def _one_pkey(request: Request, pkey: str, who: CurrentCaller) -> JSONResponse:
     guids = _flag(request.query_params.get("guids_data"))
     qos = _flag(request.query_params.get("qos_conf"))
-    if names_management(pkey):  # readable, never writable (NICo checks it is restricted)
-        return ok(ufm_views.management_entry(guids=guids, qos=qos))
     wanted = parse_pkey(pkey)
+    if wanted == MANAGEMENT_PKEY:  # readable, never writable (NICo checks it is restricted)
+        return ok(ufm_views.management_entry(guids=guids, qos=qos))
     listing = await _listing(request, who.scope, guids=guids, qos=qos, only=wanted)
     # UFM answers 200 {} for a key it does not know (NICo's ufmclient/rest.rs).
     return ok(next(iter(listing.pkeys.values()), {}), _listing_headers(listing))

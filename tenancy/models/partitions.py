@@ -39,6 +39,9 @@ class Partition(SQLModel, table=True):
     # The name a UFM client gave it (`partition_name`): shown on the UFM-compatible API, a
     # label only (never parsed as a tenant); None: shown as UFM names it, api_pkey_0x<key>.
     label: str | None = Field(default=None, max_length=64)
+    # ``orchestrator``: created through the UFM-compatible API (a scheduler's P_Key), which
+    # `release_on_last_removal` deletes once emptied there; None: created through /v1.
+    origin: str | None = Field(default=None, max_length=16)
 
 
 class PartitionMember(SQLModel, table=True):

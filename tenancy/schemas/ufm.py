@@ -29,7 +29,11 @@ MAX_NAME = 64
 
 
 def parse_pkey(value: object) -> int:
-    """The P_Key a client sent, 0x0001-0x7ffe; `InvalidValueError` otherwise."""
+    """The P_Key a client sent, 0x0001-0x7fff; `InvalidValueError` otherwise.
+
+    0x7fff, the management partition, parses (a client may read it); every write refuses it
+    as it refuses any key the caller may not use (tenancy/usecases/ufm_facade.py).
+    """
     text = str(value).strip() if isinstance(value, str | int) else None
     if isinstance(value, bool) or text is None:
         raise InvalidValueError(f"pkey must be a string such as '0x2fb', got {value!r}")
@@ -39,21 +43,12 @@ def parse_pkey(value: object) -> int:
             f"pkey {text!r} is not a P_Key: '0x' and 1-4 hex digits, or decimal digits"
         )
     pkey = int(hexed.group(1), 16) if hexed else int(text)
-    if not 0 < pkey < MANAGEMENT_PKEY:
+    if not 0 < pkey <= MANAGEMENT_PKEY:
         raise InvalidValueError(
-            f"pkey {text!r} is out of range: a partition key is 0x1-0x7ffe (0x7fff is the "
-            "management partition; bit 0x8000 is the full-member bit, set by 'membership')"
+            f"pkey {text!r} is out of range: a partition key is 0x1-0x7ffe (bit 0x8000 is the "
+            "full-member bit, which 'membership' sets)"
         )
     return pkey
-
-
-def names_management(value: object) -> bool:
-    """Whether a client's P_Key names the management partition, 0x7fff (which it may read)."""
-    text = str(value).strip()
-    hexed = _HEX_PKEY.fullmatch(text)
-    if hexed is not None:
-        return int(hexed.group(1), 16) == MANAGEMENT_PKEY
-    return _DECIMAL.fullmatch(text) is not None and int(text) == MANAGEMENT_PKEY
 
 
 def parse_guid(value: object) -> int:

@@ -130,19 +130,20 @@ def release_from_default(
     if not leaving:
         return False
     releasable = _releasable(tx.session, scope, tenant, leaving)
-    if not _releases(tx, tenant) or any(own[g] not in releasable for g in leaving):
+    if not releases(tx, tenant) or any(own[g] not in releasable for g in leaving):
         raise refusal
     return _release(tx, tenant, releasable)
 
 
 def release_if_last(tx: Tx, scope: FacadeScope, tenant: m.Tenant, left: set[str]) -> bool:
     """Release what the orchestrator allocated once no port of it is in an additional partition."""
-    if not left or not _releases(tx, tenant):
+    if not left or not releases(tx, tenant):
         return False
     return _release(tx, tenant, _releasable(tx.session, scope, tenant, left))
 
 
-def _releases(tx: Tx, tenant: m.Tenant) -> bool:
+def releases(tx: Tx, tenant: m.Tenant) -> bool:
+    """Whether the policy of the tenant's kind says `release_on_last_removal`."""
     return current_policy(tx.session).for_tenant_kind(tenant.kind).release_on_last_removal
 
 

@@ -1,9 +1,10 @@
 """The UFM-compatible API: facade sessions, partition labels, allocation origins, drain P_Keys.
 
 ``facade_session`` holds ``/dologin`` sessions by the SHA-256 of their cookie;
-``partition.label`` a UFM client's ``partition_name``; ``allocation.origin`` marks allocations
-an orchestrator made (``orchestrator``); ``virtual_guid.pkey`` the P_Key a draining virtual
-GUID left. Every new column is nullable: existing rows mean what they meant.
+``partition.label`` a UFM client's ``partition_name`` and ``partition.origin`` whether an
+orchestrator created it; ``allocation.origin`` marks allocations an orchestrator made;
+``virtual_guid.pkey`` the P_Key a draining virtual GUID left. Every new column is nullable:
+existing rows mean what they meant.
 
 Revision ID: 0028
 Revises: 0027
@@ -34,6 +35,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.add_column("partition", sa.Column("label", text(length=64), nullable=True))
+    op.add_column("partition", sa.Column("origin", text(length=16), nullable=True))
     op.add_column("allocation", sa.Column("origin", text(length=16), nullable=True))
     op.add_column("virtual_guid", sa.Column("pkey", sa.Integer(), nullable=True))
 
@@ -41,5 +43,6 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_column("virtual_guid", "pkey")
     op.drop_column("allocation", "origin")
+    op.drop_column("partition", "origin")
     op.drop_column("partition", "label")
     op.drop_table("facade_session")
