@@ -28,6 +28,7 @@ from policies.infiniband.parse_ibnetdiscover import MAX_NODE_DESCRIPTION
 from tenancy.schemas import TokenRole
 from tenancy.schemas.deploy import LeafPart, ReportState, SmRole, TargetKind
 from tenancy.schemas.partitions import MAX_GUID_RANGES
+from tenancy.usecases.ufm_nodes import ORIGIN
 from tests.builders import (
     ROCE_FABRIC_SPEC,
     TEXT_PLAIN,
@@ -67,6 +68,13 @@ DERIVED: dict[str, tuple[str, int | None]] = {
     "api_token.role": ("TokenRole", max(map(len, get_args(TokenRole)))),
     "api_token.secret_sha256": ("hex SHA-256", len(hashlib.sha256().hexdigest())),
     "allocation.id": ("uuid4", len(UUID)),
+    "allocation.origin": ("None or 'orchestrator' (tenancy/usecases/ufm_nodes.py)", len(ORIGIN)),
+    "partition.origin": ("None or 'orchestrator' (tenancy/usecases/ufm_targets.py)", len(ORIGIN)),
+    "facade_session.id": ("hex SHA-256 of the cookie's secret", len(hashlib.sha256().hexdigest())),
+    "facade_session.credential_sha256": (
+        "hex SHA-256 of the token",
+        len(hashlib.sha256().hexdigest()),
+    ),
     "grant.id": ("uuid4", len(UUID)),
     "proof.id": ("uuid4", len(UUID)),
     "proof.view": ("'full' or 'tenant'", len("tenant")),
@@ -207,6 +215,16 @@ def _roce(client: TestClient, path: tuple[Any, ...], value: Any) -> Any:
     return client.put(f"{ROCE}/topology", json=document)
 
 
+def _facade_label(field: str) -> Callable[[TestClient, int], Any]:
+    """``pkeys/add`` on the UFM-compatible API with a label of n characters in `field`."""
+
+    def send(client: TestClient, length: int) -> Any:
+        path = "/fabrics/ib-east/ufmRest/resources/pkeys/add"
+        return client.post(path, json={"pkey": "0x200", field: "l" * length})
+
+    return send
+
+
 def _lanes(length: int) -> str:
     lanes = ",".join(["1000"] * 16)  # 79 characters: the pattern's longest
     return lanes[:length].rstrip(",")
@@ -286,6 +304,11 @@ INPUTS: dict[str, list[Input]] = {
             ),
             "/body/name",
         )
+    ],
+    # A UFM client's partition_name (6.22) or pkey_name_prefix (6.21): the facade's 400.
+    "partition.label": [
+        Input(_facade_label("partition_name"), status=400),
+        Input(_facade_label("pkey_name_prefix"), status=400),
     ],
     "proof.fabric": [
         Input(
