@@ -81,6 +81,7 @@ def call(role: str, method: str, path: str) -> tuple[str, str, Any]:
         "/app/ufm_version": (path, "", None),
         "/app/smconf": (path, "", None),
         "/app/tokens": (path, "", None),
+        "/resources/ports": (path, "?sys_type=Computer", None),
         "/resources/pkeys": (path, "?guids_data=true", jobs | {"guids": list(GPU1)}),
         "/resources/pkeys/last_updated": (path, "", None),
         "/resources/pkeys/add": (path, "", {"pkey": FREE_KEY[role]}),
@@ -113,6 +114,7 @@ TABLE: dict[tuple[str, str], tuple[int, int, int]] = {
     ("GET", "/app/ufm_version"): (200, 200, 200),
     ("GET", "/app/smconf"): (200, 200, 200),
     ("POST", "/app/tokens"): (200, 200, 200),
+    ("GET", "/resources/ports"): (200, 200, 200),
     ("GET", "/resources/pkeys"): (200, 200, 200),
     ("GET", "/resources/pkeys/last_updated"): (200, 200, 200),
     ("POST", "/resources/pkeys"): (200, 200, 200),
@@ -302,8 +304,8 @@ def test_kerberos_is_501_and_unknown_paths_are_a_ufm_shaped_404(world):
                 assert ufm_error(response, 501)["reason"] == "not-implemented"
     for style in STYLES:
         for method, path in [
-            ("GET", "/resources/ports?sys_type=Computer"),
             ("GET", "/app/nothing"),
+            ("GET", "/resources/systems?type=Computer"),
             ("POST", "/resources/pkeys/0x200/members"),
             ("PATCH", "/resources/pkeys"),
             ("GET", "/resources/pkeys/0x200/guids/x"),
@@ -329,11 +331,12 @@ def test_a_fabric_in_the_path_must_be_the_orchestrators_own(world):
     ufm_error(client.get(f"{ON_FABRIC}/ufmRest/app/ufm_version", headers=west), 404)
     ufm_error(client.get("/fabrics/nope/ufmRest/resources/pkeys", headers=operator), 404)
 
-    # without a fabric in the path: the token's own (its fabric's acme partition is 0x100)
-    assert set(ufm_ok(client.get("/ufmRest/resources/pkeys", headers=west))) == {"0x100"}
+    # without a fabric in the path: the token's own (its fabric's acme partition is 0x100,
+    # beside the management partition every list holds)
+    assert set(ufm_ok(client.get("/ufmRest/resources/pkeys", headers=west))) == {"0x100", "0x7fff"}
     assert set(
         ufm_ok(client.get(f"/fabrics/{WEST}/ufmRest/resources/pkeys", headers=operator))
-    ) == {"0x100"}
+    ) == {"0x100", "0x7fff"}
     assert ACME_KEY in ufm_ok(client.get("/ufmRest/resources/pkeys", headers=operator))
 
 
@@ -360,10 +363,16 @@ def test_smconf_gives_the_keys_to_the_operator_alone(world):
     }
 
     assert shown["bound"] == shown["wide"]
-    assert not {"m_key", "sm_key", "sa_key"} & set(shown["bound"])
+    # present but empty: NICo's SmConfig requires the fields, only an operator gets values
+    keys = ("m_key", "sm_key", "sa_key")
+    assert {k: shown["bound"][k] for k in keys} == dict.fromkeys(keys, "")
+    assert "m_key_lease_period" not in shown["bound"]
     assert shown["bound"]["m_key_enabled"] is True and shown["bound"]["m_key_per_port"] is False
-    assert re.fullmatch(r"0x[0-9a-f]{16}", shown["operator"]["m_key"])
-    assert {k: v for k, v in shown["operator"].items() if k in shown["bound"]} == shown["bound"]
+    for key in keys:
+        assert re.fullmatch(r"0x[0-9a-f]{16}", shown["operator"][key]), key
+    assert {k: v for k, v in shown["operator"].items() if k not in keys} == {
+        k: v for k, v in shown["bound"].items() if k not in keys
+    } | {"m_key_lease_period": shown["operator"]["m_key_lease_period"]}
 
 
 def test_a_tenant_bound_orchestrator_sees_its_tenants_keys_and_a_fabric_wide_one_every_tenants(

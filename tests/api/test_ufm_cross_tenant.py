@@ -87,6 +87,7 @@ def globex_attempts() -> list[tuple[str, str, Any]]:
         ("POST", PKEYS, {"pkey": GLOBEX_JOBS, "guids": [VIRTUAL]}),
         ("POST", PKEYS, {"pkey": GLOBEX_JOBS, "guids": [STORAGE_PORT]}),
         ("POST", PKEYS, {"pkey": SERVICE_KEY, "guids": [GLOBEX_PORT]}),
+        ("POST", PKEYS, {"pkey": SERVICE_KEY, "guids": [ACME_PORT], "membership": "limited"}),
         ("PUT", PKEYS, {"pkey": JOBS, "guids": []}),
         ("PUT", PKEYS, {"pkey": ACME_KEY, "guids": [GLOBEX_PORT]}),
         ("PUT", PKEYS, {"pkey": GLOBEX_JOBS, "guids": list(PORTS["gpu0002"])}),
@@ -102,10 +103,27 @@ def globex_attempts() -> list[tuple[str, str, Any]]:
         ("DELETE", f"{PKEYS}/{JOBS}/guids/{ACME_PORT},{VIRTUAL}", None),
         ("DELETE", f"{PKEYS}/{ACME_KEY}/guids/{ACME_PORT}", None),
         ("DELETE", f"{PKEYS}/{JOBS}/hosts/{acme_hosts}", None),
-        ("DELETE", f"{PKEYS}/{SERVICE_KEY}/hosts/stor01", None),
         ("DELETE", f"{PKEYS}/{JOBS}", None),
         ("DELETE", f"{PKEYS}/{ACME_KEY}", None),
         ("DELETE", f"{PKEYS}/{SERVICE_KEY}", None),
+    ]
+
+
+def globex_no_ops() -> list[tuple[str, str, Any]]:
+    """Removals from the storage service's P_Key of members that are not globex's to remove.
+
+    The service's own nodes and acme's ports (acme's grant) are not in the key as globex is
+    shown it: removing a non-member is a no-op (200 {}), which tells nothing and writes nothing.
+    """
+    return [
+        ("DELETE", f"{PKEYS}/{SERVICE_KEY}/hosts/stor01", None),
+        ("DELETE", f"{PKEYS}/{SERVICE_KEY}/hosts/gpu0001,gpu0002", None),
+        ("DELETE", f"{PKEYS}/{SERVICE_KEY}/guids/{STORAGE_PORT},{ACME_PORT}", None),
+        (
+            "POST",
+            "/actions/remove_guids_from_pkey",
+            {"pkey": SERVICE_KEY, "guids": [*PORTS["gpu0001"], *PORTS["gpu0002"]]},
+        ),
     ]
 
 
@@ -118,6 +136,7 @@ def wide_attempts() -> list[tuple[str, str, Any]]:
         ("POST", PKEYS, {"pkey": GLOBEX_KEY, "guids": [STORAGE_PORT]}),
         ("PUT", PKEYS, {"pkey": GLOBEX_JOBS, "guids": [ACME_PORT, VIRTUAL]}),
         ("PUT", PKEYS, {"pkey": SERVICE_KEY, "guids": []}),
+        ("POST", PKEYS, {"pkey": SERVICE_KEY, "guids": [STORAGE_PORT], "membership": "limited"}),
         ("POST", f"{PKEYS}/hosts", {"pkey": JOBS, "hosts_names": ["gpu0005"]}),
         ("POST", f"{PKEYS}/hosts", {"pkey": GLOBEX_JOBS, "hosts_names": ["gpu0001", "sm01"]}),
         ("POST", f"{PKEYS}/add", {"pkey": "0x400"}),
@@ -156,6 +175,9 @@ def test_a_tenants_orchestrator_cannot_write_across_tenants_in_any_style(
         answers = refused_everywhere(client, style, headers, globex_attempts())
         for response in answers:  # globex is never told that acme holds what it asked for
             assert "acme" not in response.text and "owner" not in response.json()
+        for method, path, body in globex_no_ops():
+            response = client.request(method, f"{style.base}{path}", headers=headers, json=body)
+            assert ufm_ok(response) == {}, (style.name, method, path)
 
     assert db_dump() == before
 

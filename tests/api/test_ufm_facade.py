@@ -54,6 +54,7 @@ from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import key_settings
 
 PKEYS = "/ufmRest/resources/pkeys"
+MANAGEMENT = "0x7fff"
 REMOVE = "/ufmRest/actions/remove_guids_from_pkey"
 V1_FABRIC = f"/v1/fabrics/{FABRIC}"
 
@@ -144,7 +145,7 @@ def test_guids_are_taken_with_or_without_0x_16_to_20_digits_any_case_and_emitted
         assert all(re.fullmatch(r"[0-9a-f]{16}", g["guid"]) for g in entry.get("guids", []))
 
 
-BAD_PKEYS = ["0x0", "0x8000", "0xffff", "0xZZ", "-5", "", "0x7fff", "0x", "1e3", "0x00001", True]
+BAD_PKEYS = ["0x0", "0x8000", "0xffff", "0xZZ", "-5", "", "0x", "1e3", "0x00001", True]
 BAD_GUIDS = [
     "00:00:00:00:00:10:00:1b",  # colons
     "000000000010001g",  # not hex
@@ -201,7 +202,7 @@ def test_malformed_writes_are_a_ufm_shaped_400_and_change_nothing(ufm, acme, db_
         response = ufm.request(method, path, headers=acme, json=body)
         assert response.status_code == 400, (method, path, str(body)[:80], response.text)
         ufm_error(response, 400)
-    for path in ("0x0", "0x8000", "0xffff", "0xZZ", "-5", "0x7fff"):
+    for path in ("0x0", "0x8000", "0xffff", "0xZZ", "-5"):
         ufm_error(ufm.get(f"{PKEYS}/{path}", headers=acme), 400)
         ufm_error(ufm.delete(f"{PKEYS}/{path}", headers=acme), 400)
     for guids in ("00:00:00:00:00:10:00:03", "00000000001000zz", f"{ACME_PORT},{ACME_PORT}"):
@@ -237,8 +238,9 @@ def test_the_three_list_shapes_and_guids_with_qos_together_refused_as_ufm_does(u
     with_guids = listing(ufm, acme, "guids_data=true")
     with_qos = listing(ufm, acme, "qos_conf=true")
 
-    # acme sees its own partition whole and its ports in the storage service's (limited)
-    assert set(plain) == set(with_guids) == set(with_qos) == {SERVICE_KEY, ACME_KEY}
+    # acme sees its own partition whole, its ports in the storage service's (limited), and the
+    # management partition, which every UFM list holds
+    assert set(plain) == set(with_guids) == set(with_qos) == {SERVICE_KEY, ACME_KEY, MANAGEMENT}
     assert plain[ACME_KEY] == {"partition": "api_pkey_0x101", "ip_over_ib": True}
     assert with_qos[ACME_KEY]["qos_conf"] == {"mtu_limit": 4, "service_level": 3, "rate_limit": 10}
     assert {g["guid"]: g["membership"] for g in with_guids[SERVICE_KEY]["guids"]} == dict.fromkeys(
@@ -256,6 +258,7 @@ def test_the_three_list_shapes_and_guids_with_qos_together_refused_as_ufm_does(u
         ACME_KEY,
         "0x102",
         GLOBEX_KEY,
+        MANAGEMENT,
     }
 
 
@@ -351,10 +354,10 @@ def test_a_pkey_the_token_may_not_use_is_refused_without_saying_why(ufm, acme, g
     ufm_ok(ufm.delete(f"{PKEYS}/0x300", headers=globex))  # quarantined for globex now
     before = db_dump()
     # outside ib-east's pool (0x100-0x7ffe), another tenant's, quarantined for another tenant,
-    # a service's; each the same answer but for the key
+    # the management partition; each the same answer but for the key
     refusals = {
         key: ufm_error(add(ufm, acme, key, ACME_PORT), 400)
-        for key in ("0x50", GLOBEX_KEY, "0x300", SERVICE_KEY)
+        for key in ("0x50", GLOBEX_KEY, "0x300", MANAGEMENT)
     }
 
     assert {(b["error"].replace(key, "K"), b["reason"]) for key, b in refusals.items()} == {
@@ -367,7 +370,6 @@ def test_a_pkey_the_token_may_not_use_is_refused_without_saying_why(ufm, acme, g
     assert all(
         "globex" not in b["error"] and "storage" not in b["error"] for b in refusals.values()
     )
-    ufm_error(add(ufm, acme, "0x7fff", ACME_PORT), 400)  # management: never a tenant's
     assert db_dump() == before
 
 
@@ -692,8 +694,9 @@ def test_each_principal_is_rate_limited_with_retry_after(ufm, acme, globex):
     assert ufm_error(refused, 429)["reason"] == "rate-limited"
     assert refused.headers["Retry-After"] == "4"
     assert ufm_error(ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": "0x200"}), 429)
-    ufm_ok(ufm.get(PKEYS, headers=acme))  # reads are not limited
-    ufm_ok(add(ufm, globex, GLOBEX_KEY, GLOBEX_PORT))  # nor another principal
+    # reads too: a client polling in a loop is limited like one writing in a loop
+    assert ufm_error(ufm.get(PKEYS, headers=acme), 429)["reason"] == "rate-limited"
+    ufm_ok(add(ufm, globex, GLOBEX_KEY, GLOBEX_PORT))  # not another principal
 
 
 def test_refusals_are_counted_in_metrics_by_reason(ufm, acme, globex):
@@ -759,6 +762,7 @@ def locked_service(tmp_path_factory, sqlite_seeds) -> Iterator[LockedService]:
 GET_URLS = {
     "/app/ufm_version": "/app/ufm_version",
     "/app/smconf": "/app/smconf",
+    "/resources/ports": "/resources/ports?sys_type=Computer",
     "/resources/pkeys": "/resources/pkeys/?guids_data=true",
     "/resources/pkeys/last_updated": "/resources/pkeys/last_updated",
     "/resources/pkeys/{pkey}": "/resources/pkeys/0x200?guids_data=true&qos_conf=true",
