@@ -239,6 +239,8 @@ def _expand(term: str) -> list[str]:
         if not low.isdigit() or (high and not high.isdigit()):
             raise ValueError(f"host list {term!r} has a bad range {part!r}")
         last = int(high or low)
+        if last < int(low):
+            raise ValueError(f"host list {term!r} has a range that goes down: {part!r}")
         if last - int(low) > MAX_GUIDS_PER_CALL:
             raise ValueError(f"host list {term!r} names more than {MAX_GUIDS_PER_CALL} hosts")
         hosts += [f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(int(low), last + 1)]
