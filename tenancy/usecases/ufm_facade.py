@@ -156,10 +156,13 @@ def delete_pkey(uow: UnitOfWork, *, scope: FacadeScope, pkey: int) -> WriteOutco
 
 
 def set_qos(uow: UnitOfWork, *, scope: FacadeScope, body: PkeyBody) -> WriteOutcome:
-    """``qos_conf``: a partition's class is the operator's policy; other values are reported."""
+    """``qos_conf``: a partition's class is the operator's policy; other values are reported.
+
+    A tenant's P_Key only: a shared service's class is no scheduler's to set (nor to be told).
+    """
     with uow.transaction() as tx:
         target = locked_target(tx, scope, body.pkey, create=None, lock=False)
-        if target.tenant is None and target.service is None:
+        if target.tenant is None:
             raise unavailable(body.pkey)
         return _reported(tx, scope, target, body)
 
