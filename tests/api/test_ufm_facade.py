@@ -49,7 +49,7 @@ from tests.api.ufm_support import (
     ufm_error,
     ufm_ok,
 )
-from tests.builders import FABRIC, LOCAL_URL, created, ok, rows
+from tests.builders import FABRIC, LOCAL_URL, api_create_fabric, created, ok, rows
 from tests.conftest import LOOPBACK_CLIENT
 from tests.keys import key_settings
 
@@ -537,6 +537,391 @@ def test_deleting_a_pkey_quarantines_it_and_a_retry_is_a_no_op_for_every_scope(
     assert ufm_ok(ufm.get(f"{PKEYS}/0x200", headers=acme)) == {}
     names = [p["name"] for p in ok(ufm.get("/v1/tenants/acme/partitions"))["data"]]
     assert names == ["default"]
+
+
+# --- resources/ports -----------------------------------------------------------------------------
+
+
+PORT_FIELDS = {
+    "guid", "name", "dname", "system_name", "systemID", "number", "lid", "physical_state",
+    "logical_state", "type",
+}  # fmt: skip
+
+
+def ports_shown(client: TestClient, who: dict[str, str], query: str = "?sys_type=Computer") -> Any:
+    return ufm_ok(client.get(f"/ufmRest/resources/ports{query}", headers=who))
+
+
+def test_ports_are_the_scopes_tenants_ca_ports_and_free_compute_nodes(ufm, acme, globex, everyone):
+    shown = ports_shown(ufm, acme)
+
+    def hosts(ports: list[dict[str, Any]]) -> set[str]:
+        return {p["system_name"] for p in ports}
+
+    # acme's nodes and the free compute nodes; never another tenant's, a service's (stor01-02)
+    # or a management node's (sm01)
+    assert hosts(shown) == {"gpu0001", "gpu0002", "gpu0007", "gpu0008"}
+    assert hosts(ports_shown(ufm, globex)) == {"gpu0005", "gpu0006", "gpu0007", "gpu0008"}
+    assert hosts(ports_shown(ufm, everyone)) == {f"gpu000{n}" for n in range(1, 9)}
+    assert ports_shown(ufm, acme, "") == shown  # every port shown is a host's CA port
+    assert [p["guid"] for p in shown] == sorted(
+        g for h in ("gpu0001", "gpu0002", "gpu0007", "gpu0008") for g in PORTS[h]
+    )
+    first = shown[0]
+    assert first.keys() == PORT_FIELDS  # what NICo's Port requires
+    assert (first["guid"], first["system_name"], first["systemID"]) == (
+        PORTS["gpu0001"][0], "gpu0001", "gpu0001",
+    )  # fmt: skip
+    assert (first["lid"], first["type"], first["logical_state"]) == (0, "Computer", "Active")
+    assert isinstance(first["number"], int) and first["name"].startswith(first["guid"])
+
+    # a node the tenant takes through the facade is its own: another tenant no longer sees it
+    ufm_ok(add(ufm, acme, "0x200", FREE))
+    assert "gpu0007" not in hosts(ports_shown(ufm, globex))
+    assert "gpu0007" in hosts(ports_shown(ufm, acme))
+
+
+# --- the management partition --------------------------------------------------------------------
+
+
+def test_the_management_partition_is_in_every_list_and_readable(ufm, acme, everyone):
+    management = {"partition": "management", "ip_over_ib": True}
+    for who in (acme, everyone):
+        assert listing(ufm, who, "")[MANAGEMENT] == management
+        assert listing(ufm, who, "guids_data=true")[MANAGEMENT] == management | {
+            "guids": [],
+            "membership": "limited",
+        }
+        assert listing(ufm, who, "qos_conf=true")[MANAGEMENT]["qos_conf"] == {
+            "mtu_limit": 2, "service_level": 0, "rate_limit": 2.5,
+        }  # fmt: skip
+    for sent in ("0x7fff", "0x7FFF", "32767"):
+        one = ufm_ok(ufm.get(f"{PKEYS}/{sent}?guids_data=true", headers=acme))
+        assert one == management | {"guids": [], "membership": "limited"}
+    assert ufm_ok(ufm.get(f"{PKEYS}/0x7fff", headers=acme)) == management
+
+
+def writes_on(pkey: str) -> list[tuple[str, str, Any]]:
+    """Every write route, aimed at `pkey` with a port of acme's."""
+    return [
+        ("POST", PKEYS, {"pkey": pkey, "guids": [ACME_PORT]}),
+        ("POST", PKEYS, {"pkey": pkey, "guids": [ACME_PORT], "membership": "limited"}),
+        ("PUT", PKEYS, {"pkey": pkey, "guids": [ACME_PORT]}),
+        ("PUT", PKEYS, {"pkey": pkey, "guids": []}),
+        ("POST", f"{PKEYS}/add", {"pkey": pkey}),
+        ("PUT", f"{PKEYS}/qos_conf", {"pkey": pkey, "mtu_limit": 4}),
+        ("POST", f"{PKEYS}/hosts", {"pkey": pkey, "hosts_names": ["gpu0001"]}),
+        ("POST", REMOVE, {"pkey": pkey, "guids": [ACME_PORT]}),
+        ("DELETE", f"{PKEYS}/{pkey}/guids/{ACME_PORT}", None),
+        ("DELETE", f"{PKEYS}/{pkey}/hosts/gpu0001", None),
+        ("DELETE", f"{PKEYS}/{pkey}", None),
+    ]
+
+
+def test_every_write_on_0x7fff_is_refused_as_any_key_the_caller_may_not_use(
+    ufm, acme, everyone, db_dump
+):
+    operator = basic(mint(ufm, "operator").token)
+    before = db_dump()
+
+    for method, path, body in writes_on(MANAGEMENT):
+        for who in (acme, everyone, operator):  # the fabric's path: an operator token needs it
+            answer = ufm.request(method, f"/fabrics/{FABRIC}{path}", headers=who, json=body)
+            assert ufm_error(answer, 400)["reason"] == "pkey-unavailable", (method, path)
+    # in the words of any other key acme may not use (globex's), but for the key
+    for ours, theirs in zip(writes_on(MANAGEMENT), writes_on(GLOBEX_KEY), strict=True):
+        refused = ufm_error(ufm.request(ours[0], ours[1], headers=acme, json=ours[2]), 400)
+        other = ufm_error(ufm.request(theirs[0], theirs[1], headers=acme, json=theirs[2]), 400)
+        assert (refused["error"].replace(MANAGEMENT, "K"), refused["reason"]) == (
+            other["error"].replace(GLOBEX_KEY, "K"),
+            other["reason"],
+        ), ours
+    assert db_dump() == before
+
+
+# --- a shared service's P_Key --------------------------------------------------------------------
+
+
+def grants_of(client: TestClient, tenant: str) -> list[str]:
+    """The services the tenant holds an active grant of."""
+    found = ok(client.get(f"/v1/tenants/{tenant}/grants"))["data"]
+    return sorted(g["service"] for g in found)
+
+
+def test_a_tenants_ports_as_limited_members_of_a_services_key_grant_it_the_service(ufm, globex):
+    assert grants_of(ufm, "globex") == []
+    before = len(audit_entries(ufm))
+
+    answer = add(ufm, globex, SERVICE_KEY, GLOBEX_PORT, membership="limited")
+
+    assert ufm_ok(answer) == {}
+    assert grants_of(ufm, "globex") == ["storage"]
+    assert "grant.create" in {e["action"] for e in audit_entries(ufm)[before:]}
+    # the grant covers every port of the tenant, not only the one sent
+    globex_ports = sorted(PORTS["gpu0005"] + PORTS["gpu0006"])
+    assert guids_of(ufm, globex, SERVICE_KEY) == [(g, "limited") for g in globex_ports]
+    # and never shows the service's own members, nor another tenant's
+    assert guids_of(ufm, globex, SERVICE_KEY) == [
+        (g, m) for g, m in guids_of(ufm, basic(orchestrator(ufm)), SERVICE_KEY)
+        if g in globex_ports
+    ]  # fmt: skip
+    ufm_ok(add(ufm, globex, SERVICE_KEY, *PORTS["gpu0006"], membership="limited"))  # no-op
+    assert grants_of(ufm, "globex") == grants_of(ufm, "acme") == ["storage"]
+
+
+def test_a_services_key_refuses_full_members_replacement_creation_deletion_and_qos(
+    ufm, acme, globex, db_dump
+):
+    before = db_dump()
+    cases = [
+        (add(ufm, globex, SERVICE_KEY, GLOBEX_PORT), "service-full-member"),
+        (
+            add(ufm, globex, SERVICE_KEY, GLOBEX_PORT, memberships=["full"]),
+            "service-full-member",
+        ),
+        (
+            ufm.post(f"{PKEYS}/hosts", headers=globex,
+                     json={"pkey": SERVICE_KEY, "hosts_names": ["gpu0005"]}),
+            "service-full-member",
+        ),
+        (
+            ufm.put(PKEYS, headers=acme, json={"pkey": SERVICE_KEY, "guids": [ACME_PORT],
+                                               "membership": "limited"}),
+            "service-replace",
+        ),
+        (ufm.put(PKEYS, headers=acme, json={"pkey": SERVICE_KEY, "guids": []}), "service-replace"),
+        (ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": SERVICE_KEY}), "pkey-unavailable"),
+        (ufm.delete(f"{PKEYS}/{SERVICE_KEY}", headers=acme), "pkey-unavailable"),
+        (
+            ufm.put(f"{PKEYS}/qos_conf", headers=acme, json={"pkey": SERVICE_KEY, "mtu_limit": 5}),
+            "pkey-unavailable",
+        ),
+    ]  # fmt: skip
+
+    assert [ufm_error(answer, 400)["reason"] for answer, _ in cases] == [r for _, r in cases]
+    for answer, _ in cases:
+        assert "storage" not in answer.json()["error"]
+    assert db_dump() == before
+
+
+def test_removing_all_of_a_tenants_ports_from_a_services_key_revokes_its_grant_some_is_refused(
+    ufm, acme, db_dump
+):
+    acme_ports = list(PORTS["gpu0001"] + PORTS["gpu0002"])
+    before = db_dump()
+
+    partial = ufm.post(REMOVE, headers=acme, json={"pkey": SERVICE_KEY, "guids": acme_ports[:3]})
+    by_host = ufm.delete(f"{PKEYS}/{SERVICE_KEY}/hosts/gpu0001", headers=acme)
+
+    assert ufm_error(partial, 400)["reason"] == ufm_error(by_host, 400)["reason"] == "partial-grant"
+    assert db_dump() == before
+    assert grants_of(ufm, "acme") == ["storage"]
+
+    ufm_ok(ufm.delete(f"{PKEYS}/{SERVICE_KEY}/hosts/gpu0001,gpu0002", headers=acme))
+
+    assert grants_of(ufm, "acme") == []
+    assert guids_of(ufm, acme, SERVICE_KEY) == []
+    assert SERVICE_KEY not in listing(ufm, acme)
+    after = db_dump()
+    ufm_ok(ufm.post(REMOVE, headers=acme, json={"pkey": SERVICE_KEY, "guids": acme_ports}))
+    assert db_dump() == after  # a retry: nothing left to revoke
+    ufm_ok(add(ufm, acme, SERVICE_KEY, *PORTS["gpu0002"], membership="limited"))
+    assert grants_of(ufm, "acme") == ["storage"]  # granted again
+
+
+def test_a_service_grant_through_its_key_follows_the_policys_visibility(ufm, db_dump):
+    # research is internal; storage becomes visible to external tenants only (acme keeps its)
+    ok(ufm.put("/v1/policy", json={"services": {"storage": "external"}}))
+    research = basic(orchestrator(ufm, "research"))
+    before = db_dump()
+
+    refused = ufm_error(
+        add(ufm, research, SERVICE_KEY, PORTS["gpu0003"][0], membership="limited"), 400
+    )
+
+    assert refused["reason"] in {"isolation-violation", "conflict"}, refused
+    assert "acme" not in str(refused)
+    assert db_dump() == before
+    assert grants_of(ufm, "research") == []
+
+
+# --- Slurm's host lists --------------------------------------------------------------------------
+
+
+def test_slurms_compressed_host_lists_are_expanded_in_the_body_and_the_path(ufm, acme):
+    jobs = "gpu[0007-0008]"  # SLURM_JOB_NODELIST of two contiguous nodes
+    both = sorted(PORTS["gpu0007"] + PORTS["gpu0008"])
+
+    ufm_ok(ufm.post(f"{PKEYS}/hosts", headers=acme, json={"pkey": "0x200", "hosts_names": jobs}))
+    assert [g for g, _ in guids_of(ufm, acme, "0x200")] == both
+    ufm_ok(ufm.delete(f"{PKEYS}/0x200/hosts/{jobs}", headers=acme))
+    assert guids_of(ufm, acme, "0x200") == []
+
+    # a list, several terms, single values and ranges in one bracket, padding kept
+    for hosts in (["gpu[0001-0002]", "gpu0007"], "gpu[0001,0002],gpu0007", "gpu000[1-2,7]"):
+        ufm_ok(
+            ufm.post(f"{PKEYS}/hosts", headers=acme, json={"pkey": "0x201", "hosts_names": hosts})
+        )
+        members = [g for g, _ in guids_of(ufm, acme, "0x201")]
+        assert members == sorted(PORTS["gpu0001"] + PORTS["gpu0002"] + PORTS["gpu0007"]), hosts
+        ufm_ok(ufm.delete(f"{PKEYS}/0x201/hosts/gpu000[1-2],gpu0007", headers=acme))
+        assert guids_of(ufm, acme, "0x201") == []
+
+
+BAD_HOST_LISTS = [
+    "gpu[0007-0008",  # unclosed
+    "gpu0007-0008]",
+    "gpu[]",
+    "gpu[-]",
+    "gpu[a-b]",
+    "gpu[0007--0008]",
+    "gpu[,]",
+    "gpu[1-2][3-4]",
+    "gpu[[1-2]]",
+    "gpu[0008-0007]",  # a range that goes down
+    "gpu[0-99999999]",  # more hosts than a call may name
+    "gpu[0007-0008],gpu0007",  # a host twice
+]
+
+
+@pytest.mark.parametrize("hosts", BAD_HOST_LISTS)
+def test_a_host_list_that_is_not_slurms_syntax_is_a_400_in_the_body_and_the_path(
+    ufm, acme, db_dump, hosts
+):
+    before = db_dump()
+
+    in_body = ufm.post(f"{PKEYS}/hosts", headers=acme, json={"pkey": "0x200", "hosts_names": hosts})
+    in_path = ufm.delete(f"{PKEYS}/{ACME_KEY}/hosts/{hosts}", headers=acme)
+
+    assert ufm_error(in_body, 400)["reason"] == "invalid-body"
+    assert ufm_error(in_path, 400)["reason"] == "invalid-hosts"
+    assert db_dump() == before
+
+
+# --- ignored fields in the audit log -------------------------------------------------------------
+
+
+def ignored_entries(client: TestClient) -> list[str]:
+    """The targets of the audit log's `ufm.fields-ignored` entries."""
+    return [e["target"] for e in audit_entries(client) if e["action"] == "ufm.fields-ignored"]
+
+
+def test_ignored_fields_are_audited_beside_a_change_and_not_on_an_identical_retry(
+    ufm, acme, db_dump
+):
+    # acme's class is gold: MTU 4, SL 3, 10 Gb/s; its default partition is no index0 partition
+    body = {"pkey": ACME_KEY, "guids": [FREE], "index0": True, "mtu_limit": 5, "rate_limit": 10}
+
+    assert ufm_ok(ufm.post(PKEYS, headers=acme, json=body)) == {
+        "ignored": {"index0": True, "mtu_limit": 5}
+    }
+    assert ignored_entries(ufm) == [
+        f"fabrics/{FABRIC}/pkeys/{ACME_KEY}#ignored:index0=True,mtu_limit=5.0"
+    ]
+    entry = next(e for e in audit_entries(ufm) if e["action"] == "ufm.fields-ignored")
+    assert (entry["role"], entry["principal"].split(":")[1]) == ("orchestrator", "orch-acme")
+
+    before = db_dump()
+    retry = ufm_ok(ufm.post(PKEYS, headers=acme, json=body))  # ib-kubernetes, 5 s later
+    assert retry == {"ignored": {"index0": True, "mtu_limit": 5}}  # still reported
+    assert db_dump() == before  # but nothing written: no change, no entry
+
+    # reported without a change (qos_conf changes nothing): answered, not audited
+    qos = {"pkey": ACME_KEY, "mtu_limit": 2}
+    assert ufm_ok(ufm.put(f"{PKEYS}/qos_conf", headers=acme, json=qos)) == {
+        "ignored": {"mtu_limit": 2}
+    }
+    assert db_dump() == before
+    # a partition created by the request is a change: its differing values are audited
+    ufm_ok(ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": "0x200", "service_level": 7}))
+    assert ignored_entries(ufm)[-1] == f"fabrics/{FABRIC}/pkeys/0x200#ignored:service_level=7.0"
+
+
+# --- the pool share ------------------------------------------------------------------------------
+
+SMALL = "ib-small"
+SMALL_KEYS = [f"0x{value:x}" for value in range(0x0A00, 0x0A08)]
+
+
+def test_an_orchestrators_pkey_takes_are_bound_by_its_tenants_pool_share(ufm, db_dump):
+    # 8 P_Keys: at the default 25 % an external tenant may hold 2 of them
+    pkey_range = {"first": SMALL_KEYS[0], "last": SMALL_KEYS[-1]}
+    api_create_fabric(ufm, SMALL, pkey_range=pkey_range)
+    acme = basic(orchestrator(ufm, "acme", fabric=SMALL))
+    for key in SMALL_KEYS[:2]:
+        ufm_ok(ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": key}))
+    before = db_dump()
+
+    by_add = ufm_error(ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": SMALL_KEYS[5]}), 400)
+    port = PORTS["gpu0007"][0]  # a free node's port on ib-small: its allocation is undone too
+    by_post = ufm_error(add(ufm, acme, SMALL_KEYS[6], port), 400)
+
+    assert by_add["reason"] == by_post["reason"] == "pool-share-exceeded"
+    assert (by_add["tenant"], by_add["fabric"], by_add["limit"]) == ("acme", SMALL, 2)
+    assert db_dump() == before
+    # the operator is not bound: it may give the tenant more
+    spec = {"fabric": SMALL, "name": "more", "pkey": SMALL_KEYS[5]}
+    assert created(ufm.post("/v1/tenants/acme/partitions", json=spec))["pkey"] == "0x0a05"
+
+
+# --- Slurm's per-job keys ------------------------------------------------------------------------
+
+
+def partition_names(client: TestClient, tenant: str) -> list[str]:
+    found = ok(client.get(f"/v1/tenants/{tenant}/partitions", params={"limit": 100}))["data"]
+    return sorted(p["name"] for p in found)
+
+
+def release_on_last_removal(client: TestClient) -> None:
+    policy = {"kinds": {"external": {"release_on_last_removal": True}}}
+    ok(client.put("/v1/policy", json=policy))
+
+
+def test_an_emptied_partition_the_facade_created_is_deleted_under_release_on_last_removal(
+    ufm, acme, engine
+):
+    release_on_last_removal(ufm)
+    job = {"pkey": "0x200", "hosts_names": "gpu[0007-0008]"}
+
+    ufm_ok(ufm.post(f"{PKEYS}/hosts", headers=acme, json=job))  # the prolog
+    assert "pkey-0x200" in partition_names(ufm, "acme")
+    ufm_ok(ufm.delete(f"{PKEYS}/0x200/hosts/gpu[0007-0008]", headers=acme))  # the epilog
+
+    assert partition_names(ufm, "acme") == ["default"]
+    assert allocated_nodes(ufm, "acme") == {"gpu0001", "gpu0002"}
+    assert ufm_ok(ufm.get(f"{PKEYS}/0x200", headers=acme)) == {}
+    assert rows(engine, "SELECT state FROM segment WHERE kind = 'pkey' AND value = 512") in (
+        [("quarantined",)],
+        [],
+    )  # quarantined, or free at once where no target had it
+    # the next job with the same key
+    ufm_ok(ufm.post(f"{PKEYS}/hosts", headers=acme, json=job))
+    assert "pkey-0x200" in partition_names(ufm, "acme")
+    # emptied by a PUT, or by removing its last GUID, it goes too
+    ufm_ok(ufm.put(PKEYS, headers=acme, json={"pkey": "0x200", "guids": []}))
+    assert partition_names(ufm, "acme") == ["default"]
+    ufm_ok(add(ufm, acme, "0x201", ACME_PORT))
+    ufm_ok(ufm.delete(f"{PKEYS}/0x201/guids/{ACME_PORT}", headers=acme))
+    assert partition_names(ufm, "acme") == ["default"]
+
+
+def test_an_emptied_partition_stays_if_v1_made_it_or_the_policy_keeps_nodes(ufm, acme):
+    spec = {"fabric": FABRIC, "name": "jobs", "pkey": "0x210"}
+    created(ufm.post("/v1/tenants/acme/partitions", json=spec))
+    ufm_ok(add(ufm, acme, "0x210", ACME_PORT))
+    ufm_ok(add(ufm, acme, "0x200", ACME_PORT))  # the facade's, but the policy keeps nodes
+
+    for pkey in ("0x210", "0x200"):
+        ufm_ok(ufm.post(REMOVE, headers=acme, json={"pkey": pkey, "guids": [ACME_PORT]}))
+    assert partition_names(ufm, "acme") == ["default", "jobs", "pkey-0x200"]
+
+    release_on_last_removal(ufm)
+    ufm_ok(add(ufm, acme, "0x210", ACME_PORT))
+    ufm_ok(ufm.post(REMOVE, headers=acme, json={"pkey": "0x210", "guids": [ACME_PORT]}))
+    ufm_ok(ufm.post(f"{PKEYS}/add", headers=acme, json={"pkey": "0x220"}))  # empty from its start
+    ufm_ok(ufm.post(REMOVE, headers=acme, json={"pkey": "0x220", "guids": [ACME_PORT]}))
+    assert partition_names(ufm, "acme") == ["default", "jobs", "pkey-0x200", "pkey-0x220"]
+    assert ok(ufm.get("/v1/tenants/acme/partitions/jobs"))["members"] == []
 
 
 # --- virtual GUIDs -------------------------------------------------------------------------------
