@@ -1,12 +1,13 @@
 """The UFM-compatible API's writes: UFM's PKey operations as verified isofabric changes.
 
 A P_Key is a tenant's default partition (its nodes' ports, following its allocations), one of
-its additional partitions (explicit members), a service's or a peering's (changed through grants
-and peerings, never here), or unknown. Each operation runs in one transaction through the use
-cases /v1 uses (allocation, partitions), so every change is verified before commit, audited under
-the caller's principal, and part of the snapshots the deploy agents apply. An operation that
-changes nothing commits nothing: an identical retry is a no-op. Refusals never say whether a key
-the scope does not own is held, quarantined or outside the pool.
+its additional partitions (explicit members), a shared service's (a tenant's ports join or leave
+it as limited members only, by its grant: tenancy/usecases/ufm_services.py), a peering's (never
+changed here), or unknown (tenancy/usecases/ufm_targets.py). Each operation runs in one
+transaction through the use cases /v1 uses (allocation, partitions), so every change is verified
+before commit, audited under the caller's principal, and part of the snapshots the deploy agents
+apply. An operation that changes nothing commits nothing: an identical retry is a no-op.
+Refusals never say whether a key the scope does not own is held, quarantined or outside the pool.
 """
 
 from __future__ import annotations
