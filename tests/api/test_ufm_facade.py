@@ -666,6 +666,8 @@ def test_a_tenants_ports_as_limited_members_of_a_services_key_grant_it_the_servi
         if g in globex_ports
     ]  # fmt: skip
     ufm_ok(add(ufm, globex, SERVICE_KEY, *PORTS["gpu0006"], membership="limited"))  # no-op
+    ufm_ok(add(ufm, globex, GLOBEX_KEY, FREE))  # a node globex takes later: covered too
+    assert set(PORTS["gpu0007"]) <= {g for g, _ in guids_of(ufm, globex, SERVICE_KEY)}
     assert grants_of(ufm, "globex") == grants_of(ufm, "acme") == ["storage"]
 
 
