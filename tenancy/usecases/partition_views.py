@@ -41,7 +41,18 @@ def partition_view(
         for partition in rows.tenant_partitions(session, m.pk(fabric), m.pk(tenant)):
             if partition.name == name:
                 return _additional_view(session, fabric, tenant, partition)
-    raise NotFoundError(
+    raise _no_partition(fabric, tenant, name)
+
+
+def _has_partition(session: Session, fabric: m.Fabric, tenant: m.Tenant, name: str) -> bool:
+    """Whether `partition_view` finds the partition (without reading its members)."""
+    if name == DEFAULT_PARTITION:
+        return default_segment(session, fabric, tenant) is not None
+    return any(p.name == name for p in rows.tenant_partitions(session, m.pk(fabric), m.pk(tenant)))
+
+
+def _no_partition(fabric: m.Fabric, tenant: m.Tenant, name: str) -> NotFoundError:
+    return NotFoundError(
         f"tenant '{tenant.name}' has no partition '{name}' on fabric '{fabric.name}'",
         resource="partition",
     )
@@ -58,7 +69,8 @@ def find_partition(session: Session, tenant: m.Tenant, name: str, fabric: str | 
         found = fabric_named(session, fabric)
         if found.kind != FabricKind.INFINIBAND:
             raise ConflictError(f"fabric '{fabric}' is RoCE: a tenant has one VRF there")
-        partition_view(session, found, tenant, name)  # raises NotFoundError
+        if not _has_partition(session, found, tenant, name):
+            raise _no_partition(found, tenant, name)
         return found
     fabrics = _fabrics_with(session, tenant, name)
     if not fabrics:

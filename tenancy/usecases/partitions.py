@@ -7,6 +7,8 @@ the change with the counterexample. RoCE fabrics keep one VRF per tenant: 409.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlmodel import Session, col, select
 
 from policies.errors import ConflictError, InvalidValueError, NotFoundError
@@ -40,6 +42,7 @@ __all__ = [
     "list_partitions",
     "page_partitions",
     "remove_member",
+    "replace_members_in",
     "set_members",
     "set_members_in",
 ]
@@ -154,12 +157,37 @@ def set_members_in(
     tx: Tx, *, tenant_name: str, name: str, members: list[MemberSpec], fabric: str | None
 ) -> PartitionView:
     """`set_members` inside the caller's transaction (a change set's operation)."""
-    tenant, found, partition = _locked_additional(tx, tenant_name, name, fabric)
     wanted = {member.guid: member.membership == "full" for member in members}
-    _admit_members(tx, found, tenant, wanted)
-    rows.set_member_rows(tx, partition, wanted)
-    _commit(tx, found, tenant, "partition.members", name)
+    tenant, found = replace_members_in(
+        tx, tenant_name=tenant_name, name=name, members=wanted, fabric=fabric
+    )
     return partition_view(tx.session, found, tenant, name)
+
+
+def replace_members_in(
+    tx: Tx,
+    *,
+    tenant_name: str,
+    name: str,
+    members: dict[str, bool],
+    fabric: str | None,
+    joining: Collection[str] | None = None,
+) -> tuple[m.Tenant, m.Fabric]:
+    """Make the partition's members exactly `members` (GUID text -> full), verified; no view.
+
+    `joining`: the GUIDs that are not members yet, for a caller that read the members in this
+    transaction under the tenant's lock: only they are admitted (the tenant's ports, virtual
+    GUIDs bound to it), as `add_member` admits only the one it adds. None admits every member.
+    A partition's members were admitted when they joined and leave with the tenant's nodes
+    (`rows.drop_node_memberships`); the commit gate verifies the whole scope either way. The
+    UFM-compatible API adds one GUID at a time to partitions of thousands.
+    """
+    tenant, found, partition = _locked_additional(tx, tenant_name, name, fabric)
+    admitted = members if joining is None else {g: members[g] for g in joining}
+    _admit_members(tx, found, tenant, admitted)
+    rows.set_member_rows(tx, partition, members)
+    _commit(tx, found, tenant, "partition.members", name)
+    return tenant, found
 
 
 def add_member(

@@ -21,7 +21,6 @@ from policies.errors import InvalidValueError
 from tenancy import models as m
 from tenancy.record import audit_log
 from tenancy.record import partitions as rows
-from tenancy.schemas import MemberSpec
 from tenancy.schemas.ufm import (
     GuidsBody,
     HostsBody,
@@ -276,11 +275,11 @@ def _write_members(
     if not members and partition.origin == ORIGIN and nodes.releases(tx, tenant):
         partitions.delete_partition_in(tx, tenant_name=tenant.name, name=name, fabric=fabric)
     else:
-        specs = [
-            MemberSpec(guid=g, membership="full" if f else "limited") for g, f in members.items()
-        ]
-        partitions.set_members_in(
-            tx, tenant_name=tenant.name, name=name, members=specs, fabric=fabric
+        # Only the GUIDs that join are admitted (`current` was read under the tenant's lock),
+        # and no view is built: one GUID added to a partition of thousands costs one GUID's.
+        joining = [guid for guid in members if guid not in current]
+        partitions.replace_members_in(
+            tx, tenant_name=tenant.name, name=name, members=members, fabric=fabric, joining=joining
         )
     outcome.changed = True
     nodes.release_if_last(tx, scope, tenant, set(current) - set(members))

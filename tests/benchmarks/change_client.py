@@ -129,6 +129,7 @@ class Scoreboard:
     """The targets of issue 12 as they are measured; printed again together at the end."""
 
     outcomes: list[Outcome] = field(default_factory=list)
+    title: str = "the issue 12 targets"
 
     def record(self, target: str, status: str, detail: str) -> None:
         """Print and keep one target's outcome."""
@@ -148,6 +149,6 @@ class Scoreboard:
 
     def print_summary(self) -> None:
         """Every target's outcome, one a line."""
-        print("\nsummary of the issue 12 targets")
+        print(f"\nsummary of {self.title}")
         for outcome in self.outcomes:
             print(f"  {outcome.status:<13} {outcome.target}: {outcome.detail}")
