@@ -20,11 +20,13 @@ Basic, an orchestrator token bound to the fabric and one tenant as the password.
   ``--min-interval`` (5 s); once it has applied the current state, --burst (1,000) single-GUID
   adds, one after another, of virtual GUIDs into one new P_Key of one tenant. Prints the burst's
   duration, its write p50 / p99, the snapshots it committed, the signed manifests the agent
-  fetched and the manifests it applied (downloaded their changed files and installed them), the
-  shortest gap between two applies, and how long after the burst the agent applied its last
-  state. Target: at most one manifest applied per --min-interval (no more than
-  floor(duration / min-interval) + 1 in the burst), the agent's own throttle; the signed
-  manifest itself it fetches once per --interval, by design, and that count is printed beside.
+  fetched (how long each took, the snapshots they named), its reports by state (the first
+  of any other than applied, with its reason), the manifests it applied (downloaded their
+  changed files and installed them), the shortest gap between two applies, and when it applied
+  the state the burst ended with. Target: at most one manifest applied per --min-interval, from
+  the burst's start until that last apply (floor(span / min-interval) + 1): the agent's own
+  throttle. It fetches the signed manifest once per --interval, or less often when a fetch
+  takes longer; that count is printed beside.
 
 Never asserts on time; exits 1 only if a part failed (an unexpected answer). The machine's load
 average is printed at the start and the end: other work on it shows in every figure.
@@ -46,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -83,6 +86,7 @@ from tests.benchmarks.timing import measure
 PARTS = ("latency", "burst")
 FABRIC = IB_LARGE.name
 TARGET = "sm01"
+SM_FILES = ("opensm.conf", "partitions.conf", "qos-policy.conf")
 LATENCY_LIMIT_SECONDS = 2.0  # p99 of a facade write (issue 29); a client's deadline is 10 s
 WRITES, BURST = 200, 1_000
 KINDS_PER_TENANT = 5  # the writes each tenant of the latency part makes
@@ -307,13 +311,20 @@ class AgentEvents:
 
 @contextmanager
 def running_agent(
-    base_url: str, token: str, keyring: Path, scratch: Path, options: argparse.Namespace
+    api: Api, token: str, keyring: Path, scratch: Path, options: argparse.Namespace
 ) -> Iterator[AgentEvents]:
     """tests/benchmarks/ufm_agent.py in a child process, its events read as they come."""
     conf_dir = scratch / "agent-conf"
     conf_dir.mkdir(exist_ok=True)
+    # The SM host as it was set up: OpenSM started from the service's files (as bench_agent's),
+    # so the options it runs with are the rendered ones and an apply reports `applied`.
+    for name in SM_FILES:
+        text = api.client.get(f"/v1/fabrics/{FABRIC}/artifacts/opensm/{name}")
+        if text.status_code != 200:
+            raise BenchError(f"GET artifacts/opensm/{name}: {text.status_code}")
+        (conf_dir / name).write_bytes(text.content)
     command = [
-        sys.executable, "-m", "tests.benchmarks.ufm_agent", "--server", base_url,
+        sys.executable, "-m", "tests.benchmarks.ufm_agent", "--server", api.base_url,
         "--fabric", FABRIC, "--target", TARGET, "--conf-dir", str(conf_dir),
         "--public-key", str(keyring), "--interval", str(options.interval),
         "--min-interval", str(options.min_interval),
@@ -376,7 +387,7 @@ def burst(
     keyring = Path(scratch / "keys" / "keyring.jsonl")
     try:
         facade.write("POST", "/resources/pkeys/add", {"pkey": pkey, "index0": False})
-        with running_agent(api.base_url, agent_token, keyring, scratch, options) as agent:
+        with running_agent(api, agent_token, keyring, scratch, options) as agent:
             measure("agent: first apply", lambda: wait_applied(api, agent, "before the burst"))
             time.sleep(options.min_interval)  # the burst starts with the throttle open
             before = snapshots(api)
@@ -432,9 +443,20 @@ def _burst_report(
     count("  snapshots the burst committed", made)
     figure("  burst start to last state applied", episode, "s")
     count("  signed manifests fetched (polls)", len(fetches))
+    count("    snapshots they named", len({f["digest"] for f in fetches}))
     if fetch_seconds:
         figure("    signed manifest p50", median(fetch_seconds), "s")
         figure("    signed manifest max", max(fetch_seconds), "s")
+    failed = agent.between("fetch-failed", start, caught_up)
+    if failed:
+        count("    fetches failed", len(failed))
+        print(f"    first failure: {failed[0]['error']}")
+    reports = agent.between("report", start, caught_up)
+    states = Counter(r["state"] for r in reports)
+    print("  agent reports: " + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
+    for state in sorted(set(states) - {"applied", "restart_required"}):
+        first = next(r for r in reports if r["state"] == state)
+        print(f"    first {state}: {first['detail']}")
     count("  manifests applied (files fetched)", len(applied))
     count("  at most, one per --min-interval", allowed)
     if gaps:

@@ -9,10 +9,11 @@ standby installs and never sweeps (agent/opensm.py), so no fabric is needed; a m
 sweep and read back on top, which makes each apply longer, not more frequent.
 
 It prints one JSON line a call to the service on stdout (monotonic clock, shared with the
-parent on Linux), once the call has answered: ``{"event": "fetch", "start": ..., "t": ...}``
-for each signed manifest fetched, ``{"event": "download", "start": ..., "t": ..., "digest":
-..., "path": ...}`` for each file downloaded, and ``{"event": "report", "t": ..., "state": ...,
-"digest": ...}`` for each report posted.
+parent on Linux), once the call has answered: ``{"event": "fetch", "start": ..., "t": ...,
+"digest": ...}`` for each signed manifest fetched (the snapshot it names; ``fetch-failed``
+with the error when the call failed), ``{"event": "download", "start": ..., "t": ...,
+"digest": ..., "path": ...}`` for each file downloaded, and ``{"event": "report", "t": ...,
+"state": ..., "digest": ..., "detail": ...}`` for each report posted.
 
     python -m tests.benchmarks.ufm_agent --server URL --fabric F --target T --conf-dir DIR
         --public-key KEYRING --interval S --min-interval S   # token in ISOFABRIC_TOKEN
@@ -21,6 +22,7 @@ for each signed manifest fetched, ``{"event": "download", "start": ..., "t": ...
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.client import ServerClient
+from agent.client import ServerClient, ServerError
 from agent.cycle import AgentSettings
 from agent.loop import run_loop
 from agent.opensm import Agent
@@ -49,8 +51,12 @@ class CountingClient(ServerClient):
 
     def signed_manifest(self) -> dict[str, Any]:
         start = time.monotonic()
-        envelope = super().signed_manifest()
-        event("fetch", start=start)
+        try:
+            envelope = super().signed_manifest()
+        except ServerError as error:
+            event("fetch-failed", start=start, error=str(error)[:200])
+            raise
+        event("fetch", start=start, digest=_snapshot_of(envelope))
         return envelope
 
     def artifact(self, digest: str, path: str) -> bytes:
@@ -61,8 +67,17 @@ class CountingClient(ServerClient):
 
     def post_report(self, report: dict[str, Any]) -> dict[str, Any]:
         answer = super().post_report(report)
-        event("report", state=report.get("state"), digest=report.get("digest"))
+        detail = str(report.get("detail", ""))[:300]
+        event("report", state=report.get("state"), digest=report.get("digest"), detail=detail)
         return answer
+
+
+def _snapshot_of(envelope: dict[str, Any]) -> str | None:
+    """The snapshot digest the envelope's payload names (not verified: the agent does that)."""
+    try:
+        return str(json.loads(base64.b64decode(envelope["payload"]))["snapshot_digest"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class StandbyHost:
