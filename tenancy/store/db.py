@@ -186,8 +186,12 @@ def _read_only_options(engine: Engine) -> dict[str, Any]:
     """Connection options that make a session's transaction read-only on `engine`'s backend."""
     if engine.dialect.name == "postgresql":
         # psycopg then opens the transaction with BEGIN READ ONLY, and the server refuses any
-        # write in it; SQLAlchemy resets the connection when it returns to the pool.
-        return {"postgresql_readonly": True}
+        # write in it; SQLAlchemy resets the connection when it returns to the pool. REPEATABLE
+        # READ: every statement of a read sees one committed state (a snapshot loaded in several
+        # queries while writes commit could otherwise mix two, and be signed as a state that
+        # never was); a read-only transaction at this level never fails to serialize
+        # (PostgreSQL manual, "Transaction Isolation", 13.2.2).
+        return {"postgresql_readonly": True, "isolation_level": "REPEATABLE READ"}
     return {READ_ONLY_OPTION: True}  # read by `_sqlite_begin`
 
 
