@@ -44,7 +44,9 @@ def test_a_read_only_transaction_does_not_see_a_write_committed_while_it_reads(p
 
 def _check_one_state(uow: UnitOfWork) -> None:
     with uow.transaction(read_only=True) as tx:
-        qos_id = m.pk(tx.session.exec(select(m.QosClass)).first())
+        qos = tx.session.exec(select(m.QosClass)).first()
+        assert qos is not None  # the migrations seed the classes
+        qos_id = m.pk(qos)
     before = _tenants(uow)
     with uow.transaction(read_only=True) as reading:
         count = select(func.count()).select_from(m.Tenant)
