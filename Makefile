@@ -37,23 +37,20 @@ run: $(RUN_STAMP)
 ## test: the whole suite (policies, tenancy, api, conformance, docs examples)
 ## (on TEST_WORKERS processes, a test module per worker so that its fixtures and labs are built
 ## once; it prints the 20 slowest tests: docs/maintainers.md says what each proves; the budget
-## is 10 minutes on 2 cores). Two modules run beside them from the start, each printed when
-## all are done: schemathesis reports each API operation as a subtest, which xdist's workers
-## do not carry back, so it runs in a process of its own; the documentation's examples
-## (tests/docs/test_examples.py) run their pages' services and shells in another. The workers
-## leave a core partly idle while labs wait on OpenSM, FRR and browsers: the two fill it.
+## is 10 minutes on 2 cores). Then two modules side by side, each printed when both are done:
+## schemathesis reports each API operation as a subtest, which xdist's workers do not carry
+## back, so it runs in a process of its own on one core; the documentation's examples
+## (tests/docs/test_examples.py) run their pages' services and shells on the other.
 TEST_WORKERS ?= 2
 BESIDE_OUT := $(VENV)/docs-examples.out
-SCHEMA_OUT := $(VENV)/schemathesis.out
 test: $(STAMP)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py \
+	  --ignore=tests/docs/test_examples.py --durations=20
 	@$(BIN)/pytest -p no:cacheprovider tests/docs/test_examples.py >$(BESIDE_OUT) 2>&1 & \
 	  docs=$$!; \
-	  $(BIN)/pytest -p no:cacheprovider tests/api/test_schemathesis.py >$(SCHEMA_OUT) 2>&1 & \
-	  api=$$!; \
-	  $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/api/test_schemathesis.py \
-	    --ignore=tests/docs/test_examples.py --durations=20; suite=$$?; \
-	  wait $$api; schema=$$?; wait $$docs; examples=$$?; cat $(SCHEMA_OUT) $(BESIDE_OUT); \
-	  test $$suite -eq 0 && test $$schema -eq 0 && test $$examples -eq 0
+	  $(BIN)/pytest tests/api/test_schemathesis.py; api=$$?; \
+	  wait $$docs; examples=$$?; cat $(BESIDE_OUT); \
+	  test $$api -eq 0 && test $$examples -eq 0
 
 ## bench: scale benchmarks (InfiniBand: 100k ports, 2,000 tenants; RoCE: 64 leaves, 16k NICs,
 ## 500 tenants, and every leaf's CONFIG_DB patch for an onboarding and an offboarding there,
