@@ -34,7 +34,7 @@ from tenancy.schemas.ufm import (
     parse_pkey,
 )
 from tenancy.store.uow import UnitOfWork
-from tenancy.usecases import ufm_facade, ufm_views
+from tenancy.usecases import ufm_fabric, ufm_facade, ufm_views
 from tenancy.usecases.ufm_views import FacadeScope
 
 VERSION = {"ufm_release_version": "6.22.1", "isofabric": "ufm-compatible PKey API"}
@@ -77,7 +77,7 @@ async def _version(_: CurrentCaller) -> JSONResponse:
 async def _smconf(request: Request, who: CurrentCaller) -> JSONResponse:
     uow: UnitOfWork = request.app.state.uow
     answer = await run_in_threadpool(
-        ufm_views.sm_config, uow, fabric_name=who.scope.fabric, reveal_keys=who.is_operator
+        ufm_fabric.sm_config, uow, fabric_name=who.scope.fabric, reveal_keys=who.is_operator
     )
     return ok(answer)
 
@@ -114,7 +114,7 @@ async def _ports(request: Request, who: CurrentCaller) -> JSONResponse:
     uow: UnitOfWork = request.app.state.uow
     computers = request.query_params.get("sys_type", "").lower() == "computer"
     answer = await run_in_threadpool(
-        ufm_views.list_ports, uow, scope=who.scope, computers_only=computers
+        ufm_fabric.list_ports, uow, scope=who.scope, computers_only=computers
     )
     return ok(answer)
 

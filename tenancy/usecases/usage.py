@@ -15,11 +15,8 @@ CloudEvents behind a forward-only cursor. Nothing is stored: an hour that ended 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import csv
 import io
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,11 +37,17 @@ from tenancy.store.lookups import tenant_named
 from tenancy.store.pagination import DEFAULT_LIMIT
 from tenancy.store.uow import Tx, UnitOfWork
 from tenancy.technology import technology_of
+from tenancy.usecases.usage_cursor import (
+    MAX_YEAR,
+    MIN_YEAR,
+    decode_cursor,
+    encode_cursor,
+    record_key,
+)
 
 MAX_RANGE = {"hour": timedelta(days=31), "day": timedelta(days=366)}
 EVENT_WINDOW = timedelta(days=1)
 HOUR = timedelta(hours=1)
-MIN_YEAR, MAX_YEAR = 1970, 9998
 
 # --- recording (called by allocations, services and offboarding, inside their transaction) ----
 
@@ -233,40 +236,6 @@ def _intervals(
     ]
 
 
-def _key(record: engine.UsageRecord) -> tuple[datetime, str]:
-    return (record.period_start, record.id)
-
-
-def _encode(key: tuple[datetime, str] | None) -> str:
-    body: dict[str, str] = {}
-    if key is not None:
-        body = {"period_start": key[0].isoformat(), "id": key[1]}
-    raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode(cursor: str | None) -> tuple[datetime, str] | None:
-    """The (period_start, id) a cursor resumes after; None for the beginning."""
-    if not cursor:
-        return None
-    try:
-        body = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()))
-        if body == {}:
-            return None
-        start, record_id = body["period_start"], body["id"]
-        if not isinstance(start, str) or not isinstance(record_id, str):
-            raise TypeError(start)
-        period_start = datetime.fromisoformat(start)
-        if period_start.tzinfo is None:
-            raise ValueError(start)
-        period_start = period_start.astimezone(UTC)
-        if not MIN_YEAR <= period_start.year <= MAX_YEAR:
-            raise ValueError(start)
-    except (binascii.Error, ValueError, KeyError, TypeError, OverflowError) as error:
-        raise InvalidValueError("cursor is not valid", parameter="cursor") from error
-    return period_start, record_id
-
-
 def _checked_range(since: datetime, until: datetime, granularity: str) -> None:
     if granularity not in MAX_RANGE:
         raise InvalidValueError("granularity must be 'hour' or 'day'", parameter="granularity")
@@ -297,7 +266,7 @@ def _records(
             intervals, since=since, until=end, now=tx.now, granularity=granularity
         )
         named = usage_partitions(tx.session, records)
-        return sorted(named, key=_key), engine.complete_until(tx.now)
+        return sorted(named, key=record_key), engine.complete_until(tx.now)
 
 
 def usage_records(
@@ -312,15 +281,15 @@ def usage_records(
 ) -> UsageRecordsPage:
     """One page of the usage records of [since, until) (until defaults to now)."""
     records, complete = _records(uow, since, until, tenant, granularity)
-    after = _decode(cursor)
-    remaining = [r for r in records if after is None or _key(r) > after]
+    after = decode_cursor(cursor)
+    remaining = [r for r in records if after is None or record_key(r) > after]
     page = remaining[:limit]
     more = len(remaining) > limit
     return UsageRecordsPage(
         data=[engine.record_document(r) for r in page],
         count=len(records),
         complete_until=complete,
-        next=_encode(_key(page[-1])) if more and page else None,
+        next=encode_cursor(record_key(page[-1])) if more and page else None,
     )
 
 
@@ -388,7 +357,8 @@ def _final_hourly(
             session, engine.meter(intervals, since=start, until=end, now=now, granularity="hour")
         )
         found += sorted(
-            (r for r in records if r.final and (after is None or _key(r) > after)), key=_key
+            (r for r in records if r.final and (after is None or record_key(r) > after)),
+            key=record_key,
         )
         start = end
     return found[:limit]
@@ -402,8 +372,8 @@ def usage_events(
     `next` is never null (it is `cursor` itself when nothing is new), so a poller resumes from it
     forever and sees each event once.
     """
-    after = _decode(cursor)
+    after = decode_cursor(cursor)
     with uow.transaction(read_only=True) as tx:
         records = _final_hourly(tx.session, after, limit, tx.now)
-    last = _key(records[-1]) if records else after
-    return UsageEventsPage(data=[engine.cloud_event(r) for r in records], next=_encode(last))
+    last = record_key(records[-1]) if records else after
+    return UsageEventsPage(data=[engine.cloud_event(r) for r in records], next=encode_cursor(last))
